@@ -1,0 +1,90 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "corun/catalog/catalog.h"
+#include "corun/catalog/device.h"
+#include "corun/catalog/model.h"
+#include "corun/core/result.h"
+#include "corun/spec/knobs.h"
+
+namespace corun {
+
+/// @brief The values a model may take for one knob (numeric encoding, see Settings::set).
+struct KnobSpec {
+  KnobId id;
+  std::vector<double> values;
+};
+
+/// @brief Offered load. Vision: frames per second. LLM / encoder / speech: requests per
+/// second, with prompt and output lengths for LLMs.
+struct Demand {
+  double fps = 0;
+  double rps = 0;
+  int prompt_tokens = 0;
+  int output_tokens = 0;
+};
+
+/// @brief Service-level objectives, measured at the 95th percentile. Absent = unconstrained.
+struct Sla {
+  std::optional<double> latency_ms_p95;
+  std::optional<double> ttft_ms_p95;
+  std::optional<double> tpot_ms_p95;
+  std::optional<double> min_throughput;  ///< frames/s (vision) or output tokens/s (LLM)
+};
+
+/// @brief One co-running model of a workload.
+struct ModelSpec {
+  std::string name;   ///< unique within the workload
+  ModelArch arch;     ///< copied from the catalog
+  std::vector<KnobSpec> knobs;  ///< searched knobs, in the order written
+  Settings base;      ///< defaults for knobs that are not searched
+  Demand demand;
+  Sla sla;
+  double weight = 1;  ///< objective weight
+  int line = 0;       ///< where it was declared
+
+  /// @brief Number of local configurations: the product of the knobs' value counts.
+  [[nodiscard]] std::size_t local_config_count() const;
+  /// @brief Settings of local configuration `index` (mixed radix, last knob fastest).
+  [[nodiscard]] Settings settings(std::size_t index) const;
+  /// @brief "imgsz=640,skip_rate=0" for local configuration `index`.
+  [[nodiscard]] std::string describe(std::size_t index) const;
+  /// @brief The local index whose knob values match `assignments` ("knob" -> value text);
+  /// unlisted knobs take their first value.
+  [[nodiscard]] Result<std::size_t> find_config(
+      const std::vector<std::pair<std::string, std::string>>& assignments) const;
+};
+
+/// @brief What a plan maximises.
+struct Objective {
+  std::string maximize = "utility";
+};
+
+/// @brief A whole workload file: device, models, objective.
+struct Workload {
+  std::string file;   ///< where it was read from ("<string>" for text)
+  std::string hash;   ///< FNV-1a of the file's text, hex: identifies the workload in datasets
+  Device device;
+  std::vector<ModelSpec> models;
+  Objective objective;
+
+  /// @brief Index of the model called `name`.
+  [[nodiscard]] std::optional<std::size_t> find_model(std::string_view name) const;
+  /// @brief A workload holding only the first `n` models (same device and objective).
+  [[nodiscard]] Workload prefix(std::size_t n) const;
+};
+
+/// @brief Parses workload YAML. All problems are reported at once, each with file, line,
+/// field path, reason and, for misspellings, the nearest known name.
+Result<Workload> parse_workload(std::string_view text, const std::string& file,
+                                const Catalog& catalog);
+/// @brief Reads and parses a workload file.
+Result<Workload> load_workload(const std::filesystem::path& path, const Catalog& catalog);
+
+}  // namespace corun

@@ -1,0 +1,31 @@
+// corun validate FILE: checks a workload file and summarises it.
+#include <cstdio>
+
+#include "command.h"
+#include "common.h"
+
+namespace corun::cli {
+namespace {
+
+const bool registered = register_command({
+    "validate",
+    "Check a workload file: every error names file, line, field and reason (exit 2)",
+    [](CLI::App& sub) {
+      auto file = std::make_shared<std::string>();
+      auto catalog = std::make_shared<std::string>();
+      sub.add_option("file", *file, "workload YAML")->required();
+      sub.add_option("--catalog", *catalog, "catalog directory (default: built in)");
+      return std::function<int()>([file, catalog] {
+        auto w = load_workload_file(*file, *catalog);
+        if (!w) return report_error(w.error());
+        std::size_t configs = 1;
+        for (const auto& m : w->models) configs *= m.local_config_count();
+        std::printf("%s: ok (%zu models on %s, %zu joint configurations)\n", file->c_str(),
+                    w->models.size(), w->device.name.c_str(), configs);
+        return kExitOk;
+      });
+    },
+});
+
+}  // namespace
+}  // namespace corun::cli

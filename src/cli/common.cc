@@ -1,0 +1,133 @@
+#include "common.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "corun/core/strings.h"
+
+namespace corun::cli {
+
+Result<const Catalog*> load_catalog(const std::string& dir) {
+  if (dir.empty()) return &Catalog::default_catalog();
+  static std::map<std::string, std::unique_ptr<Catalog>> loaded;
+  auto it = loaded.find(dir);
+  if (it != loaded.end()) return it->second.get();
+  auto c = Catalog::load_dir(dir);
+  if (!c) return c.error().wrap("loading catalog " + dir);
+  auto* ptr = loaded.emplace(dir, std::make_unique<Catalog>(std::move(*c))).first->second.get();
+  return ptr;
+}
+
+Result<Workload> load_workload_file(const std::string& path, const std::string& catalog_dir) {
+  auto catalog = load_catalog(catalog_dir);
+  if (!catalog) return catalog.error();
+  return load_workload(path, **catalog);
+}
+
+Result<JointConfig> parse_config_flag(const Workload& w, const std::string& config,
+                                      const std::string& only) {
+  JointConfig c(w.models.size(), 0);
+  std::vector<std::string> names;
+  for (const auto& m : w.models) names.push_back(m.name);
+  if (!only.empty()) {
+    std::fill(c.begin(), c.end(), kAbsent);
+    for (const auto& n : split(only, ',')) {
+      const auto i = w.find_model(n);
+      if (!i) return Error("--models: no model '" + n + "' in the workload" + did_you_mean(n, names));
+      c[*i] = 0;
+    }
+  }
+  if (config.empty()) return c;
+  std::map<std::size_t, std::vector<std::pair<std::string, std::string>>> per_model;
+  for (const auto& item : split(config, ',')) {
+    const auto eq = item.find('=');
+    const auto dot = item.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+      return Error("--config: expected MODEL.KNOB=VALUE, got '" + item + "'");
+    }
+    const std::string model = item.substr(0, dot);
+    const auto i = w.find_model(model);
+    if (!i) return Error("--config: no model '" + model + "' in the workload" + did_you_mean(model, names));
+    per_model[*i].emplace_back(item.substr(dot + 1, eq - dot - 1), item.substr(eq + 1));
+  }
+  for (const auto& [i, assignments] : per_model) {
+    if (c[i] == kAbsent) {
+      return Error("--config sets knobs of '" + w.models[i].name + "', which --models leaves out");
+    }
+    auto l = w.models[i].find_config(assignments);
+    if (!l) return l.error().wrap("--config");
+    c[i] = static_cast<std::int32_t>(*l);
+  }
+  return c;
+}
+
+namespace {
+
+nlohmann::json opt(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+nlohmann::json to_json(const Measurement& m) {
+  nlohmann::json j;
+  j["testbed"] = m.testbed;
+  j["device"] = m.device;
+  j["models"] = nlohmann::json::array();
+  for (const auto& mm : m.models) {
+    j["models"].push_back({{"name", mm.name},
+                           {"config", mm.config},
+                           {"latency_ms_p50", mm.ok() ? num(mm.latency_ms_p50) : nullptr},
+                           {"latency_ms_p95", mm.ok() ? num(mm.latency_ms_p95) : nullptr},
+                           {"throughput", mm.ok() ? num(mm.throughput) : nullptr},
+                           {"ttft_ms_p95", opt(mm.ttft_ms_p95)},
+                           {"tpot_ms_p95", opt(mm.tpot_ms_p95)},
+                           {"error", mm.ok() ? nlohmann::json(nullptr) : nlohmann::json(mm.error)}});
+  }
+  j["gpu"] = {{"sm_util", m.gpu.sm_util},
+              {"mem_bw_util", m.gpu.mem_bw_util},
+              {"vram_used_gb", m.gpu.vram_used_gb},
+              {"power_w", m.gpu.power_w},
+              {"clock_mhz", m.gpu.clock_mhz}};
+  j["error"] = m.ok() ? nlohmann::json(nullptr) : nlohmann::json(m.error);
+  return j;
+}
+
+std::string Table::render() const {
+  std::vector<std::size_t> width(header_.size(), 0);
+  auto widen = [&](const std::vector<std::string>& row) {
+    for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  };
+  widen(header_);
+  for (const auto& r : rows_) widen(r);
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string out;
+    for (std::size_t i = 0; i < width.size(); ++i) {
+      std::string cell = i < row.size() ? row[i] : "";
+      if (i) out += "  ";
+      out += cell + std::string(width[i] - cell.size(), ' ');
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(header_);
+  std::size_t total = 0;
+  for (auto w : width) total += w + 2;
+  out += std::string(total > 2 ? total - 2 : 0, '-') + "\n";
+  for (const auto& r : rows_) out += line(r);
+  return out;
+}
+
+std::string fixed(double v, int digits) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace corun::cli

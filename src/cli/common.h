@@ -1,0 +1,49 @@
+#pragma once
+
+// Helpers shared by the CLI verbs: loading inputs and rendering outputs. No scheduling logic.
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/result.h"
+#include "corun/space/space.h"
+#include "corun/spec/workload.h"
+#include "corun/testbed/testbed.h"
+
+namespace corun::cli {
+
+/// @brief The catalog: --catalog DIR if given, else CORUN_CATALOG, else the embedded one.
+Result<const Catalog*> load_catalog(const std::string& dir);
+
+/// @brief Loads and validates a workload file against the catalog.
+Result<Workload> load_workload_file(const std::string& path, const std::string& catalog_dir);
+
+/// @brief Parses "--config cam0.imgsz=640,chat.precision=awq" into a joint configuration.
+/// Models not named start at their first local configuration; `only` (comma list of model
+/// names, empty = all) marks the others absent.
+Result<JointConfig> parse_config_flag(const Workload& w, const std::string& config,
+                                      const std::string& only);
+
+/// @brief The JSON form of a measurement (schema in docs/formats.md).
+nlohmann::json to_json(const Measurement& m);
+
+/// @brief A plain text table with aligned columns.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  [[nodiscard]] std::string render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+/// @brief "12.3" with `digits` decimals, or "-" for an absent value.
+std::string fixed(double v, int digits = 1);
+
+}  // namespace corun::cli

@@ -1,0 +1,373 @@
+#include "corun/spec/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "corun/core/atomic_file.h"
+#include "corun/core/strings.h"
+#include "corun/core/yaml.h"
+
+namespace corun {
+
+namespace {
+
+// Input limits: generous for real deployments, small enough that nothing downstream overflows.
+constexpr std::size_t kMaxModels = 64;
+constexpr std::size_t kMaxKnobValues = 64;
+constexpr double kMaxLocalConfigs = 1e6;
+constexpr double kMaxRate = 1e5;          // frames or requests per second
+constexpr long long kMaxTokens = 1 << 20;  // prompt or output tokens per request
+constexpr double kMaxSlaMs = 1e7;
+constexpr double kMaxWeight = 1e6;
+
+std::string fnv1a_hex(std::string_view text) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+bool family_in(ModelFamily f, const std::vector<ModelFamily>& fs) {
+  return std::find(fs.begin(), fs.end(), f) != fs.end();
+}
+
+std::string families_text(const std::vector<ModelFamily>& fs) {
+  std::vector<std::string> names;
+  for (auto f : fs) names.emplace_back(to_string(f));
+  return join(names, ", ");
+}
+
+// One knob value: a precision name or a number in the knob's declared range.
+std::optional<double> parse_knob_value(const YamlField& f, const KnobDecl& decl,
+                                       const ModelArch& arch) {
+  if (decl.categorical) {
+    if (!f.is_scalar()) {
+      f.error("expected a precision name (" + join(precision_names(), ", ") + ")");
+      return std::nullopt;
+    }
+    const auto p = parse_precision(f.node().Scalar());
+    if (!p) {
+      f.error("unknown precision '" + f.node().Scalar() + "'" +
+              did_you_mean(f.node().Scalar(), precision_names()));
+      return std::nullopt;
+    }
+    if (std::find(arch.precisions.begin(), arch.precisions.end(), *p) == arch.precisions.end()) {
+      std::vector<std::string> have;
+      for (auto q : arch.precisions) have.emplace_back(to_string(q));
+      f.error("model '" + arch.name + "' has no " + std::string(to_string(*p)) +
+              " variant (has: " + join(have, ", ") + ")");
+      return std::nullopt;
+    }
+    return static_cast<double>(static_cast<int>(*p));
+  }
+  std::optional<double> v;
+  if (decl.integer) {
+    const auto i = f.integer(static_cast<long long>(decl.min), static_cast<long long>(decl.max));
+    if (i) v = static_cast<double>(*i);
+  } else {
+    v = f.number(decl.min, decl.max);
+  }
+  if (v && decl.id == KnobId::kImgsz && static_cast<long long>(*v) % 32 != 0) {
+    f.error("imgsz must be a multiple of 32, got " + format_number(*v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+void parse_knobs(const YamlField& knobs, ModelSpec& m) {
+  if (!knobs.present()) return;
+  if (!knobs.expect_map()) return;
+  knobs.check_keys(knob_names());
+  double configs = 1;
+  for (const auto& key : knobs.keys()) {
+    const auto id = find_knob(key);
+    if (!id) continue;  // reported by check_keys
+    const KnobDecl& decl = knob_decl(*id);
+    const YamlField f = knobs[key];
+    if (!family_in(m.arch.family, decl.families)) {
+      f.error("knob '" + key + "' does not apply to " + std::string(to_string(m.arch.family)) +
+              " model '" + m.arch.name + "' (applies to: " + families_text(decl.families) + ")");
+      continue;
+    }
+    std::vector<double> values;
+    if (f.is_sequence()) {
+      if (!f.expect_sequence()) continue;
+      if (f.size() > kMaxKnobValues) {
+        f.error("too many values (" + std::to_string(f.size()) + ", at most " +
+                std::to_string(kMaxKnobValues) + ")");
+        continue;
+      }
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        const YamlField e = f.at(i);
+        const auto v = parse_knob_value(e, decl, m.arch);
+        if (!v) continue;
+        if (std::find(values.begin(), values.end(), *v) != values.end()) {
+          e.error("duplicate value " + format_knob_value(*id, *v));
+          continue;
+        }
+        values.push_back(*v);
+      }
+    } else {
+      const auto v = parse_knob_value(f, decl, m.arch);
+      if (v) values.push_back(*v);
+    }
+    if (values.empty()) continue;
+    configs *= static_cast<double>(values.size());
+    if (values.size() == 1) {
+      m.base.set(*id, values[0]);  // a fixed value: not searched
+    } else {
+      m.knobs.push_back(KnobSpec{*id, std::move(values)});
+    }
+  }
+  if (configs > kMaxLocalConfigs) {
+    knobs.error("too many local configurations (" + format_number(configs) + ", at most " +
+                format_number(kMaxLocalConfigs) + ")");
+    m.knobs.clear();
+  }
+}
+
+void parse_demand(const YamlField& d, ModelSpec& m) {
+  const ModelFamily fam = m.arch.family;
+  if (!d.present()) {
+    d.error("missing required field (" +
+            std::string(fam == ModelFamily::kVision ? "fps" : "rps") + ")");
+    return;
+  }
+  if (!d.expect_map()) return;
+  if (fam == ModelFamily::kVision) {
+    d.check_keys({"fps"});
+    m.demand.fps = d.number_at("fps", 1e-3, kMaxRate, true).value_or(0);
+  } else if (fam == ModelFamily::kLlm) {
+    d.check_keys({"rps", "prompt_tokens", "output_tokens"});
+    m.demand.rps = d.number_at("rps", 1e-4, kMaxRate, true).value_or(0);
+    m.demand.prompt_tokens =
+        static_cast<int>(d.integer_at("prompt_tokens", 1, kMaxTokens, true).value_or(0));
+    m.demand.output_tokens =
+        static_cast<int>(d.integer_at("output_tokens", 1, kMaxTokens, true).value_or(0));
+  } else {
+    d.check_keys({"rps"});
+    m.demand.rps = d.number_at("rps", 1e-4, kMaxRate, true).value_or(0);
+  }
+}
+
+void parse_sla(const YamlField& s, ModelSpec& m) {
+  if (!s.present()) return;
+  if (!s.expect_map()) return;
+  if (m.arch.family == ModelFamily::kLlm) {
+    s.check_keys({"latency_ms_p95", "ttft_ms_p95", "tpot_ms_p95", "min_throughput"});
+    m.sla.ttft_ms_p95 = s.number_at("ttft_ms_p95", 1e-3, kMaxSlaMs, false);
+    m.sla.tpot_ms_p95 = s.number_at("tpot_ms_p95", 1e-3, kMaxSlaMs, false);
+  } else {
+    s.check_keys({"latency_ms_p95", "min_throughput"});
+  }
+  m.sla.latency_ms_p95 = s.number_at("latency_ms_p95", 1e-3, kMaxSlaMs, false);
+  m.sla.min_throughput = s.number_at("min_throughput", 0, kMaxRate * 1e3, false);
+}
+
+std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog) {
+  if (!f.expect_map()) return std::nullopt;
+  f.check_keys({"name", "model", "knobs", "demand", "sla", "weight"});
+  ModelSpec m;
+  m.line = f.line();
+  const auto name = f.string_at("name", true);
+  if (name && !valid_name(*name)) {
+    f["name"].error("names use letters, digits, '_', '-', '.' (at most 64), got '" + *name +
+                    "'");
+  }
+  const auto model = f.string_at("model", true);
+  if (!name || !model) return std::nullopt;
+  m.name = *name;
+  const ModelArch* arch = catalog.find_model(*model);
+  if (arch == nullptr) {
+    f["model"].error("unknown catalog model '" + *model + "'" +
+                     did_you_mean(*model, catalog.model_names()));
+    return std::nullopt;
+  }
+  m.arch = *arch;
+  if (m.arch.family == ModelFamily::kVision && m.arch.reference_size > 0) {
+    m.base.imgsz = m.arch.reference_size;
+  }
+  if (!m.arch.precisions.empty() &&
+      std::find(m.arch.precisions.begin(), m.arch.precisions.end(), m.base.precision) ==
+          m.arch.precisions.end()) {
+    m.base.precision = m.arch.precisions.front();
+  }
+  parse_knobs(f["knobs"], m);
+  parse_demand(f["demand"], m);
+  parse_sla(f["sla"], m);
+  if (f["weight"].present()) m.weight = f["weight"].number(1e-6, kMaxWeight).value_or(1);
+  return m;
+}
+
+}  // namespace
+
+std::size_t ModelSpec::local_config_count() const {
+  std::size_t n = 1;
+  for (const auto& k : knobs) n *= k.values.size();
+  return n;
+}
+
+Settings ModelSpec::settings(std::size_t index) const {
+  Settings s = base;
+  for (std::size_t k = knobs.size(); k-- > 0;) {
+    const auto& spec = knobs[k];
+    s.set(spec.id, spec.values[index % spec.values.size()]);
+    index /= spec.values.size();
+  }
+  return s;
+}
+
+std::string ModelSpec::describe(std::size_t index) const {
+  const Settings s = settings(index);
+  std::string out;
+  for (const auto& k : knobs) {
+    if (!out.empty()) out += ",";
+    out += knob_decl(k.id).name + "=" + format_knob_value(k.id, s.get(k.id));
+  }
+  return out;
+}
+
+Result<std::size_t> ModelSpec::find_config(
+    const std::vector<std::pair<std::string, std::string>>& assignments) const {
+  std::vector<std::size_t> digit(knobs.size(), 0);
+  for (const auto& [knob, text] : assignments) {
+    std::vector<std::string> searched;
+    for (const auto& k : knobs) searched.push_back(knob_decl(k.id).name);
+    std::size_t pos = knobs.size();
+    for (std::size_t i = 0; i < knobs.size(); ++i) {
+      if (knob_decl(knobs[i].id).name == knob) pos = i;
+    }
+    if (pos == knobs.size()) {
+      return Error("model '" + name + "' has no searched knob '" + knob + "'" +
+                   did_you_mean(knob, searched) + " (searched: " + join(searched, ", ") + ")");
+    }
+    const auto& spec = knobs[pos];
+    std::vector<std::string> allowed;
+    bool found = false;
+    for (std::size_t v = 0; v < spec.values.size(); ++v) {
+      const std::string shown = format_knob_value(spec.id, spec.values[v]);
+      allowed.push_back(shown);
+      bool match = shown == text;
+      if (!match && knob_decl(spec.id).categorical == false) {
+        char* end = nullptr;
+        const double x = std::strtod(text.c_str(), &end);
+        match = !text.empty() && end == text.c_str() + text.size() &&
+                std::fabs(x - spec.values[v]) <= 1e-9 * std::max(1.0, std::fabs(x));
+      }
+      if (match) {
+        digit[pos] = v;
+        found = true;
+      }
+    }
+    if (!found) {
+      return Error("model '" + name + "': " + knob + "=" + text + " is not one of the workload's " +
+                   "values (" + join(allowed, ", ") + ")");
+    }
+  }
+  std::size_t index = 0;
+  for (std::size_t i = 0; i < knobs.size(); ++i) index = index * knobs[i].values.size() + digit[i];
+  return index;
+}
+
+std::optional<std::size_t> Workload::find_model(std::string_view name) const {
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    if (models[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+Workload Workload::prefix(std::size_t n) const {
+  Workload w = *this;
+  if (n < w.models.size()) w.models.resize(n);
+  return w;
+}
+
+Result<Workload> parse_workload(std::string_view text, const std::string& file,
+                                const Catalog& catalog) {
+  auto root = parse_yaml(text, file);
+  if (!root) return root.error();
+  Diagnostics diags;
+  const YamlField top(*root, file, "", &diags);
+  if (!top.present() || !top.is_map()) {
+    diags.add({file, top.line(), 0, "", "a workload must be a mapping with 'device' and 'models'"});
+    return diags.to_error();
+  }
+  top.check_keys({"name", "description", "device", "models", "objective"});
+  Workload w;
+  w.file = file;
+  w.hash = fnv1a_hex(text);
+
+  const YamlField dev = top["device"];
+  if (!dev.present()) {
+    dev.error("missing required field (a catalog device such as 'rtx3090', or a mapping)");
+  } else if (dev.is_scalar()) {
+    const Device* d = catalog.find_device(dev.node().Scalar());
+    if (d == nullptr) {
+      dev.error("unknown catalog device '" + dev.node().Scalar() + "'" +
+                did_you_mean(dev.node().Scalar(), catalog.device_names()));
+    } else {
+      w.device = *d;
+    }
+  } else if (dev.expect_map()) {
+    const auto name = dev["name"].present() ? dev["name"].string() : std::string("custom");
+    const auto d = Catalog::parse_device(dev, name.value_or("custom"));
+    if (d) w.device = *d;
+  }
+
+  const YamlField models = top["models"];
+  if (!models.present()) {
+    models.error("missing required field (a list of co-running models)");
+  } else if (models.expect_sequence()) {
+    if (models.size() > kMaxModels) {
+      models.error("too many models (" + std::to_string(models.size()) + ", at most " +
+                   std::to_string(kMaxModels) + ")");
+    } else {
+      std::set<std::string> names;
+      for (std::size_t i = 0; i < models.size(); ++i) {
+        auto m = parse_model(models.at(i), catalog);
+        if (!m) continue;
+        if (!names.insert(m->name).second) {
+          models.at(i)["name"].error("duplicate model name '" + m->name + "'");
+          continue;
+        }
+        w.models.push_back(std::move(*m));
+      }
+    }
+  }
+
+  const YamlField obj = top["objective"];
+  if (obj.present() && obj.expect_map()) {
+    obj.check_keys({"maximize"});
+    const auto what = obj.string_at("maximize", true);
+    static const std::vector<std::string> kObjectives = {"utility", "throughput"};
+    if (what && std::find(kObjectives.begin(), kObjectives.end(), *what) == kObjectives.end()) {
+      obj["maximize"].error("unknown objective '" + *what + "'" + did_you_mean(*what, kObjectives) +
+                            " (known: utility, throughput)");
+    } else if (what) {
+      w.objective.maximize = *what;
+    }
+  }
+  if (!diags.empty()) return diags.to_error();
+  return w;
+}
+
+Result<Workload> load_workload(const std::filesystem::path& path, const Catalog& catalog) {
+  auto text = read_file(path);
+  if (!text) return text.error();
+  return parse_workload(*text, path.string(), catalog);
+}
+
+}  // namespace corun

@@ -1,0 +1,318 @@
+// Loading catalogs: the embedded one, directories, CORUN_CATALOG, and clear errors (file,
+// line, field path, suggestion) for malformed files.
+
+#include "corun/catalog/catalog.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "corun/catalog/embedded.h"
+
+namespace corun {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A fresh temporary directory, removed with its contents at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("corun-catalog-" + std::to_string(::getpid()) + "-" + info->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  [[nodiscard]] const fs::path& path() const { return path_; }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name) << text;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+fs::path source_catalog() { return fs::path(CORUN_SOURCE_DIR) / "catalog"; }
+
+/// A minimal valid devices.yaml whose rtx3090 entry can be tampered with.
+std::string devices_yaml(const std::string& extra_line = "",
+                         const std::string& sm_line = "    sm_count: 82\n") {
+  return "default: tiny\n"
+         "devices:\n"
+         "  tiny:\n"
+         "    display_name: Tiny GPU\n" +
+         sm_line +
+         "    boost_clock_mhz: 1695\n"
+         "    base_clock_mhz: 1395\n"
+         "    peak_fp32_tflops: 35.6\n"
+         "    peak_fp16_tflops: 71\n"
+         "    peak_bf16_tflops: 71\n"
+         "    peak_int8_tops: 284\n"
+         "    mem_bandwidth_gbps: 936\n"
+         "    l2_mb: 6\n"
+         "    vram_gb: 24\n"
+         "    tdp_w: 350\n"
+         "    idle_power_w: 25\n"
+         "    pcie_gbps: 25\n" +
+         extra_line +
+         "    cpu: {name: cpu, cores: 16, clock_ghz: 3.8, fp32_gflops_per_core: 121.6,\n"
+         "          mem_bandwidth_gbps: 51.2, tdp_w: 105}\n";
+}
+
+std::string models_yaml(const std::string& precisions = "[fp16, awq]",
+                        const std::string& family = "llm") {
+  return "models:\n"
+         "  tiny-llm:\n"
+         "    family: " +
+         family +
+         "\n"
+         "    precisions: " +
+         precisions +
+         "\n"
+         "    decoder: {layers: 2, hidden: 64, heads: 4, kv_heads: 2, head_dim: 16,\n"
+         "              intermediate: 128, vocab: 1000, gated_mlp: true}\n"
+         "    published_params_m: 0.2\n"
+         "    quality: 1\n"
+         "    quality_metric: none\n"
+         "    source: test\n";
+}
+
+TEST(CatalogTest, EmbeddedCatalogLoadsAndMatchesTheSourceTree) {
+  const Result<Catalog> embedded = Catalog::load_embedded();
+  ASSERT_TRUE(embedded.ok()) << embedded.error().what();
+  const Result<Catalog> dir = Catalog::load_dir(source_catalog());
+  ASSERT_TRUE(dir.ok()) << dir.error().what();
+  EXPECT_EQ(embedded->device_names(), dir->device_names());
+  EXPECT_EQ(embedded->model_names(), dir->model_names());
+  // The embedded text is the file as it is in the tree (rebuilt when the file changes).
+  for (const EmbeddedFile& f : embedded_catalog_files()) {
+    EXPECT_EQ(std::string(f.content), read(source_catalog() / std::string(f.name))) << f.name;
+  }
+  ASSERT_TRUE(embedded->file("models.yaml").has_value());
+  EXPECT_FALSE(embedded->file("nope.yaml").has_value());
+}
+
+TEST(CatalogTest, KnowsTheBriefsModels) {
+  const Catalog c = Catalog::load_embedded().value();
+  for (const char* name :
+       {"yolo11n", "yolo11s", "yolo11m", "yolo11l", "yolo11x", "qwen2.5-0.5b", "qwen2.5-1.5b",
+        "qwen2.5-3b", "qwen2.5-7b", "resnet50", "bert-base", "whisper-small"}) {
+    EXPECT_NE(c.find_model(name), nullptr) << name;
+  }
+  EXPECT_EQ(c.find_model("yolo12n"), nullptr);
+  EXPECT_EQ(c.find_model("Qwen2.5-7B"), nullptr);  // names are exact
+  EXPECT_EQ(c.find_model(""), nullptr);
+  const ModelArch& q = *c.find_model("qwen2.5-7b");
+  EXPECT_EQ(q.decoder.layers, 28);
+  EXPECT_EQ(q.decoder.kv_heads, 4);
+  EXPECT_FALSE(q.decoder.tied_embeddings);
+  EXPECT_EQ(c.find_model("whisper-small")->family, ModelFamily::kSpeech);
+  EXPECT_EQ(c.find_model("bert-base")->family, ModelFamily::kEncoder);
+  EXPECT_EQ(c.find_model("resnet50")->reference_size, 224);
+}
+
+TEST(CatalogTest, MinimalDirectoryLoads) {
+  TempDir dir;
+  dir.write("devices.yaml", devices_yaml());
+  dir.write("models.yaml", models_yaml());
+  dir.write("tools.yaml", "tools: []\n");
+  dir.write("notes.txt", "not a catalog file\n");
+  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  EXPECT_EQ(c->device_names(), std::vector<std::string>{"tiny"});
+  EXPECT_EQ(c->default_device_name(), "tiny");
+  EXPECT_EQ(c->find_device("tiny")->display_name, "Tiny GPU");
+  EXPECT_EQ(c->find_model("tiny-llm")->precisions,
+            (std::vector<Precision>{Precision::kFp16, Precision::kAwq}));
+  EXPECT_EQ(c->file("tools.yaml"), std::optional<std::string>("tools: []\n"));
+  EXPECT_FALSE(c->file("notes.txt").has_value());
+}
+
+TEST(CatalogTest, BadFieldNamesFileLineAndPath) {
+  TempDir dir;
+  dir.write("devices.yaml", devices_yaml("", "    sm_count: many\n"));
+  dir.write("models.yaml", models_yaml());
+  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  ASSERT_FALSE(c.ok());
+  const std::string msg = c.error().what();
+  EXPECT_EQ(c.error().kind(), Error::Kind::kInvalidInput);
+  // sm_count is on line 5 of the file written above.
+  EXPECT_NE(msg.find((dir.path() / "devices.yaml").string() + ":5:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("devices.tiny.sm_count"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("many"), std::string::npos) << msg;
+}
+
+TEST(CatalogTest, MissingAndOutOfRangeFields) {
+  TempDir dir;
+  dir.write("devices.yaml", devices_yaml("    base_clock_mhz: 0\n", ""));
+  dir.write("models.yaml", models_yaml());
+  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  ASSERT_FALSE(c.ok());
+  const std::string msg = c.error().what();
+  EXPECT_NE(msg.find("devices.tiny.sm_count: missing required field"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("duplicate field 'base_clock_mhz'"), std::string::npos) << msg;
+}
+
+TEST(CatalogTest, UnknownKeysGetSuggestions) {
+  TempDir dir;
+  dir.write("devices.yaml", devices_yaml("    vram_gib: 24\n"));
+  dir.write("models.yaml", models_yaml("[fp16, fp166]", "lmm"));
+  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  ASSERT_FALSE(c.ok());
+  const std::string msg = c.error().what();
+  EXPECT_NE(msg.find("unknown field 'vram_gib' (did you mean 'vram_gb'?)"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("models.yaml"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("models.tiny-llm.precisions[1]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown precision 'fp166' (did you mean 'fp16'?)"), std::string::npos) << msg;
+  // The device with the bad key is rejected, but `default: tiny` still names it: one error.
+  EXPECT_EQ(msg.find("default device"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown family 'lmm' (did you mean 'llm'?)"), std::string::npos) << msg;
+}
+
+TEST(CatalogTest, InconsistentValuesAreRejected) {
+  TempDir dir;
+  std::string devices = devices_yaml();
+  devices.replace(devices.find("base_clock_mhz: 1395"), 20, "base_clock_mhz: 1995");
+  dir.write("devices.yaml", devices);
+  std::string models = models_yaml();
+  models.replace(models.find("kv_heads: 2"), 11, "kv_heads: 3");
+  models += "    conv_layers: []\n";
+  dir.write("models.yaml", models);
+  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  ASSERT_FALSE(c.ok());
+  const std::string msg = c.error().what();
+  EXPECT_NE(msg.find("devices.tiny.base_clock_mhz: base clock 1995 MHz is above the boost"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("models.tiny-llm.decoder.kv_heads: heads (4) must be a multiple"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("models.tiny-llm.conv_layers: not used by family 'llm'"), std::string::npos)
+      << msg;
+}
+
+TEST(CatalogTest, BrokenCnnTemplateIsReported) {
+  TempDir dir;
+  dir.write("devices.yaml", devices_yaml());
+  dir.write("models.yaml",
+            "cnn_templates:\n"
+            "  net:\n"
+            "    source: test\n"
+            "    layers:\n"
+            "      - {block: conv, out: 16, kernel: 3, stride: 2}\n"
+            "      - {block: concat, from: [-1, 5]}\n"
+            "      - {block: convv, out: 8}\n"
+            "models:\n"
+            "  m:\n"
+            "    family: vision\n"
+            "    precisions: [fp16]\n"
+            "    cnn: {template: nett, depth: 1, width: 1, max_channels: 64}\n"
+            "    published_params_m: 1\n"
+            "    quality: 1\n"
+            "    quality_metric: none\n"
+            "    source: test\n");
+  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  ASSERT_FALSE(c.ok());
+  const std::string msg = c.error().what();
+  EXPECT_NE(msg.find("unknown block 'convv' (did you mean 'conv'?)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown CNN template 'nett'"), std::string::npos) << msg;
+
+  // A graph error (no earlier layer 5) is reported once the blocks themselves parse.
+  std::string text = read(dir.path() / "models.yaml");
+  text.replace(text.find("      - {block: convv, out: 8}\n"), 31, "");
+  dir.write("models.yaml", text);
+  const Result<Catalog> c2 = Catalog::load_dir(dir.path());
+  ASSERT_FALSE(c2.ok());
+  EXPECT_NE(c2.error().what().find("layer 1: 'from' 5 does not name an earlier layer"),
+            std::string::npos)
+      << c2.error().what();
+}
+
+TEST(CatalogTest, InvalidYamlAndMissingFiles) {
+  TempDir dir;
+  dir.write("devices.yaml", "devices: [unclosed\n");
+  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  ASSERT_FALSE(c.ok());
+  const std::string msg = c.error().what();
+  EXPECT_NE(msg.find((dir.path() / "devices.yaml").string() + ":"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("invalid YAML"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("models.yaml: missing"), std::string::npos) << msg;
+
+  const Result<Catalog> none = Catalog::load_dir(dir.path() / "does-not-exist");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().kind(), Error::Kind::kNotFound);
+}
+
+TEST(CatalogTest, LoadDefaultHonoursCorunCatalog) {
+  TempDir dir;
+  dir.write("devices.yaml", devices_yaml());
+  dir.write("models.yaml", models_yaml());
+  ASSERT_EQ(::setenv("CORUN_CATALOG", dir.path().c_str(), 1), 0);
+  const Result<Catalog> c = Catalog::load_default();
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  EXPECT_NE(c->find_device("tiny"), nullptr);
+  EXPECT_EQ(c->find_device("rtx3090"), nullptr);
+
+  ASSERT_EQ(::setenv("CORUN_CATALOG", (dir.path() / "missing").c_str(), 1), 0);
+  const Result<Catalog> bad = Catalog::load_default();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().what().find("CORUN_CATALOG="), std::string::npos);
+
+  ASSERT_EQ(::unsetenv("CORUN_CATALOG"), 0);
+  const Result<Catalog> embedded = Catalog::load_default();
+  ASSERT_TRUE(embedded.ok());
+  EXPECT_NE(embedded->find_device("rtx3090"), nullptr);
+  // default_catalog() is the same object on every call.
+  EXPECT_EQ(&Catalog::default_catalog(), &Catalog::default_catalog());
+  EXPECT_NE(Catalog::default_catalog().find_model("yolo11n"), nullptr);
+}
+
+TEST(CatalogTest, ParseDeviceInline) {
+  // As a workload would: one device mapping inside another document.
+  const std::string text = "device:\n" + [] {
+    std::string d = devices_yaml();
+    d = d.substr(d.find("    display_name"));
+    return d;
+  }();
+  Result<YAML::Node> root = parse_yaml(text, "workload.yaml");
+  ASSERT_TRUE(root.ok()) << root.error().what();
+  Diagnostics diags;
+  const YamlField f(root.value(), "workload.yaml", "", &diags);
+  const std::optional<Device> d = Catalog::parse_device(f["device"], "custom");
+  ASSERT_TRUE(d.has_value()) << diags.to_error().what();
+  EXPECT_EQ(d->name, "custom");
+  EXPECT_EQ(d->sm_count, 82);
+  EXPECT_DOUBLE_EQ(d->cpu.fp32_gflops_per_core, 121.6);
+  EXPECT_TRUE(diags.empty());
+
+  Diagnostics diags2;
+  Result<YAML::Node> bad = parse_yaml("device: {sm_count: 82}\n", "w.yaml");
+  ASSERT_TRUE(bad.ok());
+  const YamlField f2(bad.value(), "w.yaml", "", &diags2);
+  EXPECT_FALSE(Catalog::parse_device(f2["device"], "x").has_value());
+  EXPECT_NE(diags2.to_error().what().find("w.yaml:1:"), std::string::npos);
+  EXPECT_NE(diags2.to_error().what().find("device.vram_gb: missing required field"),
+            std::string::npos)
+      << diags2.to_error().what();
+}
+
+}  // namespace
+}  // namespace corun

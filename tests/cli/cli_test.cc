@@ -1,0 +1,169 @@
+// End-to-end tests of the corun binary: exit codes, JSON shapes, determinism.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "../spec/malformed_cases.h"
+
+namespace corun {
+namespace {
+
+struct RunResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::filesystem::path temp_dir() {
+  auto d = std::filesystem::temp_directory_path() / ("corun_cli_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+RunResult run(const std::string& args) {
+  const auto err_path = temp_dir() / "stderr.txt";
+  const std::string cmd = std::string(CORUN_BINARY) + " " + args + " 2>" + err_path.string();
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+const std::string kSrc = CORUN_SOURCE_DIR;
+
+TEST(Cli, EveryMalformedWorkloadExitsWithCode2AndNamesTheField) {
+  const auto cases = testing::malformed_cases();
+  ASSERT_GE(cases.size(), 25u);
+  const auto dir = temp_dir();
+  int i = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    const auto path = dir / ("bad" + std::to_string(i++) + ".yaml");
+    {
+      std::ofstream f(path, std::ios::binary);
+      f << c.text;
+    }
+    const RunResult r = run("validate " + path.string());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(path.string()), std::string::npos) << r.err;
+    for (const auto& frag : c.expect) {
+      EXPECT_NE(r.err.find(frag), std::string::npos) << "missing '" << frag << "' in " << r.err;
+    }
+  }
+}
+
+TEST(Cli, MissingFileAndBadFlagsExitWith2) {
+  EXPECT_EQ(run("validate /nonexistent/w.yaml").code, 2);
+  EXPECT_EQ(run("measure " + kSrc + "/workloads/paper-n2.yaml --seed notanumber").code, 2);
+  EXPECT_EQ(run("frobnicate").code, 2);
+  const RunResult r = run("measure " + kSrc + "/workloads/paper-n2.yaml --config cam0.imgsize=640");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("did you mean 'imgsz'"), std::string::npos) << r.err;
+  EXPECT_EQ(run("measure " + kSrc + "/workloads/paper-n2.yaml --testbed simm").code, 2);
+}
+
+TEST(Cli, PaperN5HasExactly78732JointConfigurations) {
+  const RunResult r = run("space " + kSrc + "/workloads/paper-n5.yaml --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["models"], 5);
+  EXPECT_EQ(j["joint_configs"], 78732);  // 12 * 9^4, as in the MeanField paper
+  EXPECT_EQ(j["local_configs"], nlohmann::json::array({12, 9, 9, 9, 9}));
+  EXPECT_EQ(j["feasible_joint_configs"], 78732);
+}
+
+TEST(Cli, PaperFamilyGrowsByNinePerStream) {
+  std::uint64_t expected = 12;
+  for (int n = 2; n <= 6; ++n) {
+    expected *= 9;
+    const RunResult r = run("space " + kSrc + "/workloads/paper-n" + std::to_string(n) + ".yaml --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["joint_configs"].get<std::uint64_t>(),
+              expected)
+        << n;
+  }
+}
+
+TEST(Cli, MeasureIsDeterministicBySeedAndDiffersAcrossSeeds) {
+  const std::string base = "measure " + kSrc + "/workloads/paper-n5.yaml --json";
+  const RunResult a = run(base + " --seed 7");
+  const RunResult b = run(base + " --seed 7");
+  const RunResult c = run(base + " --seed 8");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  const auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["testbed"], "sim");
+  EXPECT_EQ(j["device"], "rtx3090");
+  ASSERT_EQ(j["models"].size(), 5u);
+  for (const char* key : {"name", "config", "latency_ms_p50", "latency_ms_p95", "throughput",
+                          "ttft_ms_p95", "tpot_ms_p95", "error"}) {
+    EXPECT_TRUE(j["models"][0].contains(key)) << key;
+  }
+  EXPECT_TRUE(j["models"][0]["ttft_ms_p95"].is_number());  // chat is the LLM
+  EXPECT_TRUE(j["models"][1]["ttft_ms_p95"].is_null());    // cam0 is vision
+  for (const char* key : {"sm_util", "mem_bw_util", "vram_used_gb", "power_w", "clock_mhz"}) {
+    EXPECT_TRUE(j["gpu"][key].is_number()) << key;
+  }
+}
+
+TEST(Cli, ConfigFlagSelectsKnobValues) {
+  const std::string base = "measure " + kSrc + "/workloads/paper-n2.yaml --json --seed 3";
+  const RunResult small = run(base + " --config cam0.imgsz=320 --models cam0");
+  const RunResult large = run(base + " --config cam0.imgsz=640 --models cam0");
+  ASSERT_EQ(small.code, 0) << small.err;
+  ASSERT_EQ(large.code, 0) << large.err;
+  const auto s = nlohmann::json::parse(small.out);
+  const auto l = nlohmann::json::parse(large.out);
+  ASSERT_EQ(s["models"].size(), 1u);
+  EXPECT_EQ(s["models"][0]["config"], "imgsz=320,skip_rate=0");
+  EXPECT_LT(s["models"][0]["latency_ms_p50"].get<double>(),
+            l["models"][0]["latency_ms_p50"].get<double>());
+}
+
+TEST(Cli, RunPrintsTheCoLocationTable) {
+  const RunResult r = run("run " + kSrc + "/workloads/paper-n5.yaml");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"chat", "cam3", "alone ms", "co-run ms", "gpu (co-run)"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace corun
+
+namespace corun {
+namespace {
+
+TEST(Cli, FormatsDocShowsTheDeclaredKnobTable) {
+  const RunResult r = run("knobs");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(kSrc + "/docs/formats.md");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str();
+  const std::string begin = "<!-- knobs:begin -->\n";
+  const auto a = doc.find(begin);
+  const auto b = doc.find("<!-- knobs:end -->");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  EXPECT_EQ(doc.substr(a + begin.size(), b - a - begin.size()), r.out)
+      << "docs/formats.md is stale: paste the output of `corun knobs` between the markers";
+}
+
+}  // namespace
+}  // namespace corun

@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include "corun/catalog/catalog.h"
+#include "corun/spec/workload.h"
+#include "malformed_cases.h"
+
+namespace corun {
+namespace {
+
+const Catalog& catalog() { return Catalog::default_catalog(); }
+
+Result<Workload> parse(const std::string& text) {
+  return parse_workload(text, "w.yaml", catalog());
+}
+
+TEST(Malformed, EveryCaseIsRejectedWithItsFieldNamed) {
+  const auto cases = testing::malformed_cases();
+  ASSERT_GE(cases.size(), 25u);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    auto w = parse(c.text);
+    ASSERT_FALSE(w.ok()) << "accepted:\n" << c.text;
+    EXPECT_EQ(w.error().kind(), Error::Kind::kInvalidInput);
+    const std::string msg = w.error().what();
+    EXPECT_EQ(msg.rfind("w.yaml:", 0), 0u) << msg;  // every error starts with the file
+    for (const auto& frag : c.expect) {
+      EXPECT_NE(msg.find(frag), std::string::npos) << "missing '" << frag << "' in:\n" << msg;
+    }
+  }
+}
+
+TEST(Malformed, ErrorsCarryTheLineOfTheOffendingField) {
+  // Line 6 holds the misspelt knob (1-based).
+  const std::string text =
+      "device: rtx3090\n"
+      "models:\n"
+      "  - name: cam0\n"
+      "    model: yolo11s\n"
+      "    knobs:\n"
+      "      imgsize: [320]\n"
+      "    demand: {fps: 30}\n";
+  auto w = parse(text);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().what().find("w.yaml:6:7: models[0].knobs.imgsize"), std::string::npos)
+      << w.error().what();
+}
+
+TEST(Malformed, AllProblemsAreReportedAtOnce) {
+  const std::string text =
+      "device: rtx3090\n"
+      "models:\n"
+      "  - name: cam0\n"
+      "    model: yolo11s\n"
+      "    knobs: {imgsz: [333], skip_rate: [2]}\n"
+      "    demand: {fps: -1}\n";
+  auto w = parse(text);
+  ASSERT_FALSE(w.ok());
+  const std::string msg = w.error().what();
+  EXPECT_NE(msg.find("imgsz"), std::string::npos);
+  EXPECT_NE(msg.find("skip_rate"), std::string::npos);
+  EXPECT_NE(msg.find("demand.fps"), std::string::npos);
+}
+
+TEST(Workload, PaperN5HasTheDocumentedLocalSpaces) {
+  auto w = load_workload(CORUN_SOURCE_DIR "/workloads/paper-n5.yaml", catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  ASSERT_EQ(w->models.size(), 5u);
+  EXPECT_EQ(w->device.name, "rtx3090");
+  // 2 precisions x 3 concurrencies x 2 chunks; 3 image sizes x 3 skip rates.
+  EXPECT_EQ(w->models[0].local_config_count(), 12u);
+  for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(w->models[i].local_config_count(), 9u);
+  EXPECT_EQ(w->models[0].sla.ttft_ms_p95.value_or(0), 800);
+  EXPECT_EQ(w->models[0].weight, 2);
+}
+
+TEST(Workload, LocalConfigurationsAreMixedRadixWithTheLastKnobFastest) {
+  auto w = parse("device: rtx3090\nmodels:\n" + testing::kGoodVision);
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const ModelSpec& m = w->models[0];
+  ASSERT_EQ(m.local_config_count(), 4u);
+  EXPECT_EQ(m.describe(0), "imgsz=320,skip_rate=0");
+  EXPECT_EQ(m.describe(1), "imgsz=320,skip_rate=0.5");
+  EXPECT_EQ(m.describe(2), "imgsz=640,skip_rate=0");
+  EXPECT_EQ(m.settings(3).imgsz, 640);
+  EXPECT_DOUBLE_EQ(m.settings(3).skip_rate, 0.5);
+  auto idx = m.find_config({{"imgsz", "640"}, {"skip_rate", "0.5"}});
+  ASSERT_TRUE(idx.ok()) << idx.error().what();
+  EXPECT_EQ(*idx, 3u);
+  EXPECT_FALSE(m.find_config({{"imgsz", "480"}}).ok());
+  auto bad = m.find_config({{"imgsize", "320"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().what().find("did you mean 'imgsz'"), std::string::npos);
+}
+
+TEST(Workload, SingleValuedKnobsAreFixedNotSearched) {
+  auto w = parse(
+      "device: l4\nmodels:\n  - name: chat\n    model: qwen2.5-0.5b\n"
+      "    knobs: {precision: awq, request_concurrency: [1, 4]}\n"
+      "    demand: {rps: 2, prompt_tokens: 256, output_tokens: 64}\n");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const ModelSpec& m = w->models[0];
+  EXPECT_EQ(m.local_config_count(), 2u);
+  EXPECT_EQ(m.settings(0).precision, Precision::kAwq);
+  EXPECT_EQ(m.settings(1).request_concurrency, 4);
+  EXPECT_EQ(m.demand.prompt_tokens, 256);
+}
+
+TEST(Workload, VisionDefaultsToTheModelsReferenceImageSize) {
+  auto w = parse(
+      "device: v100\nmodels:\n  - name: cls\n    model: resnet50\n    demand: {fps: 100}\n");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  EXPECT_EQ(w->models[0].base.imgsz, 224);
+  EXPECT_EQ(w->models[0].local_config_count(), 1u);
+}
+
+TEST(Workload, PrefixKeepsTheFirstModels) {
+  auto w = load_workload(CORUN_SOURCE_DIR "/workloads/paper-n6.yaml", catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const Workload p = w->prefix(3);
+  ASSERT_EQ(p.models.size(), 3u);
+  EXPECT_EQ(p.models[2].name, w->models[2].name);
+  EXPECT_EQ(p.device.name, w->device.name);
+}
+
+TEST(Workload, HashIdentifiesTheText) {
+  auto a = parse("device: rtx3090\nmodels:\n" + testing::kGoodVision);
+  auto b = parse("device: rtx3090\nmodels:\n" + testing::kGoodVision + "# comment\n");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->hash.size(), 16u);
+  EXPECT_NE(a->hash, b->hash);
+}
+
+}  // namespace
+}  // namespace corun
