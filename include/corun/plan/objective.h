@@ -1,0 +1,84 @@
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "corun/plan/predictor.h"
+#include "corun/space/space.h"
+#include "corun/spec/workload.h"
+
+namespace corun {
+
+/// @brief Quality of a model in a configuration, relative to the catalog's published score at
+/// its reference setting: vision mAP scaled by image size, LLM quality scaled by precision.
+/// Returns the model's catalog quality times the factor (or just the factor when the catalog
+/// gives no score). Sources for both factors are in objective.cc.
+double config_quality(const ModelSpec& m, const Settings& s);
+
+/// @brief Fraction of the offered demand a model serves: (1 - skip_rate) for vision, times
+/// min(1, throughput / offered) with offered frames/s or output tokens/s.
+double served_fraction(const ModelSpec& m, const Settings& s, double throughput);
+
+/// @brief Whether metrics meet a model's SLA after inflating latencies by (1 + margin).
+bool meets_sla(const ModelSpec& m, const Predicted& p, double margin);
+
+/// @brief How far metrics are from the SLA: sum over constrained metrics of
+/// max(0, value·(1+margin)/limit - 1). 0 means the SLA holds.
+double sla_excess(const ModelSpec& m, const Predicted& p, double margin);
+
+/// @brief A planning problem: which models run, what they may use, how plans are scored.
+/// Owns the per-(model, local config) tables the solvers need; cheap to query, thread-safe.
+class PlanProblem {
+ public:
+  /// @param w the workload (outlives the problem)
+  /// @param active which models run (size = models; inactive ones are kAbsent in every plan)
+  /// @param predictor predictions for candidate plans (outlives the problem)
+  /// @param margins per-model latency margin (0.1 = keep 10 % headroom); empty = none
+  PlanProblem(const Workload& w, std::vector<bool> active, const Predictor& predictor,
+              std::vector<double> margins = {});
+
+  [[nodiscard]] const Workload& workload() const { return *workload_; }
+  [[nodiscard]] const Predictor& predictor() const { return *predictor_; }
+  [[nodiscard]] const ConfigSpace& space() const { return space_; }
+  [[nodiscard]] std::size_t models() const { return workload_->models.size(); }
+  [[nodiscard]] bool active(std::size_t m) const { return active_[m]; }
+  [[nodiscard]] const std::vector<std::size_t>& active_models() const { return active_list_; }
+  [[nodiscard]] std::size_t local_count(std::size_t m) const { return space_.local_counts()[m]; }
+  [[nodiscard]] double margin(std::size_t m) const { return margins_[m]; }
+  [[nodiscard]] double quality(std::size_t m, std::int32_t l) const { return quality_[m][l]; }
+
+  /// @brief Number of joint configurations over the active models.
+  [[nodiscard]] std::uint64_t candidate_count() const;
+
+  /// @brief Score of one configuration given its predictions: utility (sum of weight ×
+  /// quality × served fraction over active models), and whether every SLA and VRAM holds.
+  struct Score {
+    double utility = 0;
+    double excess = 0;  ///< summed SLA excess (0 when every SLA holds)
+    bool fits_vram = true;
+    [[nodiscard]] bool feasible() const { return fits_vram && excess == 0; }
+    /// @brief Feasible plans rank by utility; infeasible ones below all of them, by excess.
+    [[nodiscard]] double fitness() const {
+      return feasible() ? utility : -1e6 - excess - (fits_vram ? 0 : 1e3);
+    }
+  };
+  [[nodiscard]] Score score(std::span<const std::int32_t> config,
+                            std::span<const Predicted> predicted) const;
+  /// @brief Utility contributed by model m in configuration l with predictions p.
+  [[nodiscard]] double model_utility(std::size_t m, std::int32_t l, const Predicted& p) const;
+
+ private:
+  const Workload* workload_;
+  const Predictor* predictor_;
+  ConfigSpace space_;
+  std::vector<bool> active_;
+  std::vector<std::size_t> active_list_;
+  std::vector<double> margins_;
+  std::vector<std::vector<double>> quality_;
+  std::vector<std::vector<Settings>> settings_;
+};
+
+}  // namespace corun

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace corun {
+
+/// @brief What a plan needs to know about one model in one joint configuration. Units as in
+/// ModelMetrics; fields that do not apply to a model's family are 0.
+struct Predicted {
+  float latency_ms_p95 = 0;
+  float ttft_ms_p95 = 0;
+  float tpot_ms_p95 = 0;
+  float throughput = 0;
+};
+
+/// @brief Batched prediction of every model's metrics for many joint configurations. The plan
+/// layer only sees this interface: a surrogate, or (in an evaluation) a testbed adapter.
+/// Implementations must be safe to call from several threads at once.
+class Predictor {
+ public:
+  virtual ~Predictor() = default;
+  /// @brief Number of models (the width of a configuration row).
+  [[nodiscard]] virtual std::size_t models() const = 0;
+  /// @brief `configs` holds `rows` joint configurations of models() local indices each
+  /// (kAbsent = not running); writes rows × models() predictions (absent models: zeros).
+  virtual void predict(std::span<const std::int32_t> configs, std::size_t rows,
+                       std::span<Predicted> out) const = 0;
+};
+
+/// @brief A predictor with mean-field structure: model m in local configuration l adds a
+/// fixed vector to an aggregate GPU state, and each model's metrics depend only on its own
+/// configuration and the sum of the *other* models' contributions — monotonically: a larger
+/// aggregate never lowers a latency nor raises a throughput. The exact solver relies on this.
+class AggregatePredictor : public Predictor {
+ public:
+  /// @brief Dimensions of the aggregate state.
+  [[nodiscard]] virtual std::size_t aggregate_dims() const = 0;
+  /// @brief The additive contribution of model `m` in local configuration `l`.
+  virtual void contribution(std::size_t m, std::int32_t l, std::span<float> out) const = 0;
+  /// @brief Metrics of model `m` in configuration `l` when the others add up to `others`.
+  [[nodiscard]] virtual Predicted predict_given(std::size_t m, std::int32_t l,
+                                                std::span<const float> others) const = 0;
+
+  /// @brief Default batched prediction through contribution() and predict_given().
+  void predict(std::span<const std::int32_t> configs, std::size_t rows,
+               std::span<Predicted> out) const override;
+};
+
+}  // namespace corun

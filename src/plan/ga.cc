@@ -1,0 +1,209 @@
+// Genetic algorithm over joint configurations (one gene per active model: its local index).
+//
+// Parameters (chosen for N = 5..12 and spaces of 10^4..10^12; see docs/scheduler.md):
+//   population 48; at most 60 generations, stopping after 12 without improvement;
+//   tournament selection of size 3; uniform crossover with probability 0.9;
+//   mutation: each gene re-drawn with probability 1/N (at least one gene per child);
+//   elitism: the best 2 survive unchanged;
+//   repair: an infeasible child moves one random gene to a lower-quality (lighter) local
+//   configuration, up to 2 times, keeping the change only if fitness improves;
+//   warm start: the plan in force and 7 of its one-gene mutants seed the population;
+//   polish: the best individual is improved by steepest-ascent one-gene moves, then two-gene
+//   moves (N <= 12), until none helps: the answer is a local optimum of that neighbourhood.
+// Every candidate goes through a memoised, batched evaluator, so repeated genomes are free.
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "corun/core/rng.h"
+#include "search.h"
+
+namespace corun {
+namespace {
+
+constexpr std::size_t kPopulation = 48;
+constexpr int kMaxGenerations = 60;
+constexpr int kStallGenerations = 12;
+constexpr std::size_t kTournament = 3;
+constexpr double kCrossoverRate = 0.9;
+constexpr std::size_t kElite = 2;
+constexpr int kRepairTries = 2;
+constexpr std::size_t kWarmMutants = 7;
+// Two-gene polish costs O((sum of local counts)^2) per step: only for modest N.
+constexpr std::size_t kPairPolishMaxModels = 12;
+
+class GaSolver final : public Solver {
+ public:
+  [[nodiscard]] std::string_view name() const override { return "ga"; }
+
+  Result<PlanResult> solve(const PlanProblem& p, const SolverOptions& o) const override {
+    const auto start = std::chrono::steady_clock::now();
+    const auto& act = p.active_models();
+    if (act.empty()) return Error("no active models to plan");
+    const std::size_t n = p.models();
+    Rng rng(derive_seed(o.seed, {0x6761}));
+    detail::Evaluator eval(p);
+
+    // Lighter = lower quality: for every model, its local configurations by quality.
+    std::vector<std::vector<std::int32_t>> by_quality(n);
+    std::vector<std::vector<std::size_t>> rank(n);
+    for (auto m : act) {
+      auto& v = by_quality[m];
+      v.resize(p.local_count(m));
+      std::iota(v.begin(), v.end(), 0);
+      std::stable_sort(v.begin(), v.end(),
+                       [&](auto a, auto b) { return p.quality(m, a) < p.quality(m, b); });
+      rank[m].resize(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) rank[m][static_cast<std::size_t>(v[i])] = i;
+    }
+    auto random_gene = [&](std::size_t m) {
+      return static_cast<std::int32_t>(rng.below(p.local_count(m)));
+    };
+    auto mutate = [&](JointConfig& c) {
+      bool changed = false;
+      for (auto m : act) {
+        if (rng.uniform() < 1.0 / static_cast<double>(act.size())) {
+          c[m] = random_gene(m);
+          changed = true;
+        }
+      }
+      if (!changed) {
+        const std::size_t m = act[rng.below(act.size())];
+        c[m] = random_gene(m);
+      }
+    };
+
+    std::vector<JointConfig> pop;
+    if (o.warm_start) {
+      const JointConfig w = detail::normalise(p, *o.warm_start);
+      pop.push_back(w);
+      for (std::size_t i = 0; i < kWarmMutants; ++i) {
+        JointConfig c = w;
+        mutate(c);
+        pop.push_back(std::move(c));
+      }
+    }
+    while (pop.size() < kPopulation) {
+      JointConfig c(n, kAbsent);
+      for (auto m : act) c[m] = random_gene(m);
+      pop.push_back(std::move(c));
+    }
+    std::vector<double> fit(pop.size());
+    auto evaluate_all = [&](const std::vector<JointConfig>& population, std::vector<double>& f) {
+      std::vector<std::int32_t> flat;
+      flat.reserve(population.size() * n);
+      for (const auto& c : population) flat.insert(flat.end(), c.begin(), c.end());
+      f.resize(population.size());
+      eval.fitness(flat, population.size(), f);
+    };
+    evaluate_all(pop, fit);
+
+    auto best_of = [&] {
+      return static_cast<std::size_t>(std::max_element(fit.begin(), fit.end()) - fit.begin());
+    };
+    double best_fit = fit[best_of()];
+    int stall = 0;
+    for (int gen = 0; gen < kMaxGenerations && stall < kStallGenerations; ++gen) {
+      std::vector<std::size_t> order(pop.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return fit[a] > fit[b]; });
+      std::vector<JointConfig> next;
+      for (std::size_t e = 0; e < kElite && e < order.size(); ++e) next.push_back(pop[order[e]]);
+      auto tournament = [&]() -> const JointConfig& {
+        std::size_t best = rng.below(pop.size());
+        for (std::size_t k = 1; k < kTournament; ++k) {
+          const std::size_t c = rng.below(pop.size());
+          if (fit[c] > fit[best]) best = c;
+        }
+        return pop[best];
+      };
+      while (next.size() < kPopulation) {
+        JointConfig child = tournament();
+        if (rng.uniform() < kCrossoverRate) {
+          const JointConfig& other = tournament();
+          for (auto m : act) {
+            if (rng.uniform() < 0.5) child[m] = other[m];
+          }
+        }
+        mutate(child);
+        double f = eval.fitness(child);
+        for (int t = 0; t < kRepairTries && f < -1e5; ++t) {
+          const std::size_t m = act[rng.below(act.size())];
+          const std::size_t r = rank[m][static_cast<std::size_t>(child[m])];
+          if (r == 0) continue;
+          JointConfig fixed = child;
+          fixed[m] = by_quality[m][rng.below(r)];
+          const double ff = eval.fitness(fixed);
+          if (ff > f) {
+            child = std::move(fixed);
+            f = ff;
+          }
+        }
+        next.push_back(std::move(child));
+      }
+      pop = std::move(next);
+      evaluate_all(pop, fit);
+      const double b = fit[best_of()];
+      if (b > best_fit + 1e-12) {
+        best_fit = b;
+        stall = 0;
+      } else {
+        ++stall;
+      }
+    }
+
+    // Polish: steepest ascent over one-gene moves, then over two-gene moves, each step
+    // evaluated as one batch, until neither improves.
+    JointConfig best = pop[best_of()];
+    best_fit = fit[best_of()];
+    auto climb = [&](bool pairs) {
+      std::vector<std::int32_t> flat;
+      std::vector<JointConfig> moves;
+      auto add = [&](const JointConfig& c) {
+        flat.insert(flat.end(), c.begin(), c.end());
+        moves.push_back(c);
+      };
+      for (std::size_t a = 0; a < act.size(); ++a) {
+        const std::size_t ma = act[a];
+        for (std::int32_t la = 0; la < static_cast<std::int32_t>(p.local_count(ma)); ++la) {
+          if (la == best[ma]) continue;
+          JointConfig c = best;
+          c[ma] = la;
+          if (!pairs) {
+            add(c);
+            continue;
+          }
+          for (std::size_t b = a + 1; b < act.size(); ++b) {
+            const std::size_t mb = act[b];
+            for (std::int32_t lb = 0; lb < static_cast<std::int32_t>(p.local_count(mb)); ++lb) {
+              if (lb == best[mb]) continue;
+              JointConfig d = c;
+              d[mb] = lb;
+              add(d);
+            }
+          }
+        }
+      }
+      std::vector<double> f(moves.size());
+      eval.fitness(flat, moves.size(), f);
+      const auto it = std::max_element(f.begin(), f.end());
+      if (it == f.end() || *it <= best_fit + 1e-12) return false;
+      best = moves[static_cast<std::size_t>(it - f.begin())];
+      best_fit = *it;
+      return true;
+    };
+    while (climb(false) || (kPairPolishMaxModels >= act.size() && climb(true))) {
+    }
+
+    PlanResult r = evaluate_plan(p, best, "ga");
+    r.stats.evaluated = eval.evaluated();
+    r.stats.elapsed_ms = detail::ms_since(start);
+    return r;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Solver> make_ga_solver() { return std::make_unique<GaSolver>(); }
+
+}  // namespace corun

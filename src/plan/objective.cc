@@ -1,0 +1,175 @@
+#include "corun/plan/objective.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "corun/core/check.h"
+
+namespace corun {
+
+namespace {
+
+// Detection accuracy versus input size. Redmon & Farhadi, "YOLOv3: An Incremental
+// Improvement" (2018), Table 3, COCO test-dev mAP@[.5:.95] of one network at three input sizes:
+// 320 -> 28.2, 416 -> 31.0, 608 -> 33.0. We interpolate that curve linearly in log(size),
+// extrapolate with the end segments, and apply it as a ratio to the catalog's mAP at the
+// model's reference size (640 for YOLO11).
+constexpr std::array<double, 3> kSizeLog = {5.768321, 6.030685, 6.410175};  // ln 320, 416, 608
+constexpr std::array<double, 3> kSizeMap = {28.2, 31.0, 33.0};
+
+double yolov3_curve(double size) {
+  const double x = std::log(std::max(1.0, size));
+  std::size_t i = x < kSizeLog[1] ? 0 : 1;
+  const double t = (x - kSizeLog[i]) / (kSizeLog[i + 1] - kSizeLog[i]);
+  return std::max(1.0, kSizeMap[i] + t * (kSizeMap[i + 1] - kSizeMap[i]));
+}
+
+// 4-bit weight quantisation costs a little quality. Lin et al., "AWQ: Activation-aware Weight
+// Quantization" (MLSys 2024), Table 4: Llama-2-7B WikiText-2 perplexity FP16 5.47 vs AWQ
+// INT4-g128 5.60; we score quality as the perplexity ratio 5.47 / 5.60. INT8 weight+activation
+// quantisation is near-lossless for these sizes (Dettmers et al., LLM.int8(), 2022): 0.995.
+constexpr double kAwqQuality = 5.47 / 5.60;
+constexpr double kInt8Quality = 0.995;
+
+double precision_factor(Precision p) {
+  switch (p) {
+    case Precision::kAwq:
+      return kAwqQuality;
+    case Precision::kInt8:
+      return kInt8Quality;
+    default:
+      return 1.0;
+  }
+}
+
+}  // namespace
+
+double config_quality(const ModelSpec& m, const Settings& s) {
+  double factor = precision_factor(s.precision);
+  if (m.arch.family == ModelFamily::kVision && m.arch.reference_size > 0) {
+    factor *= yolov3_curve(s.imgsz) / yolov3_curve(m.arch.reference_size);
+  }
+  return m.arch.quality > 0 ? m.arch.quality * factor : factor;
+}
+
+double served_fraction(const ModelSpec& m, const Settings& s, double throughput) {
+  double offered = 0;
+  double frac = 1;
+  switch (m.arch.family) {
+    case ModelFamily::kVision:
+      frac = 1 - s.skip_rate;
+      offered = m.demand.fps * frac;
+      break;
+    case ModelFamily::kLlm:
+      offered = m.demand.rps * m.demand.output_tokens;
+      break;
+    case ModelFamily::kEncoder:
+    case ModelFamily::kSpeech:
+      offered = m.demand.rps;
+      break;
+  }
+  if (offered > 0) frac *= std::clamp(throughput / offered, 0.0, 1.0);
+  return frac;
+}
+
+double sla_excess(const ModelSpec& m, const Predicted& p, double margin) {
+  const double k = 1 + margin;
+  double excess = 0;
+  auto over = [&](const std::optional<double>& limit, double value) {
+    if (limit && *limit > 0) excess += std::max(0.0, value * k / *limit - 1);
+  };
+  if (m.arch.family == ModelFamily::kLlm) {
+    over(m.sla.ttft_ms_p95, p.ttft_ms_p95);
+    over(m.sla.tpot_ms_p95, p.tpot_ms_p95);
+  }
+  over(m.sla.latency_ms_p95, p.latency_ms_p95);
+  if (m.sla.min_throughput && *m.sla.min_throughput > 0) {
+    excess += std::max(0.0, 1 - p.throughput / (k * *m.sla.min_throughput) - 0.0);
+  }
+  return excess;
+}
+
+bool meets_sla(const ModelSpec& m, const Predicted& p, double margin) {
+  return sla_excess(m, p, margin) == 0;
+}
+
+PlanProblem::PlanProblem(const Workload& w, std::vector<bool> active, const Predictor& predictor,
+                         std::vector<double> margins)
+    : workload_(&w),
+      predictor_(&predictor),
+      space_(w),
+      active_(std::move(active)),
+      margins_(std::move(margins)) {
+  CORUN_CHECK(active_.size() == w.models.size());
+  CORUN_CHECK(predictor.models() == w.models.size());
+  if (margins_.empty()) margins_.assign(w.models.size(), 0.0);
+  CORUN_CHECK(margins_.size() == w.models.size());
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    if (active_[m]) active_list_.push_back(m);
+    const std::size_t n = w.models[m].local_config_count();
+    std::vector<double> q(n);
+    std::vector<Settings> s(n);
+    for (std::size_t l = 0; l < n; ++l) {
+      s[l] = w.models[m].settings(l);
+      q[l] = config_quality(w.models[m], s[l]);
+    }
+    quality_.push_back(std::move(q));
+    settings_.push_back(std::move(s));
+  }
+}
+
+std::uint64_t PlanProblem::candidate_count() const {
+  std::uint64_t n = 1;
+  for (auto m : active_list_) n *= local_count(m);
+  return active_list_.empty() ? 0 : n;
+}
+
+double PlanProblem::model_utility(std::size_t m, std::int32_t l, const Predicted& p) const {
+  const ModelSpec& spec = workload_->models[m];
+  const Settings& s = settings_[m][static_cast<std::size_t>(l)];
+  if (workload_->objective.maximize == "throughput") {
+    return spec.weight * served_fraction(spec, s, p.throughput);
+  }
+  return spec.weight * quality_[m][static_cast<std::size_t>(l)] *
+         served_fraction(spec, s, p.throughput);
+}
+
+PlanProblem::Score PlanProblem::score(std::span<const std::int32_t> config,
+                                      std::span<const Predicted> predicted) const {
+  Score s;
+  s.fits_vram = space_.fits_vram(config);
+  for (auto m : active_list_) {
+    const std::int32_t l = config[m];
+    s.utility += model_utility(m, l, predicted[m]);
+    s.excess += sla_excess(workload_->models[m], predicted[m], margins_[m]);
+  }
+  return s;
+}
+
+void AggregatePredictor::predict(std::span<const std::int32_t> configs, std::size_t rows,
+                                 std::span<Predicted> out) const {
+  const std::size_t n = models();
+  const std::size_t d = aggregate_dims();
+  std::vector<float> total(d), mine(d), others(d);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto row = configs.subspan(r * n, n);
+    std::fill(total.begin(), total.end(), 0.0f);
+    for (std::size_t m = 0; m < n; ++m) {
+      if (row[m] == kAbsent) continue;
+      contribution(m, row[m], mine);
+      for (std::size_t k = 0; k < d; ++k) total[k] += mine[k];
+    }
+    for (std::size_t m = 0; m < n; ++m) {
+      if (row[m] == kAbsent) {
+        out[r * n + m] = Predicted{};
+        continue;
+      }
+      contribution(m, row[m], mine);
+      for (std::size_t k = 0; k < d; ++k) others[k] = total[k] - mine[k];
+      out[r * n + m] = predict_given(m, row[m], others);
+    }
+  }
+}
+
+}  // namespace corun

@@ -1,0 +1,48 @@
+#pragma once
+
+// Internal helpers shared by the solvers: batched evaluation with a memo, and plan assembly.
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "corun/plan/objective.h"
+#include "corun/plan/solver.h"
+
+namespace corun::detail {
+
+/// @brief Evaluates joint configurations in batches through the problem's predictor and keeps a
+/// memo of fitness by configuration, so that a search never pays twice for the same candidate.
+/// Not thread-safe: one per thread.
+class Evaluator {
+ public:
+  explicit Evaluator(const PlanProblem& p, std::size_t batch = 256);
+
+  /// @brief Fitness (PlanProblem::Score::fitness) of each of `rows` configurations.
+  void fitness(std::span<const std::int32_t> configs, std::size_t rows, std::span<double> out);
+  /// @brief Fitness of one configuration.
+  double fitness(std::span<const std::int32_t> config);
+  [[nodiscard]] std::uint64_t evaluated() const { return evaluated_; }
+
+ private:
+  const PlanProblem* p_;
+  std::size_t n_;
+  std::vector<std::int32_t> pending_;
+  std::vector<Predicted> predicted_;
+  std::unordered_map<std::uint64_t, double> memo_;
+  std::uint64_t evaluated_ = 0;
+};
+
+/// @brief Milliseconds since `start`.
+inline double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// @brief A configuration with inactive models set to kAbsent and active ones from `c`
+/// (or 0 where `c` is absent or out of range).
+JointConfig normalise(const PlanProblem& p, const JointConfig& c);
+
+}  // namespace corun::detail
