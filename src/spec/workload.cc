@@ -179,7 +179,7 @@ void parse_sla(const YamlField& s, ModelSpec& m) {
 
 std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog) {
   if (!f.expect_map()) return std::nullopt;
-  f.check_keys({"name", "model", "knobs", "demand", "sla", "weight"});
+  f.check_keys({"name", "model", "knobs", "demand", "sla", "weight", "active"});
   ModelSpec m;
   m.line = f.line();
   const auto name = f.string_at("name", true);
@@ -209,10 +209,146 @@ std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog)
   parse_demand(f["demand"], m);
   parse_sla(f["sla"], m);
   if (f["weight"].present()) m.weight = f["weight"].number(1e-6, kMaxWeight).value_or(1);
+  if (f["active"].present()) m.active = f["active"].boolean().value_or(true);
   return m;
 }
 
+constexpr double kMaxDurationS = 30 * 24 * 3600.0;
+
+// One event: `at_s` plus exactly one of arrive / depart / demand / sla / context.
+void parse_event(const YamlField& f, Workload& w) {
+  if (!f.expect_map()) return;
+  static const std::vector<std::string> kKinds = {"arrive", "depart", "demand", "sla", "context"};
+  std::vector<std::string> known = kKinds;
+  known.emplace_back("at_s");
+  f.check_keys(known);
+  TimelineEvent e;
+  e.line = f.line();
+  const auto at = f.number_at("at_s", 0, kMaxDurationS, true);
+  if (at) e.at_s = *at;
+  std::vector<std::string> kinds;
+  for (const auto& k : kKinds) {
+    if (f[k].present()) kinds.push_back(k);
+  }
+  if (kinds.size() != 1) {
+    f.error("an event needs exactly one of arrive, depart, demand, sla, context (got " +
+            std::to_string(kinds.size()) + ")");
+    return;
+  }
+  const std::string kind = kinds[0];
+  const YamlField body = f[kind];
+  auto find_model = [&](const YamlField& name_field) -> std::optional<std::size_t> {
+    const auto name = name_field.string();
+    if (!name) return std::nullopt;
+    const auto i = w.find_model(*name);
+    if (!i) {
+      std::vector<std::string> names;
+      for (const auto& m : w.models) names.push_back(m.name);
+      name_field.error("no model '" + *name + "' in the workload" + did_you_mean(*name, names));
+    }
+    return i;
+  };
+  if (kind == "arrive" || kind == "depart") {
+    e.kind = kind == "arrive" ? TimelineEvent::Kind::kArrive : TimelineEvent::Kind::kDepart;
+    const auto i = find_model(body);
+    if (!i) return;
+    e.model = *i;
+  } else {
+    if (!body.expect_map()) return;
+    const YamlField model_field = body["model"];
+    if (!model_field.present()) {
+      model_field.error("missing required field");
+      return;
+    }
+    const auto i = find_model(model_field);
+    if (!i) return;
+    e.model = *i;
+    const ModelSpec& m = w.models[*i];
+    const bool llm = m.arch.family == ModelFamily::kLlm;
+    if (kind == "demand") {
+      e.kind = TimelineEvent::Kind::kDemand;
+      e.demand = m.demand;
+      if (m.arch.family == ModelFamily::kVision) {
+        body.check_keys({"model", "fps"});
+        e.demand.fps = body.number_at("fps", 1e-3, kMaxRate, true).value_or(m.demand.fps);
+      } else {
+        body.check_keys({"model", "rps"});
+        e.demand.rps = body.number_at("rps", 1e-4, kMaxRate, true).value_or(m.demand.rps);
+      }
+    } else if (kind == "sla") {
+      e.kind = TimelineEvent::Kind::kSla;
+      e.sla = m.sla;
+      if (llm) {
+        body.check_keys({"model", "latency_ms_p95", "ttft_ms_p95", "tpot_ms_p95", "min_throughput"});
+        if (auto v = body.number_at("ttft_ms_p95", 1e-3, kMaxSlaMs, false)) e.sla.ttft_ms_p95 = v;
+        if (auto v = body.number_at("tpot_ms_p95", 1e-3, kMaxSlaMs, false)) e.sla.tpot_ms_p95 = v;
+      } else {
+        body.check_keys({"model", "latency_ms_p95", "min_throughput"});
+      }
+      if (auto v = body.number_at("latency_ms_p95", 1e-3, kMaxSlaMs, false)) {
+        e.sla.latency_ms_p95 = v;
+      }
+      if (auto v = body.number_at("min_throughput", 0, kMaxRate * 1e3, false)) {
+        e.sla.min_throughput = v;
+      }
+    } else {  // context
+      e.kind = TimelineEvent::Kind::kContext;
+      if (!llm) {
+        body.error("context events apply to LLMs; '" + m.name + "' is " +
+                   std::string(to_string(m.arch.family)));
+        return;
+      }
+      body.check_keys({"model", "prompt_tokens", "output_tokens"});
+      e.demand = m.demand;
+      if (auto v = body.integer_at("prompt_tokens", 1, kMaxTokens, false)) {
+        e.demand.prompt_tokens = static_cast<int>(*v);
+      }
+      if (auto v = body.integer_at("output_tokens", 1, kMaxTokens, false)) {
+        e.demand.output_tokens = static_cast<int>(*v);
+      }
+    }
+  }
+  w.timeline.events.push_back(e);
+}
+
+void parse_timeline(const YamlField& t, Workload& w) {
+  if (!t.present()) return;
+  if (!t.expect_map()) return;
+  t.check_keys({"duration_s", "interval_s", "events"});
+  w.timeline.duration_s = t.number_at("duration_s", 1e-3, kMaxDurationS, true).value_or(0);
+  w.timeline.interval_s = t.number_at("interval_s", 0.1, 3600, false).value_or(10);
+  const YamlField events = t["events"];
+  if (events.present() && events.expect_sequence(true)) {
+    for (std::size_t i = 0; i < events.size(); ++i) parse_event(events.at(i), w);
+  }
+  for (const auto& e : w.timeline.events) {
+    if (w.timeline.duration_s > 0 && e.at_s > w.timeline.duration_s) {
+      t.error("event at " + format_number(e.at_s) + " s (line " + std::to_string(e.line) +
+              ") is after the end of the timeline (" + format_number(w.timeline.duration_s) +
+              " s)");
+    }
+  }
+  std::stable_sort(w.timeline.events.begin(), w.timeline.events.end(),
+                   [](const auto& a, const auto& b) { return a.at_s < b.at_s; });
+}
+
 }  // namespace
+
+std::string_view to_string(TimelineEvent::Kind k) {
+  switch (k) {
+    case TimelineEvent::Kind::kArrive:
+      return "arrive";
+    case TimelineEvent::Kind::kDepart:
+      return "depart";
+    case TimelineEvent::Kind::kDemand:
+      return "demand";
+    case TimelineEvent::Kind::kSla:
+      return "sla";
+    case TimelineEvent::Kind::kContext:
+      return "context";
+  }
+  return "?";
+}
 
 std::size_t ModelSpec::local_config_count() const {
   std::size_t n = 1;
@@ -305,7 +441,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
     diags.add({file, top.line(), 0, "", "a workload must be a mapping with 'device' and 'models'"});
     return diags.to_error();
   }
-  top.check_keys({"name", "description", "device", "models", "objective"});
+  top.check_keys({"name", "description", "device", "models", "objective", "timeline"});
   Workload w;
   w.file = file;
   w.hash = fnv1a_hex(text);
@@ -360,6 +496,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
       w.objective.maximize = *what;
     }
   }
+  if (diags.empty()) parse_timeline(top["timeline"], w);
   if (!diags.empty()) return diags.to_error();
   return w;
 }

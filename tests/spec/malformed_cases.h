@@ -97,6 +97,22 @@ inline std::vector<MalformedCase> malformed_cases() {
        {"objective.maximise", "did you mean 'maximize'"}},
       {"unknown objective", "device: rtx3090\nmodels:\n" + kGoodVision + "objective: {maximize: speed}\n",
        {"objective.maximize", "unknown objective 'speed'"}},
+      {"event for unknown model",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 5, depart: cam9}]}\n",
+       {"timeline.events[0].depart", "no model 'cam9'", "did you mean 'cam0'"}},
+      {"event with two kinds",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 5, depart: cam0, arrive: cam0}]}\n",
+       {"timeline.events[0]", "exactly one of"}},
+      {"event after the end",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 90, depart: cam0}]}\n",
+       {"timeline", "after the end"}},
+      {"context event on vision",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 5, context: {model: cam0, prompt_tokens: 9}}]}\n",
+       {"timeline.events[0].context", "apply to LLMs"}},
   };
 }
 

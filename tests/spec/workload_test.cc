@@ -130,5 +130,37 @@ TEST(Workload, HashIdentifiesTheText) {
   EXPECT_NE(a->hash, b->hash);
 }
 
+TEST(Timeline, EventsAreParsedAndSortedByTime) {
+  auto w = parse(R"(device: rtx3090
+models:
+  - {name: cam0, model: yolo11s, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
+  - {name: chat, model: qwen2.5-0.5b, active: false,
+     demand: {rps: 1, prompt_tokens: 128, output_tokens: 32}, sla: {tpot_ms_p95: 50}}
+timeline:
+  duration_s: 120
+  interval_s: 5
+  events:
+    - {at_s: 60, context: {model: chat, prompt_tokens: 2048}}
+    - {at_s: 10, arrive: chat}
+    - {at_s: 30, demand: {model: chat, rps: 3}}
+    - {at_s: 40, sla: {model: cam0, latency_ms_p95: 40}}
+    - {at_s: 90, depart: cam0}
+)");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  EXPECT_FALSE(w->models[1].active);
+  const Timeline& t = w->timeline;
+  EXPECT_EQ(t.duration_s, 120);
+  EXPECT_EQ(t.interval_s, 5);
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.events[0].kind, TimelineEvent::Kind::kArrive);
+  EXPECT_EQ(t.events[0].model, 1u);
+  EXPECT_EQ(t.events[1].kind, TimelineEvent::Kind::kDemand);
+  EXPECT_EQ(t.events[1].demand.rps, 3);
+  EXPECT_EQ(t.events[1].demand.prompt_tokens, 128);  // unchanged fields carry over
+  EXPECT_EQ(t.events[2].sla.latency_ms_p95.value_or(0), 40);
+  EXPECT_EQ(t.events[3].demand.prompt_tokens, 2048);
+  EXPECT_EQ(t.events[4].kind, TimelineEvent::Kind::kDepart);
+}
+
 }  // namespace
 }  // namespace corun

@@ -47,6 +47,7 @@ struct ModelSpec {
   Demand demand;
   Sla sla;
   double weight = 1;  ///< objective weight
+  bool active = true;  ///< running at time 0 (false: arrives through the timeline)
   int line = 0;       ///< where it was declared
 
   /// @brief Number of local configurations: the product of the knobs' value counts.
@@ -61,6 +62,26 @@ struct ModelSpec {
       const std::vector<std::pair<std::string, std::string>>& assignments) const;
 };
 
+/// @brief One change of the workload at a point in time (see docs/formats.md, "timeline").
+struct TimelineEvent {
+  enum class Kind { kArrive, kDepart, kDemand, kSla, kContext };
+  double at_s = 0;
+  Kind kind = Kind::kArrive;
+  std::size_t model = 0;  ///< index into Workload::models
+  Demand demand;          ///< kDemand: the new demand (unset fields keep their value)
+  Sla sla;                ///< kSla: the SLA fields that change
+  int line = 0;
+};
+
+std::string_view to_string(TimelineEvent::Kind k);
+
+/// @brief How a workload evolves: its events, the run length and the control interval.
+struct Timeline {
+  double duration_s = 0;   ///< 0 = no timeline
+  double interval_s = 10;  ///< measurement window of the online loop
+  std::vector<TimelineEvent> events;  ///< sorted by time
+};
+
 /// @brief What a plan maximises.
 struct Objective {
   std::string maximize = "utility";
@@ -73,6 +94,7 @@ struct Workload {
   Device device;
   std::vector<ModelSpec> models;
   Objective objective;
+  Timeline timeline;
 
   /// @brief Index of the model called `name`.
   [[nodiscard]] std::optional<std::size_t> find_model(std::string_view name) const;
