@@ -1,0 +1,75 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "corun/core/result.h"
+#include "corun/space/space.h"
+#include "corun/spec/workload.h"
+
+namespace corun {
+
+/// @brief What a testbed observed for one model over a measurement window.
+struct ModelMetrics {
+  std::size_t model = 0;  ///< index into Workload::models
+  std::string name;
+  std::string config;  ///< ModelSpec::describe() of its local configuration
+  double latency_ms_p50 = 0;  ///< vision/encoder: request latency; LLM: end-to-end request
+  double latency_ms_p95 = 0;
+  double throughput = 0;  ///< frames/s (vision), requests/s (encoder, speech), tokens/s (LLM)
+  std::optional<double> ttft_ms_p95;  ///< LLM only
+  std::optional<double> tpot_ms_p95;  ///< LLM only
+  std::string error;                  ///< non-empty when the model could not run
+
+  [[nodiscard]] bool ok() const { return error.empty(); }
+};
+
+/// @brief Aggregate state of the GPU over the window.
+struct GpuState {
+  double sm_util = 0;      ///< 0..1, fraction of SM-time busy
+  double mem_bw_util = 0;  ///< 0..1, fraction of peak DRAM bandwidth
+  double vram_used_gb = 0;
+  double power_w = 0;
+  double clock_mhz = 0;
+};
+
+/// @brief Everything a testbed observed for one joint configuration.
+struct Measurement {
+  std::string testbed;
+  std::string device;
+  std::vector<ModelMetrics> models;  ///< one per running model, in workload order
+  GpuState gpu;
+  std::string error;  ///< whole-run failure (e.g. out of VRAM); models carry it too
+
+  [[nodiscard]] bool ok() const { return error.empty(); }
+};
+
+/// @brief How to measure: window length and the seed of this measurement's noise.
+struct MeasureOptions {
+  double window_s = 10;
+  std::uint64_t seed = 1;
+};
+
+/// @brief A source of ground truth: runs a joint configuration and reports what it observed.
+/// Implementations never consult a surrogate. measure() is const and thread-safe for the
+/// simulator (it may be called from several threads at once).
+class Testbed {
+ public:
+  virtual ~Testbed() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  /// @brief Measures `config` (one local index per model of `w`; kAbsent = not running).
+  virtual Measurement measure(const Workload& w, std::span<const std::int32_t> config,
+                              const MeasureOptions& options) const = 0;
+};
+
+/// @brief Names accepted by make_testbed.
+std::vector<std::string> testbed_names();
+/// @brief Creates a testbed by name ("sim"); unknown names get a suggestion.
+Result<std::unique_ptr<Testbed>> make_testbed(std::string_view name);
+
+}  // namespace corun

@@ -1,0 +1,896 @@
+// The simulated shared GPU. One measure() call:
+//   1. resolves every running model's settings, checks VRAM (failures are data);
+//   2. derives each model's GPU phases from the catalog cost functions (roofline inputs);
+//   3. solves the mutual contention as a damped fixed point over busy fractions, LLM decode
+//      batch and the power-capped clock; the co-runners' on/off states are enumerated exactly
+//      (2^N subsets), so nonlinear saturation is not averaged away;
+//   4. turns contended service times into latency percentiles and throughput with closed-form
+//      queueing, and adds seeded measurement noise.
+// docs/testbed.md describes every effect with its equation and source.
+
+#include "corun/testbed/sim.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <numbers>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "corun/core/rng.h"
+#include "queueing.h"
+#include "sim_params.h"
+
+namespace corun {
+namespace {
+
+// Noise stream of the aggregate GPU counters (model streams use the model index).
+constexpr std::uint64_t kGpuNoiseStream = 0xC0FFEEULL;
+// Upper bound on the fraction of time an LLM engine spends in other requests' prefills, so
+// that the decode stall factor 1 / (1 - f) stays finite; beyond it the queue is overloaded.
+constexpr double kMaxPrefillShare = 0.95;
+
+// ---------------------------------------------------------------------------------------------
+// Device view.
+
+struct DeviceModel {
+  double sms = 1;
+  double dram_bytes_s = 1;  // achievable (kDramEfficiency x datasheet)
+  double peak_dram_bytes_s = 1;
+  double l2_bytes = 1;
+  double l2_bytes_s = 1;
+  double boost_mhz = 1;
+  double base_mhz = 1;
+  double tdp_w = 1;
+  double idle_w = 0;
+};
+
+DeviceModel device_model(const Device& d) {
+  DeviceModel m;
+  m.sms = std::max(1, d.sm_count);
+  m.peak_dram_bytes_s = std::max(d.mem_bandwidth_bytes_per_s(), 1e9);
+  m.dram_bytes_s = sim::kDramEfficiency * m.peak_dram_bytes_s;
+  m.l2_bytes = std::max(d.l2_mb, 0.1) * 1e6;
+  m.l2_bytes_s = sim::kL2BandwidthPerDramBandwidth * m.peak_dram_bytes_s;
+  m.boost_mhz = d.boost_clock_mhz > 0 ? d.boost_clock_mhz : 1000;
+  m.base_mhz = d.base_clock_mhz > 0 ? std::min(d.base_clock_mhz, m.boost_mhz) : m.boost_mhz;
+  m.tdp_w = d.tdp_w > 0 ? d.tdp_w : 300;
+  m.idle_w = std::clamp(d.idle_power_w, 0.0, 0.9 * m.tdp_w);
+  return m;
+}
+
+// Sustained math throughput in FLOP/s for precision p on the whole device.
+double sustained_flops(const Device& d, Precision p) {
+  double peak = d.peak_flops(p);
+  if (peak <= 0) peak = d.peak_fp32_tflops * 1e12;  // no such unit: emulated on CUDA cores
+  if (peak <= 0) peak = 1e12;
+  return peak * sim::compute_efficiency(p);
+}
+
+// Launch/scheduling delay per kernel with `workloads` (>= 1, fractional) co-located
+// workloads, interpolating iGniter's table and extrapolating its last step.
+double launch_delay_s(double workloads) {
+  const auto& t = sim::kLaunchDelayMs;
+  const double n = std::max(1.0, workloads);
+  const auto last = static_cast<double>(t.size());
+  double ms = 0;
+  if (n >= last) {
+    ms = t.back() + (n - last) * (t.back() - t[t.size() - 2]);
+  } else {
+    const auto i = static_cast<std::size_t>(n);  // 1 <= i < 5: between t[i-1] and t[i]
+    const double frac = n - static_cast<double>(i);
+    ms = t[i - 1] + frac * (t[i] - t[i - 1]);
+  }
+  return ms * 1e-3;
+}
+
+// Euclidean norm of two non-negative times (std::hypot guards against overflow, at several
+// times the cost; times here are far from the double range).
+double norm2(double a, double b) { return std::sqrt(a * a + b * b); }
+
+// Smooth minimum: diminishing returns instead of a hard kink.
+double softmin(double a, double b) { return 1.0 / std::sqrt(1.0 / (a * a) + 1.0 / (b * b)); }
+
+PhaseCost lerp(const PhaseCost& a, const PhaseCost& b, double t) {
+  PhaseCost c;
+  c.flops = a.flops + t * (b.flops - a.flops);
+  c.bytes = a.bytes + t * (b.bytes - a.bytes);
+  c.kernels = a.kernels + t * (b.kernels - a.kernels);
+  c.ctas = a.ctas + t * (b.ctas - a.ctas);
+  return c;
+}
+
+// Sums phases executed back to back (prefill chunks): CTAs become the kernel-weighted mean.
+void accumulate(PhaseCost& into, const PhaseCost& c, double times) {
+  const double kernels = into.kernels + times * c.kernels;
+  if (kernels > 0) into.ctas = (into.ctas * into.kernels + c.ctas * times * c.kernels) / kernels;
+  into.flops += times * c.flops;
+  into.bytes += times * c.bytes;
+  into.kernels = kernels;
+}
+
+// Removes `times` executions of `c` from `from` (the inverse of accumulate, clamped at zero).
+PhaseCost subtract(const PhaseCost& from, const PhaseCost& c, double times) {
+  PhaseCost r;
+  r.kernels = std::max(from.kernels - times * c.kernels, 1.0);
+  r.flops = std::max(from.flops - times * c.flops, 0.0);
+  r.bytes = std::max(from.bytes - times * c.bytes, 0.0);
+  r.ctas = std::max((from.ctas * from.kernels - c.ctas * times * c.kernels) / r.kernels, 1.0);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One GPU phase: everything that does not depend on co-runners.
+
+struct Shape {
+  double kernels = 1;
+  double bytes = 0;
+  double sms = 1;               // SMs its kernels keep busy alone: MPS cap soft-min CTAs
+  double compute_s = 0;         // math time on `sms` SMs at boost clock
+  double memory_s = 0;          // DRAM time at the bandwidth `sms` SMs can pull
+  double alone_s = 0;           // standalone time (one workload: iGniter's 1-workload launch)
+  double bw_demand = 0;         // fraction of achievable DRAM bandwidth pulled while running
+  double l2_pressure = 0;       // L2 pressure exerted on co-runners while running
+  double l2_sensitivity = 0;    // how much of its memory traffic others' L2 use can evict
+  double compute_fraction = 0;  // compute_s / (compute_s + memory_s), for power
+};
+
+Shape make_shape(const PhaseCost& c, const DeviceModel& dev, double flops_per_s,
+                 double element_bytes, double cap_sms) {
+  Shape s;
+  s.kernels = std::max(c.kernels, 1.0);
+  s.bytes = std::max(c.bytes, 0.0);
+  const double flops = std::max(c.flops, 0.0);
+  // Diminishing returns of SM share: a kernel with few thread blocks cannot occupy more SMs
+  // than it has blocks, whatever MPS allows.
+  s.sms = softmin(cap_sms, sim::kBlocksPerTile * std::max(c.ctas, 1.0));
+  const double sm_fraction = s.sms / dev.sms;
+  s.compute_s = flops / (flops_per_s * sm_fraction);
+  const double reach = softmin(1.0, sm_fraction / sim::kSmFractionForFullBandwidth);
+  const double full_bw_s = s.bytes / dev.dram_bytes_s;
+  s.memory_s = full_bw_s / reach;
+  s.alone_s = s.kernels * (sim::kKernelFixedS + launch_delay_s(1)) + norm2(s.compute_s, s.memory_s);
+  s.bw_demand = full_bw_s / s.alone_s;
+  // L2 hit traffic: operand tiles re-read by the math loops. DRAM bytes stream through L2
+  // once (weights of a decode step, KV): they are not reuse, and streaming loads are inserted
+  // at evict-first priority, so they neither depend on L2 nor evict much.
+  const double reuse = flops * element_bytes / sim::kTileEdge;
+  const double reuse_fraction = reuse + s.bytes > 0 ? reuse / (reuse + s.bytes) : 0;
+  s.l2_pressure = std::min(1.0, reuse / s.alone_s / dev.l2_bytes_s);
+  // Working set of one kernel relative to L2: reuse is most at risk when it just fits, less
+  // when it is tiny (hot lines survive) or far larger (it misses anyway).
+  const double x = (s.bytes / s.kernels) / dev.l2_bytes;
+  s.l2_sensitivity = reuse_fraction * 2 * x / (1 + x * x);
+  const double both = s.compute_s + s.memory_s;
+  s.compute_fraction = both > 0 ? s.compute_s / both : 0;
+  return s;
+}
+
+// What the co-runners do to one phase, and the time that results.
+struct Env {
+  double sm_slow = 1;   // expected compute stretch from MPS cap and SM oversubscription
+  double sm_cv2 = 0;    // its squared CV over co-runner on/off states
+  double mem_slow = 1;  // expected memory stretch from DRAM contention
+  double mem_cv2 = 0;
+  double mem_latency = 1;  // expected loaded-latency stretch of DRAM accesses
+  double l2 = 0;           // L2 interference (fractional extra memory traffic)
+  double launch_s = 0;     // per-kernel launch delay
+  double clock_ratio = 1;  // clock / boost
+};
+
+struct PhaseTime {
+  double total_s = 0;
+  double cv2 = 0;  // service-time variability from co-runner on/off states (plus alone jitter)
+};
+
+PhaseTime contended(const Shape& s, const Env& e) {
+  // Every lost L2 hit becomes DRAM traffic; multi-stage operand pipelines of the math loops
+  // hide most of the extra latency, so the compute part feels only a share of it.
+  const double compute =
+      s.compute_s * e.sm_slow * (1 + sim::kL2ComputeShare * e.l2) / e.clock_ratio;
+  const double memory = s.memory_s * e.mem_slow * (1 + e.l2);
+  const double roof = norm2(compute, memory);
+  // The latency-bound part of each kernel (ramp-up, tail, dependent loads) runs in SM cycles
+  // and waits on memory: it stretches with the clock, loaded DRAM latency, lost L2 hits and,
+  // less than throughput-bound work, with warps of other clients co-resident on its SMs.
+  const double latency_bound =
+      sim::kKernelFixedS * (1 + e.l2) * e.mem_latency * std::sqrt(e.sm_slow) / e.clock_ratio;
+  PhaseTime t;
+  t.total_s = s.kernels * (latency_bound + e.launch_s) + roof;
+  if (t.total_s > 0 && roof > 0) {
+    // d ln t / d ln compute = compute^2 / (roof t); the same for memory.
+    const double wc = compute * compute / (roof * t.total_s);
+    const double wm = memory * memory / (roof * t.total_s);
+    t.cv2 = wc * wc * e.sm_cv2 + wm * wm * e.mem_cv2;
+  }
+  t.cv2 += sim::kServiceCv2Alone;
+  return t;
+}
+
+// Memory stretch at total DRAM demand d (in units of achievable bandwidth): proportional
+// sharing above saturation, rising latency below it.
+double dram_stretch(double d) {
+  const double load = std::min(d, 1.0);
+  return std::max(1.0, d) * (1 + sim::kDramQueueGain * load * load);
+}
+
+// Loaded DRAM latency relative to idle at total demand d.
+double dram_latency(double d) {
+  const double load = std::min(d, 1.0);
+  return 1 + sim::kLoadedLatencyGain * load * load;
+}
+
+// Mean number of sequences in a decode step when at least one decodes (Poisson occupancy).
+double busy_batch(double mean_batch, double cap) {
+  if (mean_batch < 1e-9) return 1;
+  return std::clamp(mean_batch / (1 - std::exp(-mean_batch)), 1.0, std::max(cap, 1.0));
+}
+
+std::uint64_t fnv1a(std::uint64_t h, std::string_view s) {
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// Deterministic pair factor: family matrix times a +/- jitter from the two catalog names.
+double pair_factor(const ModelArch& victim, const ModelArch& aggressor) {
+  const double base =
+      sim::kFamilyPair[sim::family_index(victim.family)][sim::family_index(aggressor.family)];
+  std::uint64_t h = fnv1a(1469598103934665603ULL, victim.name);
+  h = fnv1a(h ^ 0x7CULL, aggressor.name);
+  const double unit = static_cast<double>(mix64(h) >> 11) * 0x1.0p-53;  // [0, 1)
+  return base * (1 + sim::kPairJitter * (2 * unit - 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// One running model.
+
+struct SimModel {
+  std::size_t index = 0;  // in Workload::models
+  const ModelSpec* spec = nullptr;
+  Settings s;
+  bool llm = false;
+  double cap_sms = 1;
+
+  // Offered load. Server models (vision, encoder, speech): a job is a batch; LLM: a request.
+  bool closed_loop = false;  // no demand given: back-to-back jobs (benchmark mode)
+  double item_rate = 0;      // frames/s or requests/s offered to the GPU (after frame skip)
+  double items_per_job = 1;
+  double job_rate = 0;
+  int servers = 1;         // concurrent jobs (request_concurrency)
+  double arrival_cv2 = 1;  // of jobs
+  double item_cv2 = 1;     // of items (for counting noise)
+
+  // Phases.
+  Shape main;                // forward pass, speech encoder, or all prefill chunks of a request
+  double chunks = 1;         // LLM prefill chunks per request
+  PhaseCost dec_lo, dec_hi;  // decode step cost at batch dec_lo_b and dec_hi_b
+  double dec_lo_b = 1, dec_hi_b = 1;
+  Shape dec;                  // decode step at the current batch
+  Shape dec_full;             // LLM decode step at full concurrency (capacity)
+  double dec_lo_alone_s = 0;  // standalone decode step at batch dec_lo_b
+  double dec_steps = 0;       // decode steps per job (speech); output tokens (LLM)
+  double flops_per_s = 1, element_bytes = 2;
+
+  // Fixed-point state.
+  double u = 0;      // fraction of time at least one of its kernels is on the GPU
+  double mult = 1;   // its own jobs running concurrently while busy
+  double batch = 1;  // LLM: mean sequences in decode
+  double rate = 0;   // jobs/s actually served
+  PhaseTime t_main, t_dec, t_dec_full;
+  double main_share = 1;  // fraction of its busy time in the main phase
+
+  // Co-runner view, recomputed every iteration.
+  double held_sms = 0, bw = 0, press = 0, power_activity = 0;
+};
+
+// Exact expectation over co-runners' on/off states: P(T) for every subset T of running models
+// and the SMs and bandwidth the members of T hold while active.
+struct SubsetTables {
+  int n = 0;
+  bool exact = false;
+  std::array<double, std::size_t{1} << sim::kMaxExactModels> prob{};
+  std::array<double, std::size_t{1} << sim::kMaxExactModels> sms{};
+  std::array<double, std::size_t{1} << sim::kMaxExactModels> bw{};
+
+  void build(const std::vector<SimModel>& ms) {
+    n = static_cast<int>(ms.size());
+    exact = n <= sim::kMaxExactModels;
+    if (!exact) return;
+    prob[0] = 1;
+    sms[0] = 0;
+    bw[0] = 0;
+    std::size_t size = 1;
+    for (const SimModel& m : ms) {
+      for (std::size_t t = 0; t < size; ++t) {
+        prob[t + size] = prob[t] * m.u;
+        prob[t] *= 1 - m.u;
+        sms[t + size] = sms[t] + m.held_sms;
+        bw[t + size] = bw[t] + m.bw;
+      }
+      size *= 2;
+    }
+  }
+};
+
+Env environment(const std::vector<SimModel>& ms, std::size_t i, const Shape& sh,
+                const SubsetTables& tables, const DeviceModel& dev, const double* pair,
+                double clock_ratio) {
+  const SimModel& me = ms[i];
+  Env e;
+  e.clock_ratio = clock_ratio;
+  const double want = me.mult * sh.sms;
+  const double mine = std::min(me.cap_sms, want);
+  const double self_stretch = std::max(1.0, want / me.cap_sms);
+  const double my_bw = me.mult * sh.bw_demand;
+  const double my_dram = dram_stretch(my_bw);
+  const double my_latency = dram_latency(my_bw);
+  double others_active = 0, l2_load = 0;
+  for (std::size_t j = 0; j < ms.size(); ++j) {
+    if (j == i) continue;
+    others_active += ms[j].u;
+    l2_load += ms[j].u * ms[j].press * pair[i * ms.size() + j];
+  }
+  double es = 0, es2 = 0, em = 0, em2 = 0, el = 0;
+  if (tables.exact) {
+    // Subsets of the others: insert a zero at bit i of every (n-1)-bit number.
+    const std::size_t bit = std::size_t{1} << i;
+    const std::size_t low = bit - 1;
+    const std::size_t count = std::size_t{1} << (tables.n - 1);
+    const double inv_sms = 1 / dev.sms;
+    const double inv_dram = 1 / my_dram;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::size_t t = ((k & ~low) << 1) | (k & low);
+      const double w = tables.prob[t] + tables.prob[t | bit];
+      const double d = my_bw + tables.bw[t];
+      const double s = std::max(1.0, (mine + tables.sms[t]) * inv_sms);
+      const double m = dram_stretch(d) * inv_dram;
+      el += w * dram_latency(d);
+      es += w * s;
+      es2 += w * s * s;
+      em += w * m;
+      em2 += w * m * m;
+    }
+  } else {
+    double sms = 0, bw = 0;
+    for (std::size_t j = 0; j < ms.size(); ++j) {
+      if (j == i) continue;
+      sms += ms[j].u * ms[j].held_sms;
+      bw += ms[j].u * ms[j].bw;
+    }
+    es = std::max(1.0, (mine + sms) / dev.sms);
+    es2 = es * es;
+    em = dram_stretch(my_bw + bw) / my_dram;
+    em2 = em * em;
+    el = dram_latency(my_bw + bw);
+  }
+  e.mem_latency = el / my_latency;
+  e.sm_slow = self_stretch * es;
+  e.sm_cv2 = std::max(0.0, es2 / (es * es) - 1);
+  e.mem_slow = em;
+  e.mem_cv2 = std::max(0.0, em2 / (em * em) - 1);
+  // L2: others' pressure saturates (once the cache is thrashed more co-runners add little).
+  e.l2 = sim::kL2OtherWeight * sh.l2_sensitivity * l2_load / (1 + l2_load);
+  e.launch_s = launch_delay_s(1 + others_active);
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setup.
+
+double offered_rate(const ModelSpec& m) {
+  const bool frames = m.arch.family == ModelFamily::kVision;
+  const double primary = frames ? m.demand.fps : m.demand.rps;
+  const double secondary = frames ? m.demand.rps : m.demand.fps;
+  return std::max(0.0, primary > 0 ? primary : secondary);
+}
+
+SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
+                    const Device& device, const DeviceModel& dev) {
+  SimModel m;
+  m.index = index;
+  m.spec = &spec;
+  m.s = s;
+  m.llm = spec.arch.family == ModelFamily::kLlm;
+  m.cap_sms = std::clamp(s.sm_share, 1.0, 100.0) / 100.0 * dev.sms;
+  m.servers = std::max(1, s.request_concurrency);
+  m.flops_per_s = sustained_flops(device, s.precision);
+  m.element_bytes = activation_bytes_per_element(s.precision);
+  const ModelArch& a = spec.arch;
+  const Precision p = s.precision;
+  const int batch = std::max(1, s.batch);
+  const double offered = offered_rate(spec);
+  m.closed_loop = offered <= 0;
+
+  switch (a.family) {
+    case ModelFamily::kVision: {
+      const double keep = 1 - std::clamp(s.skip_rate, 0.0, 0.999);
+      m.item_rate = offered * keep;
+      m.items_per_job = batch;
+      // Periodic camera: deterministic skipping keeps frames periodic; jitter averages over
+      // the frames of a batch.
+      m.item_cv2 = sim::kFrameJitterCv2;
+      m.arrival_cv2 = sim::kFrameJitterCv2 / batch;
+      m.main = make_shape(forward_cost(a, batch, s.imgsz, p), dev, m.flops_per_s, m.element_bytes,
+                          m.cap_sms);
+      break;
+    }
+    case ModelFamily::kEncoder:
+    case ModelFamily::kSpeech: {
+      m.item_rate = offered;
+      m.items_per_job = batch;
+      m.item_cv2 = 1;  // Poisson requests
+      m.arrival_cv2 = 1.0 / batch;
+      PhaseCost whole = forward_cost(a, batch, 0, p);
+      if (a.family == ModelFamily::kSpeech && a.speech_decode_tokens > 0) {
+        // forward_cost covers the whole request: the encoder plus T decode steps at the mean
+        // self-attention context (T - 1) / 2. Split them: the encoder is compute-bound, the
+        // decode memory- and launch-bound, and co-runners hurt the two differently.
+        const double steps = a.speech_decode_tokens;
+        m.dec_steps = steps;
+        m.dec_lo = decode_cost(a, batch, 0.5 * (steps - 1), p);
+        m.dec_hi = m.dec_lo;
+        m.dec = make_shape(m.dec_lo, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+        whole = subtract(whole, m.dec_lo, steps);
+      }
+      m.main = make_shape(whole, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+      break;
+    }
+    case ModelFamily::kLlm: {
+      m.item_rate = offered;
+      m.items_per_job = 1;
+      m.item_cv2 = 1;
+      m.arrival_cv2 = 1;  // Poisson requests
+      const int prompt = std::max(1, spec.demand.prompt_tokens);
+      const int output = std::max(1, spec.demand.output_tokens);
+      const int chunk = std::clamp(s.prefill_chunk, 1, prompt);
+      const int full = prompt / chunk;
+      const int rest = prompt % chunk;
+      // Attention over the cached context is linear in it, so the full chunks sum exactly to
+      // `full` times the mean of the first and the last one.
+      PhaseCost prefill;
+      const PhaseCost first = prefill_cost(a, chunk, 0, p);
+      const PhaseCost last = full > 1 ? prefill_cost(a, chunk, (full - 1) * chunk, p) : first;
+      accumulate(prefill, lerp(first, last, 0.5), full);
+      if (rest > 0) accumulate(prefill, prefill_cost(a, rest, full * chunk, p), 1);
+      m.chunks = full + (rest > 0 ? 1 : 0);
+      m.main = make_shape(prefill, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+      m.dec_steps = output;
+      // Decode reads the KV cache of every sequence at its mean context (prompt + half the
+      // output); the step cost is linear in the batch, so two points define it.
+      const double context = prompt + 0.5 * output;
+      m.dec_lo_b = 1;
+      m.dec_hi_b = m.servers;
+      m.dec_lo = decode_cost(a, 1, context, p);
+      m.dec_hi = m.servers > 1 ? decode_cost(a, m.servers, context, p) : m.dec_lo;
+      m.dec = make_shape(m.dec_lo, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+      m.dec_full = make_shape(m.dec_hi, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+      m.dec_lo_alone_s = m.dec.alone_s;
+      break;
+    }
+  }
+  m.job_rate = m.item_rate / m.items_per_job;
+  return m;
+}
+
+PhaseCost decode_at(const SimModel& m, double batch) {
+  if (m.dec_hi_b <= m.dec_lo_b) return m.dec_lo;
+  return lerp(m.dec_lo, m.dec_hi, (batch - m.dec_lo_b) / (m.dec_hi_b - m.dec_lo_b));
+}
+
+// ---------------------------------------------------------------------------------------------
+// LLM engine: continuous batching with chunked prefill, derived from contended phase times.
+
+struct LlmState {
+  double capacity = 0;        // requests/s at full concurrency
+  double rate = 0;            // requests/s served
+  double prefill_share = 0;   // others' prefill time per unit time while a sequence decodes
+  double tpot_s = 0;          // mean time per output token
+  double ttft_engine_s = 0;   // prefill plus interleaved decode steps, without slot wait
+  double prefill_wait_s = 0;  // waiting behind another request's prefill
+  double residence_s = 0;     // slot occupancy of one request
+  double batch = 1;           // new mean decode batch
+  double busy = 0;            // engine busy fraction
+};
+
+LlmState llm_state(const SimModel& m) {
+  LlmState st;
+  const double c = m.servers;
+  const double out = m.dec_steps;
+  const double t_pre = m.t_main.total_s;
+  const double t_dec = m.t_dec.total_s;
+  const double b_busy = busy_batch(m.batch, c);
+  // Work-conserving engine at full concurrency: each request costs its prefill plus its
+  // share of `c`-sequence decode steps.
+  st.capacity = 1 / (t_pre + out * m.t_dec_full.total_s / c);
+  const double rate = m.closed_loop ? st.capacity : std::min(m.item_rate, st.capacity);
+  // A sequence decodes while others' prefill chunks run in between its steps; with one slot
+  // nobody else is admitted.
+  const double admitted = (c - 1) / c;
+  st.prefill_share = std::min(kMaxPrefillShare, rate * t_pre * admitted);
+  st.tpot_s = t_dec / (1 - st.prefill_share);
+  const double others = 1 - std::exp(-m.batch * admitted);
+  // Pollaczek-Khinchine with deterministic service: wait behind a prefill in progress.
+  st.prefill_wait_s = st.prefill_share * t_pre / (2 * (1 - st.prefill_share));
+  // Each prefill chunk starts at a step boundary: when others are decoding it first waits for
+  // the residual of the step in progress (half a step on average).
+  st.ttft_engine_s = t_pre + m.chunks * 0.5 * t_dec * others + st.prefill_wait_s;
+  st.residence_s = st.ttft_engine_s + out * st.tpot_s;
+  // Slots bound the rate too (Little: rate x residence <= c).
+  st.rate = std::min(rate, c / st.residence_s);
+  st.batch = m.closed_loop ? c : std::min(c, st.rate * out * st.tpot_s);
+  st.busy = std::min(1.0, st.rate * (t_pre + out * t_dec / b_busy));
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fixed point.
+
+struct GpuSolution {
+  double clock_ratio = 1;
+  double sm_util = 0;
+  double mem_util = 0;  // fraction of datasheet bandwidth
+  double power_w = 0;
+};
+
+double power_at(const DeviceModel& dev, double sm_activity, double mem_util, double ratio) {
+  return dev.idle_w + (dev.tdp_w - dev.idle_w) * (sim::kSmPowerFullLoad * sm_activity *
+                                                      std::pow(ratio, sim::kClockPowerExponent) +
+                                                  sim::kMemoryPowerFullLoad * mem_util);
+}
+
+GpuSolution gpu_power(const std::vector<SimModel>& ms, const DeviceModel& dev) {
+  GpuSolution g;
+  double activity = 0, sm = 0, bytes_s = 0;
+  for (const SimModel& m : ms) {
+    sm += m.u * m.held_sms / dev.sms;
+    activity += m.u * m.power_activity;
+    double bytes_per_job = m.main.bytes;
+    if (m.llm) {
+      bytes_per_job += m.dec_steps * m.dec.bytes / busy_batch(m.batch, m.servers);
+    } else {
+      bytes_per_job += m.dec_steps * m.dec.bytes;
+    }
+    bytes_s += m.rate * bytes_per_job;
+  }
+  g.sm_util = std::min(1.0, sm);
+  activity = std::min(1.0, activity);
+  g.mem_util = std::min(sim::kDramEfficiency, bytes_s / dev.peak_dram_bytes_s);
+  const double target = sim::kPowerCapSettle * dev.tdp_w;
+  double ratio = 1;
+  if (power_at(dev, activity, g.mem_util, 1) > target && activity > 0) {
+    const double budget =
+        (target - dev.idle_w) / (dev.tdp_w - dev.idle_w) - sim::kMemoryPowerFullLoad * g.mem_util;
+    ratio = budget > 0 ? std::pow(budget / (sim::kSmPowerFullLoad * activity),
+                                  1 / sim::kClockPowerExponent)
+                       : 0;
+  }
+  g.clock_ratio = std::clamp(ratio, dev.base_mhz / dev.boost_mhz, 1.0);
+  g.power_w = std::min(power_at(dev, activity, g.mem_util, g.clock_ratio), dev.tdp_w);
+  return g;
+}
+
+// Co-runner view of each model: what it holds while active, weighted by phase time.
+void update_views(std::vector<SimModel>& ms, const DeviceModel& dev) {
+  for (SimModel& m : ms) {
+    const double wm = m.main_share;
+    const double wd = 1 - wm;
+    const bool has_dec = m.dec_steps > 0;
+    const double dec_w = has_dec ? wd : 0;
+    const double main_w = has_dec ? wm : 1;
+    m.held_sms = std::min(m.cap_sms, m.mult * (main_w * m.main.sms + dec_w * m.dec.sms));
+    m.bw = m.mult * (main_w * m.main.bw_demand + dec_w * m.dec.bw_demand);
+    m.press = m.mult * (main_w * m.main.l2_pressure + dec_w * m.dec.l2_pressure);
+    const double cf = main_w * m.main.compute_fraction + dec_w * m.dec.compute_fraction;
+    m.power_activity =
+        m.held_sms / dev.sms * (sim::kStalledSmPower + (1 - sim::kStalledSmPower) * cf);
+  }
+}
+
+GpuSolution solve(std::vector<SimModel>& ms, const DeviceModel& dev, const double* pair) {
+  GpuSolution gpu;
+  // Start from standalone service.
+  for (SimModel& m : ms) {
+    m.t_main = {m.main.alone_s, sim::kServiceCv2Alone};
+    m.t_dec = {m.dec.alone_s, sim::kServiceCv2Alone};
+    m.t_dec_full = {m.dec_full.alone_s, sim::kServiceCv2Alone};
+    const double service = m.main.alone_s + m.dec_steps * m.dec.alone_s /
+                                                (m.llm ? std::max(1.0, 0.5 * m.servers) : 1.0);
+    m.u = m.closed_loop ? 1 : std::min(1.0, m.job_rate * service);
+    m.batch = m.llm ? (m.closed_loop ? m.servers : 1.0) : 1.0;
+  }
+  double clock = 1;
+  double damping = sim::kDampingStart;
+  double last_delta = 1e300;
+  SubsetTables tables;
+  for (int it = 0; it < sim::kMaxIterations; ++it) {
+    for (SimModel& m : ms) {
+      if (m.llm) {
+        m.dec = make_shape(decode_at(m, busy_batch(m.batch, m.servers)), dev, m.flops_per_s,
+                           m.element_bytes, m.cap_sms);
+      }
+    }
+    update_views(ms, dev);
+    tables.build(ms);
+    double delta = 0;
+    // Contended times from the current state (Jacobi: all from the same state).
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      SimModel& m = ms[i];
+      m.t_main = contended(m.main, environment(ms, i, m.main, tables, dev, pair, clock));
+      if (m.dec_steps > 0) {
+        const Env e = environment(ms, i, m.dec, tables, dev, pair, clock);
+        m.t_dec = contended(m.dec, e);
+        if (m.llm) m.t_dec_full = contended(m.dec_full, e);
+      }
+    }
+    // Queue-level response: busy fractions, own concurrency, LLM batch.
+    for (SimModel& m : ms) {
+      double u = 0, mult = 1, batch = m.batch, main_share = 1;
+      if (m.llm) {
+        const LlmState st = llm_state(m);
+        u = st.busy;
+        batch = st.batch;
+        m.rate = st.rate;
+        const double pre = st.rate * m.t_main.total_s;
+        main_share = u > 0 ? std::clamp(pre / std::max(u, 1e-12), 0.0, 1.0) : 1;
+      } else {
+        const double service = m.t_main.total_s + m.dec_steps * m.t_dec.total_s;
+        const double load = m.closed_loop ? m.servers : m.job_rate * service;
+        u = std::min(1.0, load);
+        mult = std::clamp(load, 1.0, static_cast<double>(m.servers));
+        m.rate = std::min(m.closed_loop ? 1e300 : m.job_rate, m.servers / service);
+        main_share = m.t_main.total_s / service;
+      }
+      delta = std::max({delta, std::abs(u - m.u), std::abs(batch - m.batch) / m.servers,
+                        std::abs(mult - m.mult) / m.servers});
+      m.u += damping * (u - m.u);
+      m.mult += damping * (mult - m.mult);
+      m.batch += damping * (batch - m.batch);
+      m.main_share = main_share;
+    }
+    update_views(ms, dev);
+    gpu = gpu_power(ms, dev);
+    delta = std::max(delta, std::abs(gpu.clock_ratio - clock));
+    clock += damping * (gpu.clock_ratio - clock);
+    if (delta < sim::kTolerance) break;
+    // Strongly coupled co-runners (saturated SMs, the power cap) make the plain iteration
+    // oscillate: damp harder whenever a step fails to contract.
+    if (delta > last_delta) damping = std::max(sim::kDampingMin, 0.5 * damping);
+    last_delta = delta;
+  }
+  gpu.clock_ratio = clock;
+  return gpu;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting.
+
+struct Noise {
+  double median = 0, tail = 0, hiccup = 0, count = 0, ttft = 0, tpot = 0;
+};
+
+// Two independent standard normals from one Box-Muller transform (Rng::normal() discards the
+// second one; this is the hot path of exhaustive sweeps).
+std::pair<double, double> normal_pair(Rng& rng) {
+  const double u1 = std::max(rng.uniform(), 1e-300);
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double theta = 2 * std::numbers::pi * rng.uniform();
+  return {r * std::cos(theta), r * std::sin(theta)};
+}
+
+Noise draw_noise(std::uint64_t seed, std::size_t model, std::uint64_t config_hash) {
+  Rng rng(derive_seed(seed, {model, config_hash}));
+  Noise n;
+  std::tie(n.median, n.tail) = normal_pair(rng);
+  std::tie(n.count, n.ttft) = normal_pair(rng);
+  n.tpot = normal_pair(rng).first;
+  n.hiccup = -std::log(1 - rng.uniform()) * sim::kTailHiccupMean;
+  return n;
+}
+
+// Relative sampling error of an empirical q-quantile from n samples of a distribution with
+// relative spread `spread` (standard deviation / median), in the normal approximation: the
+// empirical CDF errs by sqrt(q (1 - q) / n), divided by the density phi(z_q) / sigma.
+double quantile_error(double q, double samples, double spread) {
+  const double z = q > 0.5 ? sim::kZ95 : 0.0;
+  const double density = std::exp(-0.5 * z * z) / std::sqrt(2 * std::numbers::pi);
+  return std::sqrt(q * (1 - q) / std::max(samples, 1.0)) / density * spread;
+}
+
+// Seeded measurement noise on a (p50, p95) pair: a run-to-run log-normal part plus the
+// sampling error of quantiles over `samples` observations; p95 gets a heavier tail.
+void add_latency_noise(double p50_s, double p95_s, double samples, const Noise& nz,
+                       ModelMetrics& mm) {
+  const double spread = p50_s > 0 ? std::max(0.0, p95_s - p50_s) / (sim::kZ95 * p50_s) : 0;
+  const double s50 = norm2(sim::kMedianNoise, quantile_error(0.5, samples, spread));
+  const double s95 = norm2(sim::kTailNoise, quantile_error(0.95, samples, spread));
+  mm.latency_ms_p50 = 1e3 * p50_s * std::exp(s50 * nz.median);
+  mm.latency_ms_p95 =
+      std::max(1e3 * p95_s * std::exp(s95 * nz.tail) * (1 + nz.hiccup), mm.latency_ms_p50);
+}
+
+double spread(double a, double b, double c = 0) { return std::sqrt(a * a + b * b + c * c); }
+
+void report_server(const SimModel& m, const MeasureOptions& o, const Noise& nz, ModelMetrics& mm) {
+  const double service = m.t_main.total_s + m.dec_steps * m.t_dec.total_s;
+  // Phases of one job see correlated co-runner states: their deviations add.
+  const double sd = m.t_main.total_s * std::sqrt(m.t_main.cv2) +
+                    m.dec_steps * m.t_dec.total_s * std::sqrt(m.t_dec.cv2);
+  const double cs2 = service > 0 ? (sd / service) * (sd / service) : 0;
+  double served = 0;
+  double wait_mean = 0, wait_p50 = 0, wait_p95 = 0;
+  double fill_mean = 0, fill_p50 = 0, fill_p95 = 0;
+  if (m.closed_loop) {
+    served = m.servers / service * m.items_per_job;
+  } else {
+    const sim::WaitTime w =
+        sim::ggc_wait(m.servers, m.job_rate, service, m.arrival_cv2, cs2, o.window_s);
+    served = m.item_rate / std::max(1.0, w.utilisation);
+    wait_mean = w.mean_s;
+    wait_p50 = w.p50_s;
+    wait_p95 = w.p95_s;
+    // An item waits for the rest of its batch: uniform over 0..(batch-1) inter-arrivals.
+    const double gap = m.item_rate > 0 ? 1 / m.item_rate : 0;
+    const double fill = (m.items_per_job - 1) * gap;
+    fill_mean = 0.5 * fill;
+    fill_p50 = 0.5 * fill;
+    fill_p95 = 0.95 * fill;
+  }
+  const double service_p95 = service * (1 + sim::kZ95 * std::sqrt(cs2));
+  const double p50 = fill_p50 + wait_p50 + service;
+  const double p95 = fill_mean + wait_mean + service +
+                     spread(fill_p95 - fill_mean, wait_p95 - wait_mean, service_p95 - service);
+  const double samples = std::max(1.0, served * o.window_s);
+  add_latency_noise(p50, p95, samples, nz, mm);
+  const double count_error = std::sqrt(m.item_cv2 / samples);
+  mm.throughput = served * std::exp(std::min(count_error, 0.2) * nz.count);
+}
+
+void report_llm(const SimModel& m, const MeasureOptions& o, const Noise& nz, ModelMetrics& mm) {
+  const LlmState st = llm_state(m);
+  const double out = m.dec_steps;
+  const double c = m.servers;
+  // Slot queue: c slots, each held for a request's residence; the engine capacity bounds the
+  // rate as well, so the effective service per slot is at least c / capacity.
+  const double slot_service = std::max(st.residence_s, c / st.capacity);
+  double wait_mean = 0, wait_p50 = 0, wait_p95 = 0, rate = st.rate;
+  if (!m.closed_loop) {
+    const sim::WaitTime w = sim::ggc_wait(m.servers, m.item_rate, slot_service, m.arrival_cv2,
+                                          m.t_main.cv2 + m.t_dec.cv2, o.window_s);
+    wait_mean = w.mean_s;
+    wait_p50 = w.p50_s;
+    wait_p95 = w.p95_s;
+    rate = m.item_rate / std::max(1.0, w.utilisation);
+  }
+  // TTFT spread: prefill jitter and the exponential tail of waiting behind another prefill.
+  const double t_pre = m.t_main.total_s;
+  const double ttft_dev = spread(t_pre * sim::kZ95 * std::sqrt(m.t_main.cv2),
+                                 2.0 * st.prefill_wait_s);  // exp tail: p95 ~ 3 x mean
+  const double ttft_p95 = wait_p95 + st.ttft_engine_s + ttft_dev;
+  // TPOT of one request: its decode steps stretch with co-runner states and with the batch it
+  // shares (Poisson occupancy), plus the prefills admitted while it decodes (Poisson count).
+  const double t_dec = m.t_dec.total_s;
+  double slope = 0;  // contended seconds per extra sequence in a decode step
+  if (m.dec_hi_b > m.dec_lo_b && m.dec.alone_s > 0) {
+    slope = std::max(0.0, (m.dec_full.alone_s - m.dec_lo_alone_s) / (m.dec_hi_b - m.dec_lo_b)) *
+            t_dec / m.dec.alone_s;
+  }
+  const double decode_s = out * st.tpot_s;
+  const double stalls = rate * t_pre * (c - 1) / c * decode_s;
+  const double tpot_dev = spread(t_dec * sim::kZ95 * std::sqrt(m.t_dec.cv2),
+                                 sim::kZ95 * slope * std::sqrt(std::min(m.batch, c)),
+                                 sim::kZ95 * std::sqrt(stalls) * t_pre / out);
+  const double tpot_p95 = st.tpot_s + tpot_dev;
+  const double e2e_p50 = wait_p50 + st.ttft_engine_s + decode_s;
+  const double e2e_p95 = wait_mean + st.ttft_engine_s + decode_s +
+                         spread(wait_p95 - wait_mean, ttft_dev, out * tpot_dev);
+  const double samples = std::max(1.0, rate * o.window_s);
+  add_latency_noise(e2e_p50, e2e_p95, samples, nz, mm);
+  // TTFT and TPOT percentiles: run-to-run noise plus the sampling error of a p95 over the
+  // window's requests, with each metric's own spread.
+  const double ttft_mean = wait_mean + st.ttft_engine_s;
+  const double ttft_spread = ttft_mean > 0 ? (ttft_p95 - ttft_mean) / (sim::kZ95 * ttft_mean) : 0;
+  const double tpot_spread = tpot_dev / (sim::kZ95 * st.tpot_s);
+  mm.ttft_ms_p95 =
+      1e3 * ttft_p95 *
+      std::exp(norm2(sim::kTailNoise, quantile_error(0.95, samples, ttft_spread)) * nz.ttft);
+  mm.tpot_ms_p95 =
+      1e3 * tpot_p95 *
+      std::exp(norm2(sim::kTailNoise, quantile_error(0.95, samples, tpot_spread)) * nz.tpot);
+  const double count_error = std::sqrt(m.item_cv2 / samples);
+  mm.throughput = rate * out * std::exp(std::min(count_error, 0.2) * nz.count);
+}
+
+std::string gigabytes(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  return buf;
+}
+
+std::uint64_t hash_config(std::span<const std::int32_t> config) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (std::int32_t c : config) h = mix64(h ^ static_cast<std::uint64_t>(c));
+  return h;
+}
+
+}  // namespace
+
+Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t> config,
+                                const MeasureOptions& options) const {
+  Measurement out;
+  out.testbed = std::string(name());
+  out.device = w.device.name;
+  const DeviceModel dev = device_model(w.device);
+  out.gpu.clock_mhz = dev.boost_mhz;
+  out.gpu.power_w = dev.idle_w;
+  if (config.size() != w.models.size()) {
+    out.error = "configuration has " + std::to_string(config.size()) + " entries, workload has " +
+                std::to_string(w.models.size()) + " models";
+    return out;
+  }
+
+  std::vector<SimModel> ms;
+  ms.reserve(w.models.size());
+  double vram = 0;
+  for (std::size_t i = 0; i < w.models.size(); ++i) {
+    if (config[i] == kAbsent) continue;
+    const ModelSpec& spec = w.models[i];
+    if (config[i] < 0 || static_cast<std::size_t>(config[i]) >= spec.local_config_count()) {
+      out.error = "model '" + spec.name + "': local configuration " + std::to_string(config[i]) +
+                  " out of range (has " + std::to_string(spec.local_config_count()) + ")";
+      out.models.clear();
+      return out;
+    }
+    const auto local = static_cast<std::size_t>(config[i]);
+    const Settings s = spec.settings(local);
+    vram += model_vram_bytes(spec, s);
+    ModelMetrics mm;
+    mm.model = i;
+    mm.name = spec.name;
+    mm.config = spec.describe(local);
+    out.models.push_back(std::move(mm));
+    ms.push_back(make_model(i, spec, s, w.device, dev));
+  }
+  out.gpu.vram_used_gb = vram / 1e9;
+  if (vram > w.device.vram_bytes()) {
+    // Failures are data: nothing ran; the need is reported so that the gap is visible.
+    out.error = "out of memory: needs " + gigabytes(vram) + ", device has " +
+                gigabytes(w.device.vram_bytes());
+    for (auto& mm : out.models) mm.error = out.error;
+    return out;
+  }
+  if (ms.empty()) return out;
+
+  // Pair factors (victim row, aggressor column), fixed for this measurement.
+  std::vector<double> pair(ms.size() * ms.size(), 1.0);
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    for (std::size_t j = 0; j < ms.size(); ++j) {
+      if (i != j) pair[i * ms.size() + j] = pair_factor(ms[i].spec->arch, ms[j].spec->arch);
+    }
+  }
+  const GpuSolution gpu = solve(ms, dev, pair.data());
+
+  const std::uint64_t config_hash = hash_config(config);
+  for (std::size_t k = 0; k < ms.size(); ++k) {
+    const Noise nz = draw_noise(options.seed, ms[k].index, config_hash);
+    if (ms[k].llm) {
+      report_llm(ms[k], options, nz, out.models[k]);
+    } else {
+      report_server(ms[k], options, nz, out.models[k]);
+    }
+  }
+  Rng rng(derive_seed(options.seed, {kGpuNoiseStream, config_hash}));
+  const auto jitter = [&](double v) { return v * std::exp(sim::kGpuCounterNoise * rng.normal()); };
+  out.gpu.sm_util = std::clamp(jitter(gpu.sm_util), 0.0, 1.0);
+  out.gpu.mem_bw_util = std::clamp(jitter(gpu.mem_util), 0.0, 1.0);
+  out.gpu.power_w = std::min(jitter(gpu.power_w), dev.tdp_w);
+  out.gpu.clock_mhz = gpu.clock_ratio * dev.boost_mhz;
+  return out;
+}
+
+}  // namespace corun
