@@ -699,7 +699,12 @@ Noise draw_noise(std::uint64_t seed, std::size_t model, std::uint64_t config_has
 double quantile_error(double q, double samples, double spread) {
   const double z = q > 0.5 ? sim::kZ95 : 0.0;
   const double density = std::exp(-0.5 * z * z) / std::sqrt(2 * std::numbers::pi);
-  return std::sqrt(q * (1 - q) / std::max(samples, 1.0)) / density * spread;
+  // The normal approximation is used as a log-normal sigma; for wide, skewed distributions
+  // (a p95 dominated by a queueing tail) it would spread the empirical p95 over two orders of
+  // magnitude, far beyond what order statistics allow (the p95 of n draws stays between
+  // neighbouring true quantiles). Cap it.
+  return std::min(sim::kMaxQuantileSigma,
+                  std::sqrt(q * (1 - q) / std::max(samples, 1.0)) / density * spread);
 }
 
 // Seeded measurement noise on a (p50, p95) pair: a run-to-run log-normal part plus the

@@ -1,0 +1,28 @@
+#include "corun/runtime/testbed_predictor.h"
+
+#include <limits>
+
+#include "corun/runtime/controller.h"
+
+namespace corun {
+
+void TestbedPredictor::predict(std::span<const std::int32_t> configs, std::size_t rows,
+                               std::span<Predicted> out) const {
+  const std::size_t n = w_->models.size();
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto row = configs.subspan(r * n, n);
+    const Measurement m = t_->measure(*w_, row, {window_s_, seed_});
+    for (std::size_t k = 0; k < n; ++k) out[r * n + k] = Predicted{};
+    for (const auto& mm : m.models) {
+      if (mm.ok()) {
+        out[r * n + mm.model] = as_predicted(mm);
+      } else {
+        // A configuration that cannot run (out of VRAM) breaks every SLA it has.
+        constexpr float kInf = std::numeric_limits<float>::max();
+        out[r * n + mm.model] = Predicted{kInf, kInf, kInf, 0};
+      }
+    }
+  }
+}
+
+}  // namespace corun
