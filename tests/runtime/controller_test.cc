@@ -151,3 +151,35 @@ TEST(Controller, DeterministicBySeed) {
 
 }  // namespace
 }  // namespace corun
+
+#include <filesystem>
+
+#include "corun/core/atomic_file.h"
+#include "corun/runtime/report.h"
+
+namespace corun {
+namespace {
+
+TEST(Report, JsonAndHtmlCarryTheLedger) {
+  const Workload w = scenario();
+  SimTestbed sim;
+  SimSource source(sim, 0.4);
+  auto r = run_online(w, sim, source, ControllerOptions{});
+  ASSERT_TRUE(r.ok());
+  const auto dir = std::filesystem::temp_directory_path() / "corun_report_test";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(write_report(*r, w, dir).ok());
+  const auto j = nlohmann::json::parse(*read_file(dir / "report.json"));
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["testbed"], "sim");
+  EXPECT_EQ(j["intervals"].size(), r->intervals.size());
+  EXPECT_EQ(j["summary"]["sla_violations"], r->sla_violations());
+  const auto html = *read_file(dir / "report.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("cam1: latency p95"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, static
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace corun
