@@ -135,6 +135,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed, Predicto
       predicted = r->predicted;
       rec.evaluated = r->stats.evaluated;
       rec.predicted_utility = r->utility;
+      if (options.on_decision) options.on_decision(*problem, *r, rec);
     } else if (problem) {
       rec.predicted_utility = problem->score(plan, predicted).utility;
     }

@@ -25,16 +25,6 @@ class PredictorSource {
   virtual std::vector<double> margins(const Workload& current) = 0;
 };
 
-/// @brief How the online loop runs.
-struct ControllerOptions {
-  std::string solver = "ga";
-  std::uint64_t seed = 1;
-  int threads = 2;
-  /// After a measured breach the model's margin grows to the observed under-prediction plus
-  /// this much, so the re-plan keeps more headroom.
-  double breach_margin_step = 0.05;
-};
-
 /// @brief One interval of the online loop: what happened, what was decided, what was measured.
 struct IntervalRecord {
   double t_s = 0;                    ///< start of the interval
@@ -50,6 +40,19 @@ struct IntervalRecord {
   double predicted_utility = 0;
   double measured_utility = 0;       ///< utility recomputed from measured metrics
   std::vector<bool> breach;          ///< per model: measured SLA breach (ground truth)
+};
+
+/// @brief How the online loop runs.
+struct ControllerOptions {
+  std::string solver = "ga";
+  std::uint64_t seed = 1;
+  int threads = 2;
+  /// After a measured breach the model's margin grows to the observed under-prediction plus
+  /// this much, so the re-plan keeps more headroom.
+  double breach_margin_step = 0.05;
+  /// Called after every decision with the problem it solved and the answer (evaluations use
+  /// it to score the decision against references); not timed as part of the decision.
+  std::function<void(const PlanProblem&, const PlanResult&, const IntervalRecord&)> on_decision;
 };
 
 /// @brief Everything a run produced.
