@@ -127,6 +127,108 @@ class ExactSolver final : public Solver {
       cur.assign(p.models(), kAbsent);
     }
 
+    // Optimistic utility of each surviving configuration of each unassigned model, parallel to
+    // the `next` domains of the node being expanded (overwritten per node: only read there).
+    std::vector<std::vector<double>> value;
+
+    // A tighter bound on what the unassigned models can add. Along each aggregate dimension k,
+    // monotonicity caps their combined extra contribution (above their minimum) at the largest
+    // T_k every assigned model tolerates with its SLA intact; the best total utility under
+    // that cap is a multiple-choice knapsack, bounded by its LP relaxation (greedy over the
+    // upper convex hulls of each model's (extra, utility) points). Returns -inf when some
+    // model cannot fit at all.
+    double knapsack_bound(std::size_t depth, const std::vector<float>& sum,
+                          const std::vector<float>& rest,
+                          const std::vector<std::vector<std::int32_t>>& next) {
+      const std::size_t last = order.size();
+      double tightest = std::numeric_limits<double>::infinity();
+      std::vector<float> probe(dims);
+      for (std::size_t k = 0; k < dims; ++k) {
+        double tmax = 0;
+        for (std::size_t d = depth + 1; d < last; ++d) {
+          const std::size_t u = order[d];
+          const double cmin = rest_min[d][k] - rest_min[d + 1][k];
+          double w = 0;
+          for (auto l : next[u]) w = std::max(w, c[u][static_cast<std::size_t>(l)][k] - cmin);
+          tmax += w;
+        }
+        if (tmax <= 0) continue;
+        double cap = tmax;
+        for (std::size_t d = 0; d <= depth; ++d) {
+          const std::size_t i = order[d];
+          const auto& ci = c[i][static_cast<std::size_t>(cur[i])];
+          auto feasible_at = [&](double t) {
+            for (std::size_t j = 0; j < dims; ++j) probe[j] = sum[j] - ci[j] + rest[j];
+            probe[k] += static_cast<float>(t);
+            ++evaluated;
+            return sla_excess(p.workload().models[i], agg.predict_given(i, cur[i], probe),
+                              p.margin(i)) == 0;
+          };
+          if (feasible_at(cap)) continue;
+          double lo = 0, hi = cap;  // feasible at 0: checked by the caller
+          for (int it = 0; it < 14; ++it) {
+            const double mid = 0.5 * (lo + hi);
+            (feasible_at(mid) ? lo : hi) = mid;
+          }
+          cap = hi;  // conservative: the true tolerance is below hi
+        }
+        // LP relaxation of the multiple-choice knapsack.
+        double total = 0;
+        std::vector<std::pair<double, double>> segments;  // (slope, width)
+        for (std::size_t d = depth + 1; d < last; ++d) {
+          const std::size_t u = order[d];
+          const double cmin = rest_min[d][k] - rest_min[d + 1][k];
+          std::vector<std::pair<double, double>> pts;  // (extra, utility)
+          for (std::size_t x = 0; x < next[u].size(); ++x) {
+            const double w = c[u][static_cast<std::size_t>(next[u][x])][k] - cmin;
+            if (w <= cap + 1e-12) pts.emplace_back(std::max(0.0, w), value[u][x]);
+          }
+          if (pts.empty()) return -std::numeric_limits<double>::infinity();
+          std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) {
+            return a.first < b.first || (a.first == b.first && a.second > b.second);
+          });
+          std::vector<std::pair<double, double>> hull = {pts[0]};
+          for (std::size_t x = 1; x < pts.size(); ++x) {
+            if (pts[x].second <= hull.back().second) continue;
+            while (hull.size() >= 2) {
+              const auto& a = hull[hull.size() - 2];
+              const auto& b = hull.back();
+              // Drop b when it lies on or under the chord from a to the new point.
+              if ((b.second - a.second) * (pts[x].first - a.first) <=
+                  (pts[x].second - a.second) * (b.first - a.first)) {
+                hull.pop_back();
+              } else {
+                break;
+              }
+            }
+            hull.push_back(pts[x]);
+          }
+          total += hull[0].second;
+          cap -= hull[0].first;
+          for (std::size_t x = 1; x < hull.size(); ++x) {
+            const double w = hull[x].first - hull[x - 1].first;
+            const double dv = hull[x].second - hull[x - 1].second;
+            segments.emplace_back(w > 0 ? dv / w : std::numeric_limits<double>::infinity(), w);
+          }
+        }
+        if (cap < -1e-12) return -std::numeric_limits<double>::infinity();
+        std::sort(segments.begin(), segments.end(), [](const auto& a, const auto& b) {
+          return a.first > b.first;
+        });
+        for (const auto& [slope, w] : segments) {
+          if (w <= cap) {
+            total += std::isinf(slope) ? 0 : slope * w;
+            cap -= w;
+          } else {
+            total += slope * cap;
+            break;
+          }
+        }
+        tightest = std::min(tightest, total);
+      }
+      return tightest;
+    }
+
     void run() {
       std::vector<float> sum(dims, 0);
       std::vector<std::vector<std::int32_t>> domains(p.models());
@@ -145,6 +247,7 @@ class ExactSolver final : public Solver {
       std::vector<float> others(dims);
       std::vector<float> rest(dims);
       std::vector<std::vector<std::int32_t>> next(p.models());
+      value.resize(p.models());
       for (auto l : domains[m]) {
         ++nodes;
         const auto lu = static_cast<std::size_t>(l);
@@ -165,17 +268,20 @@ class ExactSolver final : public Solver {
             others[k] = sum[k] + rest[k] - (cmin_u[k] - cmin_next[k]);
           }
           next[u].clear();
+          value[u].clear();
           double best_u = -std::numeric_limits<double>::infinity();
           for (auto lu2 : domains[u]) {
             const Predicted q = agg.predict_given(u, lu2, others);
             ++evaluated;
             if (sla_excess(p.workload().models[u], q, p.margin(u)) > 0) continue;
             next[u].push_back(lu2);
-            best_u = std::max(best_u, p.model_utility(u, lu2, q));
+            value[u].push_back(p.model_utility(u, lu2, q));
+            best_u = std::max(best_u, value[u].back());
           }
           if (next[u].empty()) ok = false;
           bound += best_u;
         }
+        const double unassigned_bound = bound;
         // Optimistic metrics of every assigned model; prune on a certain SLA breach or bound.
         for (std::size_t d = 0; d <= depth && ok; ++d) {
           const std::size_t i = order[d];
@@ -185,6 +291,9 @@ class ExactSolver final : public Solver {
           ++evaluated;
           if (sla_excess(p.workload().models[i], q, p.margin(i)) > 0) ok = false;
           bound += p.model_utility(i, cur[i], q);
+        }
+        if (ok && bound > best_utility + 1e-12 && depth + 1 < last) {
+          bound = std::min(bound, bound - unassigned_bound + knapsack_bound(depth, sum, rest, next));
         }
         if (ok && bound > best_utility + 1e-12) {
           if (depth + 1 == last) {
