@@ -1,0 +1,110 @@
+#pragma once
+
+// The discrete-event executor: runs one mapping of a tool DAG on one GPU and the host CPU.
+//
+// Model (docs/placement.md has the derivation):
+// - A tool is ready when all its predecessors are done. `cpu` runs at once on its threads;
+//   `gpu_now` takes VRAM at once or fails; `gpu_queue` waits in one FIFO until its footprint
+//   fits (the head blocks those behind it). VRAM is held from upload start to download end.
+// - GPU path: upload (PCIe, shared by concurrent uploads), compute, download (PCIe).
+//   During compute, kernels share SMs and DRAM bandwidth by processor sharing: with summed
+//   demands U (SM) and B (bandwidth) of all computing tools plus the background, kernel
+//   time stretches by max(1, U, B) and by cache interference (1 + i*k) for k co-runners;
+//   launch gaps grow with the published per-kernel scheduling delay for k co-runners.
+// - CPU: tools share the host's cores and DRAM bandwidth by processor sharing.
+// - Observed times carry log-normal noise, keyed by (seed, node, CPU or GPU), so two mappings
+//   run with the same seed see the same per-tool luck: common random numbers.
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "corun/mapping/problem.h"
+
+namespace corun::mapping {
+
+/// @brief How to run: the seed of the observation noise, and whether to add noise at all.
+struct RunOptions {
+  std::uint64_t seed = 0;
+  bool noise = true;
+};
+
+/// @brief What happened to one tool call in a run.
+struct ToolRun {
+  enum class Status : std::uint8_t { kDone, kFailed, kSkipped };
+  Placement placement = Placement::kCpu;
+  Status status = Status::kSkipped;
+  double ready_ms = 0;         ///< inputs available
+  double start_ms = 0;         ///< began (VRAM taken, or CPU work started)
+  double end_ms = 0;           ///< outputs available (download included)
+  double queue_wait_ms = 0;    ///< time spent waiting for VRAM (gpu_queue)
+  int gpu_corunners = 0;       ///< most other tools on the GPU at once during its run
+  bool vram_pressure = false;  ///< it waited for VRAM, or started with < 10 % of it free
+  std::string failure;         ///< why it failed or was skipped
+
+  [[nodiscard]] double duration_ms() const { return end_ms - start_ms; }
+};
+
+/// @brief The outcome of one DAG run.
+struct RunResult {
+  double makespan_ms = 0;  ///< end of the last tool that ran
+  bool failed = false;     ///< some gpu_now tool found VRAM short (its successors skipped)
+  std::vector<ToolRun> tools;
+  std::vector<std::string> failures;
+  double peak_vram_gb = 0;
+  std::uint64_t seed = 0;
+  bool noisy = true;
+};
+
+/// @brief Runs mappings of one problem. Holds scratch buffers so that the hot path
+/// (makespan_s) allocates nothing: not thread-safe, use one Executor per thread.
+class Executor {
+ public:
+  explicit Executor(const PlacementProblem& problem);
+
+  [[nodiscard]] const PlacementProblem& problem() const { return *problem_; }
+
+  /// @brief Runs a valid mapping (CHECKed: validate first) and records every tool's trace.
+  RunResult run(std::span<const Placement> mapping, const RunOptions& options);
+
+  /// @brief Makespan in seconds of a valid mapping; +infinity when a tool fails.
+  double makespan_s(std::span<const Placement> mapping, const RunOptions& options);
+
+  static constexpr double kFailed = std::numeric_limits<double>::infinity();
+
+ private:
+  enum Phase : std::uint8_t {
+    kWaiting,
+    kQueued,
+    kUpload,
+    kCompute,
+    kDownload,
+    kCpuRun,
+    kDone,
+    kFailedPhase
+  };
+
+  template <bool kTrace>
+  double simulate(std::span<const Placement> mapping, const RunOptions& options, RunResult* out);
+
+  const PlacementProblem* problem_;
+  // Per-node constants.
+  std::vector<double> kernel_s_;
+  std::vector<double> launch_per_kernel_s_;  // framework overhead only (delay comes from model)
+  std::vector<double> compute_alone_s_;
+  // Scratch, sized once.
+  std::vector<std::uint8_t> phase_;
+  std::vector<int> pending_;
+  std::vector<double> remaining_;
+  std::vector<double> rate_;
+  std::vector<double> gpu_factor_;
+  std::vector<double> cpu_factor_;
+  std::vector<std::size_t> active_;
+  std::vector<std::size_t> queue_;
+  std::vector<std::size_t> ready_;
+  std::vector<double> launch_delay_s_;  // by co-runner count, precomputed
+};
+
+}  // namespace corun::mapping

@@ -1,0 +1,169 @@
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "corun/core/result.h"
+
+namespace corun::surrogate {
+
+/// @brief A dense row-major matrix of doubles (training data: rows are samples).
+struct Matrix {
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  std::vector<double> data;
+
+  Matrix() = default;
+  Matrix(std::size_t r, std::size_t c) : rows(r), cols(c), data(r * c, 0.0) {}
+  double& at(std::size_t r, std::size_t c) { return data[r * cols + c]; }
+  [[nodiscard]] double at(std::size_t r, std::size_t c) const { return data[r * cols + c]; }
+  [[nodiscard]] std::span<const double> row(std::size_t r) const {
+    return {data.data() + r * cols, cols};
+  }
+  /// @brief The rows listed in `idx`, in that order.
+  [[nodiscard]] Matrix take(std::span<const std::size_t> idx) const;
+};
+
+/// @brief Which function family maps features to targets.
+enum class RegressorKind { kMlp, kGbdt, kLinear };
+
+std::string_view to_string(RegressorKind k);
+std::optional<RegressorKind> parse_regressor(std::string_view s);
+/// @brief {"mlp", "gbdt", "linear"}.
+const std::vector<std::string>& regressor_names();
+
+/// @brief Training settings of the MLP. Defaults follow the MeanField paper's network (two
+/// hidden layers of 64 and 32) with Adam, minibatches and early stopping.
+struct MlpOptions {
+  int hidden1 = 64;
+  int hidden2 = 32;
+  double learning_rate = 3e-3;
+  double weight_decay = 1e-4;  ///< decoupled (AdamW) decay on weights, not biases
+  int batch_size = 32;
+  int max_steps = 3000;        ///< optimiser steps (bounded in steps, not epochs: data is tiny)
+  int patience_steps = 400;    ///< early stopping: steps without a better validation loss
+  double validation_fraction = 0.2;
+  int min_validation_rows = 4;  ///< below this no split is made and all steps are run
+  /// A linear skip connection from inputs to outputs, fitted first by ridge regression; the
+  /// hidden layers then learn the nonlinear residual, starting from zero output. With tens of
+  /// noisy rows per model the network alone overfits; with the skip, early stopping falls
+  /// back to (at least) the linear fit when the residual holds nothing learnable.
+  bool linear_skip = true;
+  double skip_ridge_lambda = 1e-2;
+};
+
+/// @brief A trained MLP: in -> hidden1 (ReLU) -> hidden2 (ReLU) -> out, plus an optional
+/// linear skip in -> out; weights row-major [from][to]. Inputs and outputs are in the
+/// standardised units the caller trained with.
+struct MlpModel {
+  int in = 0, h1 = 0, h2 = 0, out = 0;
+  std::vector<float> w1, b1, w2, b2, w3, b3;
+  std::vector<float> skip;  ///< [in][out], empty without a skip connection
+};
+
+/// @brief Training settings of the gradient-boosted trees (XGBoost, exact, single thread so
+/// that the result depends on the seed only).
+struct GbdtOptions {
+  int rounds = 300;
+  int max_depth = 4;
+  double eta = 0.05;
+  double subsample = 0.8;
+  double colsample = 1.0;
+  double min_child_weight = 1.0;
+  double lambda = 1.0;
+};
+
+/// @brief Trees exported from XGBoost into flat arrays: one ensemble per output. A node goes
+/// left when x[feature] < threshold (or x is NaN and default_left), as XGBoost does.
+struct GbdtModel {
+  int in = 0;
+  int out = 0;
+  std::vector<float> base_score;         ///< per output
+  std::vector<std::int32_t> tree_begin;  ///< per tree: index of its root in the node arrays
+  std::vector<std::int32_t> output_tree_begin;  ///< per output + 1: range of its trees
+  std::vector<std::int32_t> feature;     ///< -1 marks a leaf
+  std::vector<float> threshold;          ///< split value, or the leaf value for a leaf
+  std::vector<std::int32_t> left, right;
+  std::vector<std::uint8_t> default_left;
+};
+
+/// @brief Ridge regression: y = x W + b.
+struct LinearModel {
+  int in = 0;
+  int out = 0;
+  std::vector<double> w;  ///< [in][out]
+  std::vector<double> b;  ///< [out]
+};
+
+/// @brief Settings of all regressors; only the chosen kind's are used.
+struct RegressorOptions {
+  MlpOptions mlp;
+  GbdtOptions gbdt;
+  double ridge_lambda = 1e-2;
+};
+
+/// @brief Scratch buffers for batched prediction; reused across calls so that prediction does
+/// not allocate once warmed up.
+struct RegressorScratch {
+  std::vector<float> h1, h2;
+};
+
+/// @brief One trained regressor of any kind, predicting `out` values from `in` features.
+class Regressor {
+ public:
+  Regressor() = default;
+
+  /// @brief Fits on standardised inputs `x` and targets `y`. Deterministic in `seed`.
+  static Result<Regressor> fit(RegressorKind kind, const Matrix& x, const Matrix& y,
+                               const RegressorOptions& options, std::uint64_t seed);
+
+  [[nodiscard]] RegressorKind kind() const { return kind_; }
+  [[nodiscard]] int inputs() const;
+  [[nodiscard]] int outputs() const;
+
+  /// @brief Predicts `n` rows: x is n x inputs() row-major, y receives n x outputs().
+  /// Allocation-free once `scratch` has grown to the largest n seen.
+  void predict(const float* x, std::size_t n, float* y, RegressorScratch& scratch) const;
+
+  /// @brief Convenience single-row prediction in doubles (tests, CLI).
+  [[nodiscard]] std::vector<double> predict_one(std::span<const double> x) const;
+
+  [[nodiscard]] nlohmann::json to_json() const;
+  static Result<Regressor> from_json(const nlohmann::json& j);
+
+  /// @brief Read-only access for tests and benchmarks.
+  [[nodiscard]] const MlpModel& mlp() const { return mlp_; }
+  [[nodiscard]] const GbdtModel& gbdt() const { return gbdt_; }
+  [[nodiscard]] const LinearModel& linear() const { return linear_; }
+
+ private:
+  RegressorKind kind_ = RegressorKind::kLinear;
+  MlpModel mlp_;
+  GbdtModel gbdt_;
+  LinearModel linear_;
+};
+
+/// @brief Fits an MLP (exposed for tests of the optimiser on synthetic data).
+MlpModel fit_mlp(const Matrix& x, const Matrix& y, const MlpOptions& options,
+                 std::uint64_t seed);
+/// @brief Fits XGBoost trees through its C API and exports them to flat arrays.
+Result<GbdtModel> fit_gbdt(const Matrix& x, const Matrix& y, const GbdtOptions& options,
+                           std::uint64_t seed);
+/// @brief Ridge regression by Cholesky on the normal equations (intercept not penalised).
+LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda);
+
+/// @brief Predictions of XGBoost itself for the same data and options (tests compare the flat
+/// export against it). Returns n x out values.
+Result<std::vector<float>> xgboost_reference_predict(const Matrix& x_train,
+                                                     const Matrix& y_train,
+                                                     const Matrix& x_test,
+                                                     const GbdtOptions& options,
+                                                     std::uint64_t seed);
+
+}  // namespace corun::surrogate

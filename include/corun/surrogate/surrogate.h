@@ -1,0 +1,179 @@
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "corun/core/result.h"
+#include "corun/profile/dataset.h"
+#include "corun/spec/workload.h"
+#include "corun/surrogate/features.h"
+#include "corun/surrogate/regressor.h"
+#include "corun/surrogate/standalone.h"
+#include "corun/surrogate/targets.h"
+
+namespace corun::surrogate {
+
+/// @brief Version of the surrogate model file layout; files of another version are refused.
+inline constexpr int kModelSchemaVersion = 1;
+
+/// @brief Calibrated error of one predicted target: quantiles of log(measured / predicted) on
+/// rows the regressor did not train on (k-fold out-of-fold predictions). A planner that wants a
+/// 95 % margin multiplies a latency prediction by exp(q95).
+struct ErrorQuantiles {
+  double q05 = 0;
+  double q50 = 0;
+  double q95 = 0;
+  double rmse = 0;        ///< root mean square of the log residuals
+  std::size_t rows = 0;   ///< residuals behind the quantiles
+  std::string source;     ///< "cross-validation", "in-sample" (too few rows) or "pooled"
+};
+
+/// @brief One regressor invocation: predicts `targets` of one model. Per-model kinds have one
+/// head per model; kCrossModel has one per (model, target), all sharing one regressor.
+struct Head {
+  std::size_t model = 0;
+  std::vector<Target> targets;
+  std::vector<double> x_mean, x_scale;  ///< feature standardisation
+  std::vector<double> y_mean, y_scale;  ///< target standardisation (per target, log space)
+  std::size_t regressor = 0;            ///< index into Surrogate::regressors()
+  std::size_t train_rows = 0;           ///< rows of this model the regressor trained on
+  std::vector<ErrorQuantiles> error;    ///< per target
+};
+
+/// @brief Where a surrogate's training data came from (written into the model file).
+struct Provenance {
+  std::string testbed;
+  std::string device;
+  std::uint64_t seed = 0;
+  std::string workload_hash;
+  std::string workload_name;
+  std::string dataset;  ///< the dataset file it was fitted from, if any
+  std::size_t standalone_measurements = 0;
+  std::size_t corun_samples = 0;
+};
+
+/// @brief What a workload must look like for a surrogate to apply: same models (by name and
+/// catalog entry) with the same searched knob values.
+struct ModelSignature {
+  std::string name;
+  std::string catalog_model;
+  ModelFamily family = ModelFamily::kVision;
+  std::vector<KnobSpec> knobs;
+};
+
+/// @brief Fitting settings.
+struct FitOptions {
+  SurrogateKind kind = SurrogateKind::kMeanField;
+  RegressorKind regressor = RegressorKind::kMlp;
+  RegressorOptions regressor_options;
+  std::uint64_t seed = 1;
+  /// Folds of the cross-validation behind the error model (0 or 1: in-sample residuals).
+  int calibration_folds = 5;
+  /// kCrossModel only: models whose co-run rows are not trained on (onboarding: a model only
+  /// profiled standalone); predictions for them come from the shared regressor.
+  std::vector<std::size_t> withheld_models;
+};
+
+/// @brief A fitted surrogate: feature kind, per-head standardisation, regressors and error
+/// model, plus the standalone table its features are computed from. Self-contained: a model
+/// file needs nothing but the workload to predict. Immutable after fit/load.
+class Surrogate {
+ public:
+  /// @brief Fits on co-run samples (one row per running model per sample; failed rows are
+  /// skipped). Deterministic in options.seed.
+  static Result<Surrogate> fit(const Workload& w, const StandaloneTable& standalone,
+                               std::span<const profile::SampleRecord> corun,
+                               const FitOptions& options, Provenance provenance);
+
+  [[nodiscard]] SurrogateKind kind() const { return kind_; }
+  [[nodiscard]] RegressorKind regressor_kind() const { return regressor_kind_; }
+  [[nodiscard]] const Provenance& provenance() const { return provenance_; }
+  [[nodiscard]] const StandaloneTable& standalone() const { return standalone_; }
+  [[nodiscard]] const std::vector<Head>& heads() const { return heads_; }
+  [[nodiscard]] const std::vector<Regressor>& regressors() const { return regressors_; }
+  [[nodiscard]] const std::vector<ModelSignature>& signature() const { return signature_; }
+
+  /// @brief Whether `w` has the models and knob values this surrogate was fitted for; the
+  /// error names the first difference.
+  [[nodiscard]] Status check_workload(const Workload& w) const;
+
+  [[nodiscard]] nlohmann::json to_json() const;
+  static Result<Surrogate> from_json(const nlohmann::json& j);
+  /// @brief Writes the model file atomically.
+  [[nodiscard]] Status save(const std::filesystem::path& path) const;
+  static Result<Surrogate> load(const std::filesystem::path& path);
+
+ private:
+  SurrogateKind kind_ = SurrogateKind::kMeanField;
+  RegressorKind regressor_kind_ = RegressorKind::kMlp;
+  Provenance provenance_;
+  StandaloneTable standalone_;
+  std::vector<ModelSignature> signature_;
+  std::vector<Head> heads_;
+  std::vector<Regressor> regressors_;
+  std::vector<std::string> feature_names_;  ///< of head 0's model, for readers of the file
+};
+
+/// @brief A surrogate compiled for search: flat per-configuration feature blocks, float
+/// weights, batched prediction over many candidates with no allocation per candidate and one
+/// dispatch per head and batch (no virtual call per neuron or tree node).
+/// Immutable; thread-safe to share, with one Workspace per thread.
+class CompiledSurrogate {
+ public:
+  /// @brief Candidates processed per inner batch (bounds the workspace).
+  static constexpr std::size_t kChunk = 256;
+
+  /// @brief Reusable buffers of one thread.
+  struct Workspace {
+    std::vector<float> x;      ///< kChunk x max feature dim
+    std::vector<float> z;      ///< kChunk x max outputs
+    std::vector<Totals> totals;
+    std::vector<std::uint32_t> rows;  ///< candidate of each filled row
+    RegressorScratch scratch;
+  };
+
+  static Result<CompiledSurrogate> compile(const Surrogate& s, const Workload& w);
+
+  [[nodiscard]] std::size_t models() const { return models_; }
+  [[nodiscard]] Workspace make_workspace() const;
+
+  /// @brief Predicts every model's targets for `n` candidates. `configs` holds n x models()
+  /// local indices (row-major, kAbsent allowed); `out` receives n x models() x kTargetCount
+  /// values in natural units (ms, items/s), NaN where a target does not apply, a model is
+  /// absent, or its configuration never ran alone (ratio kinds cannot predict it).
+  void predict(std::span<const std::int32_t> configs, std::span<float> out,
+               Workspace& ws) const;
+
+  /// @brief exp(q95) of the error model for (model, target): multiply a prediction by it to
+  /// get a 95 % upper bound. 1 when the target does not apply.
+  [[nodiscard]] float upper95_factor(std::size_t model, Target t) const {
+    return upper95_[model * kTargetCount + static_cast<std::size_t>(t)];
+  }
+
+ private:
+  struct CHead {
+    std::size_t model = 0;
+    std::size_t dim = 0;
+    Target feature_target = Target::kLatencyP95;  // kCrossModel: the indicator set in features
+    std::vector<std::size_t> targets;             // Target ordinals of the outputs
+    std::vector<float> x_mean, x_inv_scale;
+    std::vector<float> y_mean, y_scale;
+    std::size_t regressor = 0;
+  };
+  FeatureMap features_;
+  std::vector<CHead> heads_;
+  std::vector<Regressor> regressors_;
+  std::vector<float> upper95_;
+  std::size_t models_ = 0;
+  std::size_t max_dim_ = 0;
+  std::size_t max_out_ = 0;
+  bool ratio_ = true;
+};
+
+}  // namespace corun::surrogate

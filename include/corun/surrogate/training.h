@@ -1,0 +1,30 @@
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/result.h"
+#include "corun/profile/dataset.h"
+#include "corun/spec/workload.h"
+#include "corun/surrogate/standalone.h"
+#include "corun/surrogate/surrogate.h"
+
+namespace corun::surrogate {
+
+/// @brief Everything a fit needs, read back from a dataset.
+struct TrainingData {
+  Workload workload;
+  StandaloneTable standalone;
+  std::vector<profile::SampleRecord> corun;  ///< samples of every meanfield and joint campaign
+  Provenance provenance;
+};
+
+/// @brief Reads the training data of one workload from a dataset: the workload text stored
+/// with its campaigns, the most complete standalone campaign, and the samples of every co-run
+/// campaign. `workload_hash` may be empty when the dataset holds one workload.
+/// @param need_standalone when false (joint surrogate) a missing standalone campaign is allowed.
+Result<TrainingData> load_training_data(const profile::Dataset& dataset, const Catalog& catalog,
+                                        std::string_view workload_hash, bool need_standalone);
+
+}  // namespace corun::surrogate

@@ -1,0 +1,167 @@
+// corun map SCENARIO --policy P: places one tool DAG and reports the final mapping's run.
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "command.h"
+#include "common.h"
+#include "corun/core/strings.h"
+#include "corun/core/version.h"
+#include "corun/mapping/evaluate.h"
+#include "corun/mapping/llm_agent.h"
+
+namespace corun::cli {
+namespace {
+
+std::string status_name(mapping::ToolRun::Status s) {
+  switch (s) {
+    case mapping::ToolRun::Status::kDone:
+      return "done";
+    case mapping::ToolRun::Status::kFailed:
+      return "failed";
+    case mapping::ToolRun::Status::kSkipped:
+      return "skipped";
+  }
+  return "?";
+}
+
+nlohmann::json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+const bool registered = register_command({
+    "map",
+    "Place a tool DAG (workloads/tools/*.yaml) with a policy: all-gpu, heft, dmda, bandit, "
+    "brute-force or agent (--agent builtin|llm)",
+    [](CLI::App& sub) {
+      auto file = std::make_shared<std::string>();
+      auto policy_name = std::make_shared<std::string>("agent");
+      auto agent_name = std::make_shared<std::string>("builtin");
+      auto catalog_dir = std::make_shared<std::string>();
+      auto seed = std::make_shared<std::optional<std::uint64_t>>();
+      auto json = std::make_shared<bool>(false);
+      auto no_oracle = std::make_shared<bool>(false);
+      sub.add_option("scenario", *file, "tool DAG scenario YAML")->required();
+      sub.add_option("--policy", *policy_name,
+                     "all-gpu | heft | dmda | bandit | brute-force | agent");
+      sub.add_option("--agent", *agent_name,
+                     "builtin | llm (CORUN_LLM_URL, CORUN_LLM_MODEL, CORUN_LLM_API_KEY)");
+      sub.add_option("--seed", *seed, "override the scenario's seed");
+      sub.add_option("--catalog", *catalog_dir, "catalog directory (default: built in)");
+      sub.add_flag("--json", *json, "print JSON");
+      sub.add_flag("--no-oracle", *no_oracle, "skip the brute-force comparison");
+      return std::function<int()>([=] {
+        auto cat = load_catalog(*catalog_dir);
+        if (!cat) return report_error(cat.error());
+        auto tools = mapping::tool_catalog(**cat);
+        if (!tools) return report_error(tools.error());
+        auto scenario = mapping::load_scenario(*file, *tools);
+        if (!scenario) return report_error(scenario.error());
+        if (*seed) scenario->seed = **seed;
+        auto problem = mapping::PlacementProblem::build(*scenario, *tools, **cat);
+        if (!problem) return report_error(problem.error());
+        std::shared_ptr<mapping::Agent> agent;
+        if (*policy_name == "agent") {
+          std::optional<mapping::LlmConfig> llm;
+          if (*agent_name == "llm") {
+            auto c = mapping::LlmConfig::from_env();
+            if (!c) return report_error(c.error());
+            llm = *c;
+          }
+          auto a = mapping::make_agent(*agent_name, llm);
+          if (!a) return report_error(a.error().wrap("--agent"));
+          agent = *a;
+        }
+        auto policy = mapping::make_policy(*policy_name, agent);
+        if (!policy) return report_error(policy.error().wrap("--policy"));
+        mapping::Executor ex(*problem);
+        mapping::TrialRunner runner(ex);
+        auto d = (*policy)->decide(runner, scenario->seed);
+        if (!d) return report_error(d.error());
+        if (const Status s = problem->validate(d->mapping); !s.ok()) {
+          return report_error(Error("policy returned an invalid mapping: " + s.error().what(),
+                                    Error::Kind::kInternal));
+        }
+        const mapping::RunResult truth = ex.run(d->mapping, mapping::RunOptions{0, false});
+        const mapping::RunResult observed =
+            ex.run(d->mapping, mapping::RunOptions{scenario->seed, true});
+        std::optional<mapping::Oracle> oracle;
+        if (!*no_oracle) {
+          auto o = mapping::brute_force_oracle(*problem);
+          if (o) oracle = *o;
+        }
+        const double truth_ms = truth.failed ? INFINITY : truth.makespan_ms;
+        const bool optimal = oracle && !truth.failed && truth_ms <= oracle->makespan_ms * 1.01;
+        if (*json) {
+          nlohmann::json j;
+          j["corun_version"] = std::string(version());
+          j["git"] = std::string(git_hash());
+          j["testbed"] = "mapping-executor";
+          j["device"] = problem->device().name;
+          j["scenario"] = scenario->name;
+          j["file"] = scenario->file;
+          j["policy"] = *policy_name;
+          if (agent) j["agent"] = std::string(agent->name());
+          j["seed"] = scenario->seed;
+          nlohmann::json m = nlohmann::json::object();
+          for (std::size_t i = 0; i < problem->size(); ++i) {
+            m[problem->id(i)] = std::string(mapping::to_string(d->mapping[i]));
+          }
+          j["mapping"] = m;
+          j["makespan_ms"] = number_or_null(truth_ms);
+          j["observed_makespan_ms"] =
+              observed.failed ? nlohmann::json(nullptr) : nlohmann::json(observed.makespan_ms);
+          if (oracle) {
+            j["oracle_makespan_ms"] = oracle->makespan_ms;
+            j["optimal"] = optimal;
+          }
+          j["executions"] = d->executions;
+          if (d->predicted_makespan_ms) j["predicted_makespan_ms"] = *d->predicted_makespan_ms;
+          j["failed"] = truth.failed;
+          j["failures"] = truth.failures;
+          nlohmann::json rows = nlohmann::json::array();
+          for (std::size_t i = 0; i < problem->size(); ++i) {
+            const auto& t = truth.tools[i];
+            rows.push_back({{"id", problem->id(i)},
+                            {"tool", problem->tool(i).name},
+                            {"placement", std::string(mapping::to_string(t.placement))},
+                            {"status", status_name(t.status)},
+                            {"ready_ms", t.ready_ms},
+                            {"start_ms", t.start_ms},
+                            {"end_ms", t.end_ms},
+                            {"queue_wait_ms", t.queue_wait_ms},
+                            {"gpu_corunners", t.gpu_corunners}});
+          }
+          j["tools"] = rows;
+          j["log"] = d->log;
+          std::printf("%s\n", j.dump(2).c_str());
+          return kExitOk;
+        }
+        for (const auto& line : d->log) std::printf("  %s\n", line.c_str());
+        Table t({"tool", "placement", "status", "start ms", "end ms", "queue ms", "co-runners"});
+        for (std::size_t i = 0; i < problem->size(); ++i) {
+          const auto& r = truth.tools[i];
+          t.add({problem->id(i), std::string(mapping::to_string(r.placement)),
+                 status_name(r.status), fixed(r.start_ms, 2), fixed(r.end_ms, 2),
+                 fixed(r.queue_wait_ms, 2), std::to_string(r.gpu_corunners)});
+        }
+        std::printf("%s", t.render().c_str());
+        std::printf(
+            "%s on %s, policy %s: makespan %s ms (noise-free), %s ms observed, "
+            "%llu executions",
+            scenario->name.c_str(), problem->device().name.c_str(), policy_name->c_str(),
+            truth.failed ? "FAILED" : fixed(truth_ms, 2).c_str(),
+            observed.failed ? "FAILED" : fixed(observed.makespan_ms, 2).c_str(),
+            static_cast<unsigned long long>(d->executions));
+        if (oracle) {
+          std::printf("; oracle %s ms (%s)", fixed(oracle->makespan_ms, 2).c_str(),
+                      optimal ? "optimal" : "not optimal");
+        }
+        std::printf("\n");
+        return kExitOk;
+      });
+    },
+});
+
+}  // namespace
+}  // namespace corun::cli

@@ -1,0 +1,263 @@
+#include "corun/mapping/agent.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace corun::mapping {
+
+Mapping BuiltinAgent::initial_mapping(const Observation& o) {
+  Mapping m(o.nodes.size(), Placement::kCpu);
+  for (std::size_t i = 0; i < o.nodes.size(); ++i) {
+    const NodeView& n = o.nodes[i];
+    const bool gpu_ok =
+        std::find(n.options.begin(), n.options.end(), Placement::kGpuQueue) != n.options.end();
+    if (gpu_ok && n.gpu_ms && *n.gpu_ms < n.cpu_ms) m[i] = Placement::kGpuQueue;
+  }
+  return m;
+}
+
+namespace {
+
+// True when every GPU-capable node's footprint fits the budget at once: then VRAM is never
+// short, gpu_now never fails and never differs from gpu_queue.
+bool vram_ample(const Observation& o) {
+  double sum = 0;
+  for (const auto& n : o.nodes) {
+    if (n.options.size() > 1) sum += n.vram_gb;
+  }
+  return sum <= o.vram_budget_gb;
+}
+
+std::string fmt_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f ms", ms);
+  return buf;
+}
+
+}  // namespace
+
+Result<AgentAction> BuiltinAgent::act(const Observation& o) {
+  AgentAction a;
+  if (!o.current) {
+    a.mapping = initial_mapping(o);
+    a.reason = "start from the static profile: each tool on its faster standalone side";
+    return a;
+  }
+  const Mapping& cur = *o.current;
+  const bool ample = vram_ample(o);
+  const bool cur_ok =
+      o.current_stat && o.current_stat->makespan_ms.n > 0 && o.current_stat->failures == 0;
+  const double base =
+      cur_ok ? o.current_stat->makespan_ms.mean : std::numeric_limits<double>::infinity();
+
+  // Whether a probe can possibly pay off, judged from the observation alone.
+  auto useful = [&](const ProbeRequest& p) {
+    const auto v = o.apply(p);
+    if (!v) return false;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      if ((*v)[i] == cur[i]) continue;
+      // With ample VRAM, gpu_now and gpu_queue are the same schedule: stay on gpu_queue.
+      if (ample && (*v)[i] == Placement::kGpuNow) return false;
+      // A tool whose standalone time on its new side already exceeds the current makespan
+      // cannot be part of a faster mapping (contention only slows it further).
+      const NodeView& n = o.nodes[i];
+      const double own = on_gpu((*v)[i]) ? n.gpu_ms.value_or(0) : n.cpu_ms;
+      if (std::isfinite(base) && own > 1.1 * base) return false;
+    }
+    if (const MappingStat* s = o.find_mapping(*v); s && s->failures > 0) return false;
+    return true;
+  };
+
+  std::vector<ProbeRequest> unmeasured;
+  std::vector<ProbeRequest> noisy;
+  for (const auto& h : o.hints) {
+    if (!h.probe || !useful(*h.probe)) continue;
+    if (h.kind == Hint::Kind::kNoisy) {
+      noisy.push_back(*h.probe);
+    } else {
+      unmeasured.push_back(*h.probe);
+    }
+  }
+  if (!unmeasured.empty()) {
+    a.probes = unmeasured;
+    a.reason = "measure " + std::to_string(unmeasured.size()) +
+               " unmeasured or stale moves and swaps around the current mapping";
+    return a;
+  }
+  // Re-measure only the noisy comparisons that might be improvements.
+  std::vector<ProbeRequest> worth;
+  for (const auto& p : noisy) {
+    for (const auto& s : o.probes) {
+      if (s.probe == p && s.delta_ms.mean < 0) worth.push_back(p);
+    }
+  }
+  if (!worth.empty()) {
+    a.probes = worth;
+    a.reason =
+        "re-measure " + std::to_string(worth.size()) + " comparisons whose gain is within noise";
+    return a;
+  }
+
+  // Choose the best significant improvement among measured, never-failing variants.
+  const ProbeStat* best = nullptr;
+  double best_score = 0;
+  for (const auto& s : o.probes) {
+    if (!useful(s.probe) || s.failures > 0) continue;
+    const MappingStat* ms = o.find_mapping(s.variant);
+    if (ms && ms->proposals > 0) continue;  // been there: only noise can lead back
+    bool is_noisy = false;
+    for (const auto& p : noisy) is_noisy = is_noisy || p == s.probe;
+    double score = 0;
+    if (cur_ok) {
+      if (s.delta_ms.n == 0 || is_noisy) continue;
+      score = s.delta_ms.mean;
+      // gpu_now -> gpu_queue that costs nothing measurable is taken too: a gpu_now that only
+      // succeeds because of lucky timing would fail under other conditions.
+      const bool safer = s.probe.kind == ProbeRequest::Kind::kMove &&
+                         cur[s.probe.node] == Placement::kGpuNow &&
+                         s.probe.to == Placement::kGpuQueue;
+      if (safer && score <= options_.min_gain * base) {
+        score = std::min(score, -options_.min_gain * base);
+      }
+      if (score > -options_.min_gain * base) continue;
+    } else {
+      // The current mapping failed: any variant that ran beats it; rank by its own mean.
+      if (!ms || ms->makespan_ms.n == 0) continue;
+      score = ms->makespan_ms.mean;
+    }
+    if (!best || score < best_score) {
+      best = &s;
+      best_score = score;
+    }
+  }
+  if (best) {
+    a.mapping = best->variant;
+    a.reason =
+        describe(best->probe, o) + (cur_ok ? " saves " + fmt_ms(-best_score) + " of " + fmt_ms(base)
+                                           : " runs where the current mapping failed");
+    return a;
+  }
+
+  // No single move or swap helps: try the joint moves that single ones cannot express.
+  // (1) A tool and its DAG successor moved together (a chain where moving either alone only
+  //     shifts the wait). (2) A move that failed for lack of VRAM, repaired by moving another
+  //     GPU tool to the CPU to make room.
+  std::vector<ProbeRequest> pairs;
+  auto consider = [&](const ProbeRequest& p) {
+    if (!useful(p)) return;
+    const auto v = o.apply(p);
+    for (const auto& s : o.probes) {
+      if (s.variant == *v) return;  // already measured against the current mapping
+    }
+    for (const auto& q : pairs) {
+      if (*o.apply(q) == *v) return;
+    }
+    pairs.push_back(p);
+  };
+  for (std::size_t j = 0; j < o.nodes.size(); ++j) {
+    for (std::size_t i : o.nodes[j].after) {
+      for (auto pl : o.nodes[j].options) {
+        consider(ProbeRequest::pair(i, pl, j, pl));
+      }
+    }
+  }
+  for (const auto& s : o.probes) {
+    if (s.failures == 0 || s.probe.kind != ProbeRequest::Kind::kMove) continue;
+    for (std::size_t j = 0; j < o.nodes.size(); ++j) {
+      if (j != s.probe.node && on_gpu(cur[j])) {
+        consider(ProbeRequest::pair(s.probe.node, s.probe.to, j, Placement::kCpu));
+      }
+    }
+  }
+  // (3) Under a VRAM budget the queue discipline matters as much as the side: a tool moved
+  //     onto the GPU can block the FIFO for the small ones behind it. For every single move
+  //     (and for the current split), try the eager flavour (every GPU tool on gpu_now), and
+  //     repair each eager variant that failed by queueing the tools that ran out of VRAM.
+  if (!ample) {
+    auto eager = [&](Mapping v) {
+      for (auto& pl : v) {
+        if (pl == Placement::kGpuQueue) pl = Placement::kGpuNow;
+      }
+      return v;
+    };
+    auto variant = [](Mapping v) { return ProbeRequest::of(std::move(v)); };
+    consider(variant(eager(cur)));
+    for (std::size_t i = 0; i < o.nodes.size(); ++i) {
+      for (auto pl : o.nodes[i].options) {
+        if (pl == cur[i]) continue;
+        Mapping v = cur;
+        v[i] = pl;
+        v = eager(std::move(v));
+        if (pl == Placement::kGpuQueue) v[i] = pl;  // keep the move itself
+        consider(variant(std::move(v)));
+      }
+    }
+    for (const auto& s : o.probes) {
+      if (s.failures == 0) continue;
+      const MappingStat* ms = o.find_mapping(s.variant);
+      if (!ms) continue;
+      Mapping v = s.variant;
+      bool changed = false;
+      for (auto k : ms->failed_nodes) {
+        if (v[k] == Placement::kGpuNow) {
+          v[k] = Placement::kGpuQueue;
+          changed = true;
+        }
+      }
+      if (changed) consider(variant(std::move(v)));
+    }
+  }
+  if (!pairs.empty()) {
+    a.probes = pairs;
+    a.reason = "no single move or swap helps: measure " + std::to_string(pairs.size()) +
+               " joint moves (DAG neighbours together, VRAM repairs)";
+    return a;
+  }
+  a.done = true;
+  a.mapping = cur;
+  a.reason = cur_ok ? "no measured move, swap or joint move improves " + fmt_ms(base)
+                    : "no alternative measured; keeping the current mapping";
+  return a;
+}
+
+Result<PolicyResult> AgentPolicy::decide(TrialRunner& runner, std::uint64_t seed) {
+  const PlacementProblem& p = runner.problem();
+  Monitor monitor(runner, seed, monitor_);
+  PolicyResult r;
+  std::optional<Mapping> final_mapping;
+  for (int step = 0; step < max_steps_; ++step) {
+    const Observation obs = monitor.observe();
+    auto a = agent_->act(obs);
+    if (!a) return a.error().wrap("agent '" + std::string(agent_->name()) + "'");
+    for (auto& line : a->log) r.log.push_back(std::move(line));
+    r.log.push_back("step " + std::to_string(step) + ": " + a->reason);
+    if (a->mapping) {
+      if (const Status s = p.validate(*a->mapping); !s.ok()) {
+        monitor.reject("proposal rejected by the executor: " + s.error().what());
+        r.log.push_back("  rejected: " + s.error().what());
+        continue;
+      }
+    }
+    if (a->done) {
+      final_mapping = a->mapping ? a->mapping : monitor.current();
+      break;
+    }
+    if (a->mapping) monitor.execute(*a->mapping);
+    if (!a->probes.empty()) monitor.reprobe(a->probes);
+    if (!a->mapping && a->probes.empty()) {
+      final_mapping = monitor.current();
+      break;
+    }
+  }
+  if (!final_mapping) final_mapping = monitor.current();
+  if (!final_mapping) {
+    return Error("agent '" + std::string(agent_->name()) + "' never proposed a valid mapping");
+  }
+  r.mapping = *final_mapping;
+  r.executions = runner.executions();
+  return r;
+}
+
+}  // namespace corun::mapping

@@ -1,0 +1,197 @@
+#include "corun/mapping/evaluate.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <iterator>
+#include <limits>
+#include <thread>
+
+#include "corun/core/rng.h"
+
+namespace corun::mapping {
+
+Result<Oracle> brute_force_oracle(const PlacementProblem& problem, std::uint64_t max_mappings) {
+  const std::uint64_t count = problem.mapping_count();
+  if (count > max_mappings) {
+    return Error(problem.scenario().name + ": " + std::to_string(count) +
+                     " mappings exceed the oracle's limit of " + std::to_string(max_mappings),
+                 Error::Kind::kResource);
+  }
+  Executor ex(problem);
+  Oracle o;
+  o.makespan_ms = std::numeric_limits<double>::infinity();
+  o.mappings = count;
+  Mapping m;
+  for (std::uint64_t k = 0; k < count; ++k) {
+    m = problem.mapping_at(k);
+    const double ms = ex.makespan_s(m, RunOptions{0, false}) * 1e3;
+    if (ms < o.makespan_ms) {
+      o.makespan_ms = ms;
+      o.mapping = m;
+    }
+  }
+  if (!std::isfinite(o.makespan_ms)) {
+    return Error(problem.scenario().name + ": every mapping fails");
+  }
+  return o;
+}
+
+double true_makespan_ms(const PlacementProblem& problem, const Mapping& mapping) {
+  Executor ex(problem);
+  return ex.makespan_s(mapping, RunOptions{0, false}) * 1e3;
+}
+
+nlohmann::json to_json(const PlacementRow& r) {
+  nlohmann::json j = {{"scenario", r.scenario},
+                      {"kind", r.kind},
+                      {"policy", r.policy},
+                      {"optimal", r.optimal},
+                      {"oracle_makespan_ms", r.oracle_makespan_ms},
+                      {"executions", r.executions},
+                      {"failed", r.failed},
+                      {"mapping", r.mapping}};
+  // JSON has no infinity: a failing mapping has no makespan.
+  j["makespan_ms"] =
+      std::isfinite(r.makespan_ms) ? nlohmann::json(r.makespan_ms) : nlohmann::json(nullptr);
+  if (r.predicted_makespan_ms) j["predicted_makespan_ms"] = *r.predicted_makespan_ms;
+  if (!r.error.empty()) j["error"] = r.error;
+  return j;
+}
+
+PlacementRow judge(const PlacementProblem& problem, const Oracle& oracle, Policy& policy,
+                   double tolerance) {
+  PlacementRow row;
+  row.scenario = problem.scenario().name;
+  row.kind = problem.scenario().kind;
+  row.policy = std::string(policy.name());
+  row.oracle_makespan_ms = oracle.makespan_ms;
+  Executor ex(problem);
+  TrialRunner runner(ex);
+  auto d = policy.decide(runner, problem.scenario().seed);
+  if (!d) {
+    row.error = d.error().what();
+    row.makespan_ms = std::numeric_limits<double>::infinity();
+    row.executions = runner.executions();
+    return row;
+  }
+  row.executions = d->executions;
+  row.mapping = problem.describe(d->mapping);
+  row.predicted_makespan_ms = d->predicted_makespan_ms;
+  if (const Status s = problem.validate(d->mapping); !s.ok()) {
+    row.error = "invalid final mapping: " + s.error().what();
+    row.makespan_ms = std::numeric_limits<double>::infinity();
+    return row;
+  }
+  row.makespan_ms = ex.makespan_s(d->mapping, RunOptions{0, false}) * 1e3;
+  row.failed = !std::isfinite(row.makespan_ms);
+  row.optimal = !row.failed && row.makespan_ms <= oracle.makespan_ms * (1 + tolerance);
+  return row;
+}
+
+Result<std::vector<PlacementRow>> evaluate(const std::vector<PlacementProblem>& problems,
+                                           const EvalOptions& options) {
+  std::shared_ptr<Agent> agent = options.agent ? options.agent : std::make_shared<BuiltinAgent>();
+  for (const auto& name : options.policies) {
+    auto p = make_policy(name, agent);
+    if (!p) return p.error();
+  }
+  const std::size_t np = options.policies.size();
+  std::vector<PlacementRow> rows(problems.size() * np);
+  std::vector<std::string> errors(problems.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t k = next++; k < problems.size(); k = next++) {
+      auto oracle = brute_force_oracle(problems[k]);
+      if (!oracle) {
+        errors[k] = oracle.error().what();
+        continue;
+      }
+      for (std::size_t q = 0; q < np; ++q) {
+        auto policy = make_policy(options.policies[q], agent);
+        rows[k * np + q] = judge(problems[k], *oracle, **policy, options.tolerance);
+      }
+    }
+  };
+  const int threads = std::max(1, std::min<int>(options.threads, int(problems.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors) {
+    if (!e.empty()) return Error(e);
+  }
+  return rows;
+}
+
+Scenario generate_scenario(const ToolCatalog& tools, const Device& device, std::uint64_t seed,
+                           const GeneratorOptions& options) {
+  Rng rng(derive_seed(seed, {0x6e6e}));
+  Scenario s;
+  s.name = "random-" + std::to_string(seed);
+  s.kind = "random";
+  s.device = device.name;
+  s.seed = seed;
+  s.noise = tools.model.default_noise;
+  const int span = std::max(0, options.max_tools - options.min_tools);
+  const int n = options.min_tools + static_cast<int>(rng.below(std::uint64_t(span) + 1));
+  // Half of the scenarios draw only from the tools whose placement is contested: long
+  // launch-bound GPU tools (their launch gaps grow with co-runners), the ambiguous ones, and
+  // the PCIe-bound vector search. The other half draw from the whole catalog.
+  static constexpr const char* kContested[] = {"summarize",  "asr",    "caption",      "translate",
+                                               "ocr",        "rerank", "text_embed",   "depth",
+                                               "clip_image", "pose",   "vector_search"};
+  const bool contested = rng.uniform() < 0.5;
+  for (int i = 0; i < n; ++i) {
+    const Tool* t = nullptr;
+    if (contested) {
+      t = tools.find(kContested[rng.below(std::size(kContested))]);
+    }
+    if (!t) t = &tools.tools[rng.below(tools.tools.size())];
+    s.nodes.push_back(ToolNode{"t" + std::to_string(i) + "_" + t->name, t->name, {}, 0});
+  }
+  const auto shape = rng.below(3);
+  if (shape == 0) {
+    s.description = "random chain";
+    for (int i = 1; i < n; ++i) s.nodes[i].after = {std::size_t(i - 1)};
+  } else if (shape == 1) {
+    s.description = "random fan-out / fan-in";
+    const bool sink = rng.uniform() < 0.5;
+    const int last = sink ? n - 1 : n;
+    for (int i = 1; i < last; ++i) s.nodes[i].after = {0};
+    if (sink) {
+      for (int i = 1; i < n - 1; ++i) s.nodes[n - 1].after.push_back(std::size_t(i));
+    }
+  } else {
+    s.description = "random layered DAG";
+    for (int i = 1; i < n; ++i) {
+      if (rng.uniform() < 0.25) continue;  // another root
+      const auto a = rng.below(std::uint64_t(i));
+      s.nodes[i].after.push_back(a);
+      if (i >= 2 && rng.uniform() < 0.35) {
+        const auto b = rng.below(std::uint64_t(i));
+        if (b != a) s.nodes[i].after.push_back(b);
+      }
+    }
+  }
+  double gpu_sum = 0;
+  for (const auto& node : s.nodes) {
+    const Tool* t = tools.find(node.tool);
+    if (t->has_gpu) gpu_sum += t->vram_bytes() / 1e9;
+  }
+  if (rng.uniform() < 0.5) {
+    s.vram_budget_gb = std::max(1.0, std::ceil(gpu_sum * 1.2 * 10) / 10);
+  } else {
+    const double f = 0.25 + 0.45 * rng.uniform();
+    s.vram_budget_gb = std::max(1.0, std::round(gpu_sum * f * 10) / 10);
+    s.description += ", VRAM budget below the summed footprints";
+  }
+  if (rng.uniform() < 0.3) {
+    s.background.gpu_sm_util = std::round((0.1 + 0.3 * rng.uniform()) * 100) / 100;
+    s.background.gpu_bw_util = std::round((0.1 + 0.2 * rng.uniform()) * 100) / 100;
+    s.description += ", background GPU tenant";
+  }
+  return s;
+}
+
+}  // namespace corun::mapping

@@ -1,0 +1,325 @@
+#include "corun/mapping/executor.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "corun/core/check.h"
+#include "corun/core/rng.h"
+
+namespace corun::mapping {
+
+namespace {
+
+// Remaining work below this (seconds of standalone time) counts as finished: far below any
+// modelled phase, far above accumulated rounding.
+constexpr double kDoneEps = 1e-12;
+
+double noise_factor(std::uint64_t seed, std::size_t node, std::uint64_t side, double sigma) {
+  Rng rng(derive_seed(seed, {node, side}));
+  // Mean-one log-normal: observed = true x exp(sigma z - sigma^2 / 2).
+  return std::exp(sigma * rng.normal() - 0.5 * sigma * sigma);
+}
+
+}  // namespace
+
+Executor::Executor(const PlacementProblem& problem) : problem_(&problem) {
+  const std::size_t n = problem.size();
+  const ExecModel& m = problem.model();
+  for (std::size_t i = 0; i < n; ++i) {
+    const ToolCost& c = problem.cost(i);
+    kernel_s_.push_back(c.kernel_s);
+    launch_per_kernel_s_.push_back(m.launch_overhead_us * 1e-6);
+    compute_alone_s_.push_back(c.compute_s());
+  }
+  phase_.resize(n);
+  pending_.resize(n);
+  remaining_.resize(n);
+  rate_.resize(n);
+  gpu_factor_.resize(n, 1.0);
+  cpu_factor_.resize(n, 1.0);
+  active_.reserve(n);
+  queue_.reserve(n);
+  ready_.reserve(n);
+  // Co-runners on the GPU: at most every other node plus the background tenant.
+  for (std::size_t k = 0; k <= n + 1; ++k) launch_delay_s_.push_back(m.launch_delay_s(int(k)));
+}
+
+RunResult Executor::run(std::span<const Placement> mapping, const RunOptions& options) {
+  CORUN_CHECK_MSG(problem_->validate(mapping).ok(), "Executor::run needs a validated mapping");
+  RunResult r;
+  r.seed = options.seed;
+  r.noisy = options.noise;
+  simulate<true>(mapping, options, &r);
+  return r;
+}
+
+double Executor::makespan_s(std::span<const Placement> mapping, const RunOptions& options) {
+  return simulate<false>(mapping, options, nullptr);
+}
+
+template <bool kTrace>
+double Executor::simulate(std::span<const Placement> mapping, const RunOptions& options,
+                          RunResult* out) {
+  const PlacementProblem& p = *problem_;
+  const std::size_t n = p.size();
+  const Scenario& sc = p.scenario();
+  const ExecModel& model = p.model();
+  const double budget = p.vram_budget_bytes();
+  const double cores = std::max(1, p.device().cpu.cores);
+  const double bg_sm = sc.background.gpu_sm_util;
+  const double bg_bw = sc.background.gpu_bw_util;
+  const int bg_corunner = (bg_sm > 0 || bg_bw > 0) ? 1 : 0;
+  const double bg_cpu = sc.background.cpu_busy_cores / cores;
+  const double interference = model.interference_per_corunner;
+
+  const double sigma = options.noise ? sc.noise : 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    phase_[i] = kWaiting;
+    pending_[i] = static_cast<int>(p.preds(i).size());
+    gpu_factor_[i] = sigma > 0 && on_gpu(mapping[i]) ? noise_factor(options.seed, i, 0, sigma) : 1;
+    cpu_factor_[i] = sigma > 0 && !on_gpu(mapping[i]) ? noise_factor(options.seed, i, 1, sigma) : 1;
+  }
+  if constexpr (kTrace) {
+    out->tools.assign(n, ToolRun{});
+    for (std::size_t i = 0; i < n; ++i) out->tools[i].placement = mapping[i];
+  }
+  active_.clear();
+  queue_.clear();
+  std::size_t queue_head = 0;
+  ready_.clear();
+  double vram_used = 0;
+  double t = 0;
+  double last_end = 0;
+  bool failed = false;
+
+  // Moves node i into its next phase that has work, starting from `from`.
+  auto enter = [&](std::size_t i, std::uint8_t from) {
+    const ToolCost& c = p.cost(i);
+    std::uint8_t ph = from;
+    for (;;) {
+      double work = 0;
+      switch (ph) {
+        case kUpload:
+          work = c.h2d_s * gpu_factor_[i];
+          break;
+        case kCompute:
+          work = c.compute_s() * gpu_factor_[i];
+          break;
+        case kDownload:
+          work = c.d2h_s * gpu_factor_[i];
+          break;
+        case kCpuRun:
+          work = c.cpu_s * cpu_factor_[i];
+          break;
+        default:
+          break;
+      }
+      if (ph == kDone || work > 0) {
+        phase_[i] = ph;
+        remaining_[i] = work;
+        return;
+      }
+      ph = (ph == kDownload || ph == kCpuRun) ? static_cast<std::uint8_t>(kDone)
+                                              : static_cast<std::uint8_t>(ph + 1);
+    }
+  };
+  auto finish = [&](std::size_t i) {
+    phase_[i] = kDone;
+    if (on_gpu(mapping[i])) vram_used -= p.cost(i).vram_bytes;
+    last_end = std::max(last_end, t);
+    if constexpr (kTrace) {
+      out->tools[i].status = ToolRun::Status::kDone;
+      out->tools[i].end_ms = t * 1e3;
+    }
+    for (auto j : p.succs(i)) {
+      if (--pending_[j] == 0) ready_.push_back(j);
+    }
+  };
+  auto start_gpu = [&](std::size_t i) {
+    vram_used += p.cost(i).vram_bytes;
+    if constexpr (kTrace) {
+      ToolRun& tr = out->tools[i];
+      tr.start_ms = t * 1e3;
+      tr.queue_wait_ms = tr.start_ms - tr.ready_ms;
+      tr.vram_pressure = tr.queue_wait_ms > 0 || budget - vram_used < 0.1 * budget;
+      out->peak_vram_gb = std::max(out->peak_vram_gb, vram_used / 1e9);
+    }
+    enter(i, kUpload);
+    if (phase_[i] == kDone) {
+      finish(i);
+    } else {
+      active_.push_back(i);
+    }
+  };
+  auto dequeue = [&] {
+    while (queue_head < queue_.size()) {
+      const std::size_t i = queue_[queue_head];
+      if (vram_used + p.cost(i).vram_bytes > budget * (1 + 1e-12)) break;
+      ++queue_head;
+      start_gpu(i);
+    }
+  };
+  // Handles every node in ready_ (in index order), including ones that become ready because
+  // a zero-work node finished on the spot.
+  auto admit = [&] {
+    for (;;) {
+      // Queued tools that fit go first: they have waited longest.
+      dequeue();
+      if (ready_.empty()) break;
+      const auto it = std::min_element(ready_.begin(), ready_.end());
+      const std::size_t i = *it;
+      ready_.erase(it);
+      if constexpr (kTrace) out->tools[i].ready_ms = t * 1e3;
+      switch (mapping[i]) {
+        case Placement::kCpu:
+          if constexpr (kTrace) out->tools[i].start_ms = t * 1e3;
+          enter(i, kCpuRun);
+          if (phase_[i] == kDone) {
+            finish(i);
+          } else {
+            active_.push_back(i);
+          }
+          break;
+        case Placement::kGpuNow:
+          if (vram_used + p.cost(i).vram_bytes > budget * (1 + 1e-12)) {
+            phase_[i] = kFailedPhase;
+            failed = true;
+            if constexpr (kTrace) {
+              ToolRun& tr = out->tools[i];
+              tr.status = ToolRun::Status::kFailed;
+              tr.start_ms = tr.end_ms = t * 1e3;
+              tr.failure = "out of VRAM at " + std::to_string(t * 1e3) + " ms: needs " +
+                           std::to_string(p.cost(i).vram_bytes / 1e9) + " GB, " +
+                           std::to_string((budget - vram_used) / 1e9) + " GB free";
+              out->failures.push_back(p.id(i) + ": " + tr.failure);
+            }
+          } else {
+            start_gpu(i);
+          }
+          break;
+        case Placement::kGpuQueue:
+          phase_[i] = kQueued;
+          queue_.push_back(i);
+          break;
+      }
+    }
+  };
+
+  for (std::size_t i = 0; i < n; ++i) {
+    if (pending_[i] == 0) ready_.push_back(i);
+  }
+  admit();
+  if (!kTrace && failed) return Executor::kFailed;
+
+  while (!active_.empty()) {
+    // Rates of every active phase under the current sharing.
+    int uploads = 0, downloads = 0, computing = 0;
+    double sum_sm = bg_sm, sum_bw = bg_bw, cpu_share = bg_cpu, cpu_bw = 0;
+    for (auto i : active_) {
+      switch (phase_[i]) {
+        case kUpload:
+          ++uploads;
+          break;
+        case kDownload:
+          ++downloads;
+          break;
+        case kCompute:
+          ++computing;
+          sum_sm += p.cost(i).sm_demand;
+          sum_bw += p.cost(i).bw_demand;
+          break;
+        case kCpuRun:
+          cpu_share += p.cost(i).cpu_core_share;
+          cpu_bw += p.cost(i).cpu_bw_demand;
+          break;
+        default:
+          break;
+      }
+    }
+    const double gpu_stretch = std::max({1.0, sum_sm, sum_bw});
+    const double cpu_stretch = std::max({1.0, cpu_share, cpu_bw});
+    const int k = computing - 1 + bg_corunner;
+    double dt = std::numeric_limits<double>::infinity();
+    std::size_t first = active_[0];
+    for (auto i : active_) {
+      double rate = 1;
+      switch (phase_[i]) {
+        case kUpload:
+          rate = 1.0 / uploads;
+          break;
+        case kDownload:
+          rate = 1.0 / downloads;
+          break;
+        case kCompute: {
+          const double kern = kernel_s_[i];
+          const double kernels = p.cost(i).kernels;
+          const double slowed =
+              kern * gpu_stretch * (1 + interference * k) +
+              kernels * (launch_per_kernel_s_[i] + launch_delay_s_[static_cast<std::size_t>(k)]);
+          rate = slowed > 0 ? compute_alone_s_[i] / slowed : 1;
+          break;
+        }
+        case kCpuRun:
+          rate = 1.0 / cpu_stretch;
+          break;
+        default:
+          break;
+      }
+      rate_[i] = rate;
+      const double need = remaining_[i] / rate;
+      if (need < dt) {
+        dt = need;
+        first = i;
+      }
+    }
+    t += dt;
+    if constexpr (kTrace) {
+      int on_gpu_now = 0;
+      for (auto i : active_) on_gpu_now += (phase_[i] != kCpuRun) ? 1 : 0;
+      for (auto i : active_) {
+        const int others = on_gpu_now - ((phase_[i] != kCpuRun) ? 1 : 0);
+        out->tools[i].gpu_corunners = std::max(out->tools[i].gpu_corunners, others);
+      }
+    }
+    // Advance everyone; collect phase completions (the argmin exactly, others within eps).
+    std::size_t w = 0;
+    for (std::size_t a = 0; a < active_.size(); ++a) {
+      const std::size_t i = active_[a];
+      remaining_[i] = i == first ? 0.0 : remaining_[i] - rate_[i] * dt;
+      if (remaining_[i] <= kDoneEps) {
+        const std::uint8_t next = (phase_[i] == kDownload || phase_[i] == kCpuRun)
+                                      ? static_cast<std::uint8_t>(kDone)
+                                      : static_cast<std::uint8_t>(phase_[i] + 1);
+        enter(i, next);
+        if (phase_[i] == kDone) {
+          finish(i);
+          continue;
+        }
+      }
+      active_[w++] = i;
+    }
+    active_.resize(w);
+    admit();
+    if (!kTrace && failed) return Executor::kFailed;
+  }
+  CORUN_CHECK_MSG(queue_head == queue_.size(), "queued tool never fit: validation missed it");
+
+  if constexpr (kTrace) {
+    out->makespan_ms = last_end * 1e3;
+    out->failed = failed;
+    for (std::size_t i = 0; i < n; ++i) {
+      ToolRun& tr = out->tools[i];
+      if (phase_[i] == kWaiting) {
+        tr.status = ToolRun::Status::kSkipped;
+        tr.failure = "skipped: an upstream tool failed";
+      }
+    }
+  }
+  return failed ? Executor::kFailed : last_end;
+}
+
+template double Executor::simulate<true>(std::span<const Placement>, const RunOptions&, RunResult*);
+template double Executor::simulate<false>(std::span<const Placement>, const RunOptions&,
+                                          RunResult*);
+
+}  // namespace corun::mapping

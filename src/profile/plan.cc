@@ -1,0 +1,136 @@
+#include "corun/profile/plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "corun/core/check.h"
+#include "corun/core/rng.h"
+
+namespace corun::profile {
+
+namespace {
+
+// Stream identifiers keep the plans' random choices independent of each other.
+constexpr std::uint64_t kStreamStratified = 0x5354524154ULL;
+constexpr std::uint64_t kStreamUniform = 0x554e49464fULL;
+constexpr std::uint64_t kStreamMeasure = 0x4d45415355ULL;
+
+// Redraws allowed for a co-run sample that does not fit in VRAM before keeping the last draw
+// (whose failure is then recorded as data).
+constexpr int kMaxFeasibilityDraws = 1000;
+
+// Above this many local configurations a model's stratified permutation would cost more than
+// it buys (each sample recomputes its block's permutation); such models draw uniformly.
+constexpr std::size_t kMaxStratifiedLocal = 4096;
+
+std::uint64_t plan_code(Plan p) { return static_cast<std::uint64_t>(p) + 1; }
+
+void draw_uniform(const ConfigSpace& space, Rng& rng, JointConfig& c) {
+  for (std::size_t m = 0; m < c.size(); ++m) {
+    c[m] = static_cast<std::int32_t>(rng.below(space.local_counts()[m]));
+  }
+}
+
+// Position `pos` of a seeded permutation of [0, n): a Fisher-Yates shuffle of the block.
+std::int32_t permuted(std::size_t n, std::uint64_t seed, std::size_t pos) {
+  std::vector<std::int32_t> perm(n);
+  std::iota(perm.begin(), perm.end(), 0);
+  Rng rng(seed);
+  for (std::size_t i = n; i > 1; --i) {
+    const std::size_t j = rng.below(i);
+    std::swap(perm[i - 1], perm[j]);
+  }
+  return perm[pos];
+}
+
+}  // namespace
+
+std::string_view to_string(Plan p) {
+  switch (p) {
+    case Plan::kStandalone:
+      return "standalone";
+    case Plan::kMeanField:
+      return "meanfield";
+    case Plan::kJoint:
+      return "joint";
+  }
+  return "unknown";
+}
+
+std::optional<Plan> parse_plan(std::string_view s) {
+  for (Plan p : {Plan::kStandalone, Plan::kMeanField, Plan::kJoint}) {
+    if (to_string(p) == s) return p;
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& plan_names() {
+  static const std::vector<std::string> names = {"standalone", "meanfield", "joint"};
+  return names;
+}
+
+std::uint64_t plan_size(const Workload& w, Plan plan, std::uint64_t budget) {
+  if (plan != Plan::kStandalone) return budget;
+  std::uint64_t n = 0;
+  for (const auto& m : w.models) n += m.local_config_count();
+  return n * std::max<std::uint64_t>(budget, 1);
+}
+
+JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan,
+                        std::uint64_t seed, std::uint64_t index) {
+  const std::size_t n = w.models.size();
+  JointConfig c(n, kAbsent);
+  if (plan == Plan::kStandalone) {
+    std::uint64_t pass_size = 0;
+    for (std::size_t m = 0; m < n; ++m) pass_size += space.local_counts()[m];
+    // Passes repeat the same order; each sample still has its own measurement seed.
+    std::uint64_t rest = index % std::max<std::uint64_t>(pass_size, 1);
+    for (std::size_t m = 0; m < n; ++m) {
+      const std::uint64_t count = space.local_counts()[m];
+      if (rest < count) {
+        c[m] = static_cast<std::int32_t>(rest);
+        return c;
+      }
+      rest -= count;
+    }
+    CORUN_CHECK_MSG(false, "standalone sample index past the end of the plan");
+  }
+  if (plan == Plan::kMeanField) {
+    for (std::size_t m = 0; m < n; ++m) {
+      const std::size_t count = space.local_counts()[m];
+      if (count > kMaxStratifiedLocal) {
+        Rng rng(derive_seed(seed, {kStreamStratified, index, m}));
+        c[m] = static_cast<std::int32_t>(rng.below(count));
+        continue;
+      }
+      const std::uint64_t block = index / count;
+      const std::size_t pos = static_cast<std::size_t>(index % count);
+      c[m] = permuted(count, derive_seed(seed, {kStreamStratified, m, block}), pos);
+    }
+    if (space.fits_vram(c)) return c;
+    // The stratified draw does not fit: fall back to a uniform feasible draw for this sample.
+  }
+  for (int attempt = 0; attempt < kMaxFeasibilityDraws; ++attempt) {
+    Rng rng(derive_seed(seed, {kStreamUniform, plan_code(plan), index,
+                               static_cast<std::uint64_t>(attempt)}));
+    draw_uniform(space, rng, c);
+    if (space.fits_vram(c)) break;
+  }
+  return c;
+}
+
+std::vector<JointConfig> plan_samples(const Workload& w, Plan plan, std::uint64_t budget,
+                                      std::uint64_t seed) {
+  const ConfigSpace space(w);
+  const std::uint64_t size = plan_size(w, plan, budget);
+  std::vector<JointConfig> out;
+  out.reserve(size);
+  for (std::uint64_t i = 0; i < size; ++i) out.push_back(plan_sample(w, space, plan, seed, i));
+  return out;
+}
+
+std::uint64_t measurement_seed(Plan plan, std::uint64_t seed, std::uint64_t index) {
+  return derive_seed(seed, {kStreamMeasure, plan_code(plan), index});
+}
+
+}  // namespace corun::profile

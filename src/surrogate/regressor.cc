@@ -1,0 +1,808 @@
+#include "corun/surrogate/regressor.h"
+
+#include <nlohmann/json.hpp>
+#include <xgboost/c_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+
+#include "corun/core/check.h"
+#include "corun/core/rng.h"
+
+namespace corun::surrogate {
+
+Matrix Matrix::take(std::span<const std::size_t> idx) const {
+  Matrix m(idx.size(), cols);
+  for (std::size_t r = 0; r < idx.size(); ++r) {
+    std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(idx[r] * cols), cols,
+                m.data.begin() + static_cast<std::ptrdiff_t>(r * cols));
+  }
+  return m;
+}
+
+std::string_view to_string(RegressorKind k) {
+  switch (k) {
+    case RegressorKind::kMlp:
+      return "mlp";
+    case RegressorKind::kGbdt:
+      return "gbdt";
+    case RegressorKind::kLinear:
+      return "linear";
+  }
+  return "unknown";
+}
+
+std::optional<RegressorKind> parse_regressor(std::string_view s) {
+  for (auto k : {RegressorKind::kMlp, RegressorKind::kGbdt, RegressorKind::kLinear}) {
+    if (to_string(k) == s) return k;
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& regressor_names() {
+  static const std::vector<std::string> names = {"mlp", "gbdt", "linear"};
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MLP training: double precision, deterministic in the seed (single thread, fixed order).
+
+namespace {
+
+struct Layer {
+  int in = 0, out = 0;
+  std::vector<double> w, b;    // w: [in][out]
+  std::vector<double> gw, gb;  // gradients
+  std::vector<double> mw, vw, mb, vb;  // Adam moments
+
+  Layer(int in_, int out_, Rng& rng) : in(in_), out(out_) {
+    const auto n = static_cast<std::size_t>(in) * static_cast<std::size_t>(out);
+    w.resize(n);
+    // He-uniform initialisation for ReLU layers.
+    const double limit = std::sqrt(6.0 / std::max(1, in));
+    for (auto& v : w) v = (2 * rng.uniform() - 1) * limit;
+    b.assign(static_cast<std::size_t>(out), 0.0);
+    gw.assign(n, 0.0);
+    gb.assign(b.size(), 0.0);
+    mw.assign(n, 0.0);
+    vw.assign(n, 0.0);
+    mb.assign(b.size(), 0.0);
+    vb.assign(b.size(), 0.0);
+  }
+
+  // y[r][o] = b[o] + sum_i x[r][i] w[i][o], optionally ReLU.
+  void forward(const double* x, std::size_t rows, double* y, bool relu) const {
+    const auto no = static_cast<std::size_t>(out);
+    const auto ni = static_cast<std::size_t>(in);
+    for (std::size_t r = 0; r < rows; ++r) {
+      double* yr = y + r * no;
+      std::copy(b.begin(), b.end(), yr);
+      const double* xr = x + r * ni;
+      for (std::size_t i = 0; i < ni; ++i) {
+        const double xi = xr[i];
+        if (xi == 0) continue;
+        const double* wi = w.data() + i * no;
+        for (std::size_t o = 0; o < no; ++o) yr[o] += xi * wi[o];
+      }
+      if (relu) {
+        for (std::size_t o = 0; o < no; ++o) yr[o] = std::max(0.0, yr[o]);
+      }
+    }
+  }
+
+  // Accumulates gradients from dy (rows x out) and input x; writes dx (rows x in) if given.
+  void backward(const double* x, const double* dy, std::size_t rows, double* dx) {
+    const auto no = static_cast<std::size_t>(out);
+    const auto ni = static_cast<std::size_t>(in);
+    std::fill(gw.begin(), gw.end(), 0.0);
+    std::fill(gb.begin(), gb.end(), 0.0);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const double* dyr = dy + r * no;
+      const double* xr = x + r * ni;
+      for (std::size_t o = 0; o < no; ++o) gb[o] += dyr[o];
+      for (std::size_t i = 0; i < ni; ++i) {
+        const double xi = xr[i];
+        double* gwi = gw.data() + i * no;
+        const double* wi = w.data() + i * no;
+        double acc = 0;
+        for (std::size_t o = 0; o < no; ++o) {
+          gwi[o] += xi * dyr[o];
+          acc += wi[o] * dyr[o];
+        }
+        if (dx != nullptr) dx[r * ni + i] = acc;
+      }
+    }
+  }
+
+  void adam(double lr, double decay, double bc1, double bc2) {
+    constexpr double kB1 = 0.9, kB2 = 0.999, kEps = 1e-8;
+    for (std::size_t k = 0; k < w.size(); ++k) {
+      mw[k] = kB1 * mw[k] + (1 - kB1) * gw[k];
+      vw[k] = kB2 * vw[k] + (1 - kB2) * gw[k] * gw[k];
+      w[k] -= lr * ((mw[k] / bc1) / (std::sqrt(vw[k] / bc2) + kEps) + decay * w[k]);
+    }
+    for (std::size_t k = 0; k < b.size(); ++k) {
+      mb[k] = kB1 * mb[k] + (1 - kB1) * gb[k];
+      vb[k] = kB2 * vb[k] + (1 - kB2) * gb[k] * gb[k];
+      b[k] -= lr * (mb[k] / bc1) / (std::sqrt(vb[k] / bc2) + kEps);
+    }
+  }
+};
+
+struct Net {
+  Layer l1, l2, l3;
+  Net(int in, const MlpOptions& o, int out, Rng& rng)
+      : l1(in, o.hidden1, rng), l2(o.hidden1, o.hidden2, rng), l3(o.hidden2, out, rng) {}
+
+  // Mean squared error over rows and outputs.
+  double loss(const Matrix& x, const Matrix& y, std::vector<double>& a1, std::vector<double>& a2,
+              std::vector<double>& yh) const {
+    const std::size_t n = x.rows;
+    if (n == 0) return 0;
+    a1.resize(n * static_cast<std::size_t>(l1.out));
+    a2.resize(n * static_cast<std::size_t>(l2.out));
+    yh.resize(n * y.cols);
+    l1.forward(x.data.data(), n, a1.data(), true);
+    l2.forward(a1.data(), n, a2.data(), true);
+    l3.forward(a2.data(), n, yh.data(), false);
+    double s = 0;
+    for (std::size_t k = 0; k < yh.size(); ++k) s += (yh[k] - y.data[k]) * (yh[k] - y.data[k]);
+    return s / static_cast<double>(yh.size());
+  }
+};
+
+void copy_weights(const Layer& l, std::vector<float>& w, std::vector<float>& b) {
+  w.assign(l.w.begin(), l.w.end());
+  b.assign(l.b.begin(), l.b.end());
+}
+
+}  // namespace
+
+MlpModel fit_mlp(const Matrix& x, const Matrix& y_in, const MlpOptions& o, std::uint64_t seed) {
+  CORUN_CHECK(x.rows == y_in.rows && x.rows > 0);
+  Rng rng(seed);
+  const int in = static_cast<int>(x.cols);
+  const int out = static_cast<int>(y_in.cols);
+  Net net(in, o, out, rng);
+  // The skip connection is the ridge fit; the hidden layers learn what it leaves.
+  LinearModel skip;
+  Matrix y = y_in;
+  if (o.linear_skip) {
+    skip = fit_linear(x, y_in, o.skip_ridge_lambda);
+    for (std::size_t r = 0; r < x.rows; ++r) {
+      for (std::size_t c = 0; c < y.cols; ++c) {
+        double v = skip.b[c];
+        for (std::size_t i = 0; i < x.cols; ++i) v += x.at(r, i) * skip.w[i * y.cols + c];
+        y.at(r, c) -= v;
+      }
+    }
+    // Start from the linear fit exactly: zero output from the hidden path.
+    std::fill(net.l3.w.begin(), net.l3.w.end(), 0.0);
+  }
+
+  // Validation split (held out from the gradient, used only to stop and pick the best step).
+  std::vector<std::size_t> order(x.rows);
+  std::iota(order.begin(), order.end(), 0);
+  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  auto n_val = static_cast<std::size_t>(o.validation_fraction * static_cast<double>(x.rows));
+  if (n_val < static_cast<std::size_t>(o.min_validation_rows)) n_val = 0;
+  const std::span<const std::size_t> val_idx(order.data(), n_val);
+  std::vector<std::size_t> train_idx(order.begin() + static_cast<std::ptrdiff_t>(n_val),
+                                     order.end());
+  const Matrix xv = x.take(val_idx), yv = y.take(val_idx);
+  const Matrix xt = x.take(train_idx), yt = y.take(train_idx);
+  const std::size_t n = xt.rows;
+  const std::size_t bs = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.batch_size)), n);
+  const std::size_t steps_per_epoch = (n + bs - 1) / bs;
+
+  std::vector<double> xb(bs * x.cols), yb(bs * y.cols);
+  std::vector<double> a1(bs * static_cast<std::size_t>(o.hidden1));
+  std::vector<double> a2(bs * static_cast<std::size_t>(o.hidden2));
+  std::vector<double> yh(bs * y.cols), d3(bs * y.cols);
+  std::vector<double> d2(bs * static_cast<std::size_t>(o.hidden2));
+  std::vector<double> d1(bs * static_cast<std::size_t>(o.hidden1));
+  std::vector<double> va1, va2, vyh;
+
+  MlpModel best;
+  auto snapshot = [&] {
+    best.in = in;
+    best.h1 = o.hidden1;
+    best.h2 = o.hidden2;
+    best.out = out;
+    copy_weights(net.l1, best.w1, best.b1);
+    copy_weights(net.l2, best.w2, best.b2);
+    copy_weights(net.l3, best.w3, best.b3);
+  };
+  snapshot();
+  double best_val = n_val > 0 ? net.loss(xv, yv, va1, va2, vyh)
+                              : std::numeric_limits<double>::infinity();
+  int best_step = 0;
+
+  std::vector<std::size_t> perm(n);
+  std::iota(perm.begin(), perm.end(), 0);
+  double bc1 = 1, bc2 = 1;
+  int step = 0;
+  while (step < o.max_steps) {
+    for (std::size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[rng.below(i)]);
+    for (std::size_t s = 0; s < steps_per_epoch && step < o.max_steps; ++s, ++step) {
+      const std::size_t begin = s * bs;
+      const std::size_t rows = std::min(bs, n - begin);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const auto src = xt.row(perm[begin + r]);
+        std::copy(src.begin(), src.end(), xb.begin() + static_cast<std::ptrdiff_t>(r * x.cols));
+        const auto ysrc = yt.row(perm[begin + r]);
+        std::copy(ysrc.begin(), ysrc.end(),
+                  yb.begin() + static_cast<std::ptrdiff_t>(r * y.cols));
+      }
+      net.l1.forward(xb.data(), rows, a1.data(), true);
+      net.l2.forward(a1.data(), rows, a2.data(), true);
+      net.l3.forward(a2.data(), rows, yh.data(), false);
+      const double scale = 2.0 / static_cast<double>(rows * y.cols);
+      for (std::size_t k = 0; k < rows * y.cols; ++k) d3[k] = scale * (yh[k] - yb[k]);
+      net.l3.backward(a2.data(), d3.data(), rows, d2.data());
+      for (std::size_t k = 0; k < rows * static_cast<std::size_t>(o.hidden2); ++k) {
+        if (a2[k] <= 0) d2[k] = 0;
+      }
+      net.l2.backward(a1.data(), d2.data(), rows, d1.data());
+      for (std::size_t k = 0; k < rows * static_cast<std::size_t>(o.hidden1); ++k) {
+        if (a1[k] <= 0) d1[k] = 0;
+      }
+      net.l1.backward(xb.data(), d1.data(), rows, nullptr);
+      bc1 *= 0.9;
+      bc2 *= 0.999;
+      for (Layer* l : {&net.l1, &net.l2, &net.l3}) {
+        l->adam(o.learning_rate, o.weight_decay, 1 - bc1, 1 - bc2);
+      }
+    }
+    if (n_val > 0) {
+      const double v = net.loss(xv, yv, va1, va2, vyh);
+      if (v < best_val) {
+        best_val = v;
+        best_step = step;
+        snapshot();
+      } else if (step - best_step >= o.patience_steps) {
+        break;
+      }
+    }
+  }
+  if (n_val == 0) snapshot();
+  if (o.linear_skip) {
+    best.skip.assign(skip.w.begin(), skip.w.end());
+    for (std::size_t c = 0; c < best.b3.size(); ++c) best.b3[c] += static_cast<float>(skip.b[c]);
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// GBDT through the XGBoost C API.
+
+namespace {
+
+// Owns XGBoost handles; frees them on every path.
+struct XgbDMatrix {
+  DMatrixHandle h = nullptr;
+  ~XgbDMatrix() {
+    if (h != nullptr) XGDMatrixFree(h);
+  }
+};
+struct XgbBooster {
+  BoosterHandle h = nullptr;
+  ~XgbBooster() {
+    if (h != nullptr) XGBoosterFree(h);
+  }
+};
+
+Error xgb_error(const std::string& what) {
+  return Error("xgboost: " + what + ": " + XGBGetLastError(), Error::Kind::kInternal);
+}
+
+std::vector<float> to_float(const Matrix& m) { return {m.data.begin(), m.data.end()}; }
+
+Result<std::unique_ptr<XgbDMatrix>> make_dmatrix(const Matrix& x, const double* labels,
+                                                 std::size_t label_stride) {
+  auto d = std::make_unique<XgbDMatrix>();
+  const std::vector<float> xf = to_float(x);
+  if (XGDMatrixCreateFromMat(xf.data(), x.rows, x.cols, std::numeric_limits<float>::quiet_NaN(),
+                             &d->h) != 0) {
+    return xgb_error("creating a matrix");
+  }
+  if (labels != nullptr) {
+    std::vector<float> y(x.rows);
+    for (std::size_t r = 0; r < x.rows; ++r) y[r] = static_cast<float>(labels[r * label_stride]);
+    if (XGDMatrixSetFloatInfo(d->h, "label", y.data(), x.rows) != 0) {
+      return xgb_error("setting labels");
+    }
+  }
+  return d;
+}
+
+Result<std::unique_ptr<XgbBooster>> train_booster(DMatrixHandle train, const GbdtOptions& o,
+                                                  std::uint64_t seed) {
+  auto b = std::make_unique<XgbBooster>();
+  if (XGBoosterCreate(&train, 1, &b->h) != 0) return xgb_error("creating a booster");
+  const auto num = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  // Exact, single-threaded trees: results depend on the data and the seed only.
+  const std::vector<std::pair<std::string, std::string>> params = {
+      {"objective", "reg:squarederror"},
+      {"tree_method", "exact"},
+      {"nthread", "1"},
+      {"verbosity", "0"},
+      {"base_score", "0"},
+      {"seed", std::to_string(seed % 2147483647ULL)},
+      {"max_depth", std::to_string(o.max_depth)},
+      {"eta", num(o.eta)},
+      {"subsample", num(o.subsample)},
+      {"colsample_bytree", num(o.colsample)},
+      {"min_child_weight", num(o.min_child_weight)},
+      {"lambda", num(o.lambda)},
+  };
+  for (const auto& [k, v] : params) {
+    if (XGBoosterSetParam(b->h, k.c_str(), v.c_str()) != 0) return xgb_error("parameter " + k);
+  }
+  for (int i = 0; i < o.rounds; ++i) {
+    if (XGBoosterUpdateOneIter(b->h, i, train) != 0) return xgb_error("training");
+  }
+  return b;
+}
+
+// Appends the booster's trees (from its JSON model) to `m` as one more output.
+Status export_trees(BoosterHandle booster, GbdtModel& m) {
+  bst_ulong len = 0;
+  const char* buf = nullptr;
+  if (XGBoosterSaveModelToBuffer(booster, R"({"format": "json"})", &len, &buf) != 0) {
+    return xgb_error("saving the model");
+  }
+  const auto j = nlohmann::json::parse(buf, buf + len, nullptr, false);
+  if (j.is_discarded()) return Error("xgboost: unreadable JSON model", Error::Kind::kInternal);
+  const auto& learner = j.at("learner");
+  const std::string base = learner.at("learner_model_param").at("base_score").get<std::string>();
+  m.base_score.push_back(std::stof(base));
+  const auto& trees = learner.at("gradient_booster").at("model").at("trees");
+  for (const auto& t : trees) {
+    const auto left = t.at("left_children").get<std::vector<std::int32_t>>();
+    const auto right = t.at("right_children").get<std::vector<std::int32_t>>();
+    const auto feat = t.at("split_indices").get<std::vector<std::int32_t>>();
+    const auto cond = t.at("split_conditions").get<std::vector<float>>();
+    const auto& dl = t.at("default_left");
+    const auto offset = static_cast<std::int32_t>(m.feature.size());
+    m.tree_begin.push_back(offset);
+    for (std::size_t k = 0; k < left.size(); ++k) {
+      const bool leaf = left[k] == -1;
+      m.feature.push_back(leaf ? -1 : feat[k]);
+      m.threshold.push_back(cond[k]);
+      m.left.push_back(leaf ? -1 : left[k] + offset);
+      m.right.push_back(leaf ? -1 : right[k] + offset);
+      const bool d = dl[k].is_boolean() ? dl[k].get<bool>() : dl[k].get<int>() != 0;
+      m.default_left.push_back(d ? 1 : 0);
+    }
+  }
+  m.output_tree_begin.push_back(static_cast<std::int32_t>(m.tree_begin.size()));
+  return {};
+}
+
+}  // namespace
+
+Result<GbdtModel> fit_gbdt(const Matrix& x, const Matrix& y, const GbdtOptions& o,
+                           std::uint64_t seed) {
+  CORUN_CHECK(x.rows == y.rows && x.rows > 0);
+  GbdtModel m;
+  m.in = static_cast<int>(x.cols);
+  m.out = static_cast<int>(y.cols);
+  m.output_tree_begin.push_back(0);
+  for (std::size_t k = 0; k < y.cols; ++k) {
+    auto d = make_dmatrix(x, y.data.data() + k, y.cols);
+    if (!d) return d.error();
+    auto b = train_booster((*d)->h, o, derive_seed(seed, {k}));
+    if (!b) return b.error();
+    if (auto s = export_trees((*b)->h, m); !s.ok()) return s.error();
+  }
+  return m;
+}
+
+Result<std::vector<float>> xgboost_reference_predict(const Matrix& x_train, const Matrix& y_train,
+                                                     const Matrix& x_test, const GbdtOptions& o,
+                                                     std::uint64_t seed) {
+  std::vector<float> out(x_test.rows * y_train.cols);
+  auto test = make_dmatrix(x_test, nullptr, 0);
+  if (!test) return test.error();
+  for (std::size_t k = 0; k < y_train.cols; ++k) {
+    auto d = make_dmatrix(x_train, y_train.data.data() + k, y_train.cols);
+    if (!d) return d.error();
+    auto b = train_booster((*d)->h, o, derive_seed(seed, {k}));
+    if (!b) return b.error();
+    bst_ulong len = 0;
+    const float* res = nullptr;
+    if (XGBoosterPredict((*b)->h, (*test)->h, 0, 0, 0, &len, &res) != 0) {
+      return xgb_error("predicting");
+    }
+    for (std::size_t r = 0; r < x_test.rows; ++r) out[r * y_train.cols + k] = res[r];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ridge regression.
+
+LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda) {
+  CORUN_CHECK(x.rows == y.rows && x.rows > 0);
+  const std::size_t n = x.rows, d = x.cols, k = y.cols;
+  std::vector<double> xm(d, 0.0), ym(k, 0.0);
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < d; ++i) xm[i] += x.at(r, i);
+    for (std::size_t o = 0; o < k; ++o) ym[o] += y.at(r, o);
+  }
+  for (auto& v : xm) v /= static_cast<double>(n);
+  for (auto& v : ym) v /= static_cast<double>(n);
+  // A = Xc'Xc + lambda n I (lambda relative to the data size), B = Xc'Yc.
+  std::vector<double> a(d * d, 0.0), b(d * k, 0.0);
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t i = 0; i < d; ++i) {
+      const double xi = x.at(r, i) - xm[i];
+      for (std::size_t j = 0; j < d; ++j) a[i * d + j] += xi * (x.at(r, j) - xm[j]);
+      for (std::size_t o = 0; o < k; ++o) b[i * k + o] += xi * (y.at(r, o) - ym[o]);
+    }
+  }
+  for (std::size_t i = 0; i < d; ++i) a[i * d + i] += lambda * static_cast<double>(n) + 1e-12;
+  // Cholesky A = L L' in place (lower triangle).
+  for (std::size_t j = 0; j < d; ++j) {
+    double s = a[j * d + j];
+    for (std::size_t p = 0; p < j; ++p) s -= a[j * d + p] * a[j * d + p];
+    a[j * d + j] = std::sqrt(std::max(s, 1e-300));
+    for (std::size_t i = j + 1; i < d; ++i) {
+      double t = a[i * d + j];
+      for (std::size_t p = 0; p < j; ++p) t -= a[i * d + p] * a[j * d + p];
+      a[i * d + j] = t / a[j * d + j];
+    }
+  }
+  LinearModel m;
+  m.in = static_cast<int>(d);
+  m.out = static_cast<int>(k);
+  m.w.assign(d * k, 0.0);
+  m.b.assign(k, 0.0);
+  std::vector<double> z(d);
+  for (std::size_t o = 0; o < k; ++o) {
+    for (std::size_t i = 0; i < d; ++i) {  // L z = b
+      double t = b[i * k + o];
+      for (std::size_t p = 0; p < i; ++p) t -= a[i * d + p] * z[p];
+      z[i] = t / a[i * d + i];
+    }
+    for (std::size_t i = d; i-- > 0;) {  // L' w = z
+      double t = z[i];
+      for (std::size_t p = i + 1; p < d; ++p) t -= a[p * d + i] * m.w[p * k + o];
+      m.w[i * k + o] = t / a[i * d + i];
+    }
+    double bias = ym[o];
+    for (std::size_t i = 0; i < d; ++i) bias -= xm[i] * m.w[i * k + o];
+    m.b[o] = bias;
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regressor.
+
+Result<Regressor> Regressor::fit(RegressorKind kind, const Matrix& x, const Matrix& y,
+                                 const RegressorOptions& options, std::uint64_t seed) {
+  if (x.rows == 0) return Error("no training rows");
+  Regressor r;
+  r.kind_ = kind;
+  switch (kind) {
+    case RegressorKind::kMlp:
+      r.mlp_ = fit_mlp(x, y, options.mlp, seed);
+      break;
+    case RegressorKind::kGbdt: {
+      auto g = fit_gbdt(x, y, options.gbdt, seed);
+      if (!g) return g.error();
+      r.gbdt_ = std::move(*g);
+      break;
+    }
+    case RegressorKind::kLinear:
+      r.linear_ = fit_linear(x, y, options.ridge_lambda);
+      break;
+  }
+  return r;
+}
+
+int Regressor::inputs() const {
+  switch (kind_) {
+    case RegressorKind::kMlp:
+      return mlp_.in;
+    case RegressorKind::kGbdt:
+      return gbdt_.in;
+    case RegressorKind::kLinear:
+      return linear_.in;
+  }
+  return 0;
+}
+
+int Regressor::outputs() const {
+  switch (kind_) {
+    case RegressorKind::kMlp:
+      return mlp_.out;
+    case RegressorKind::kGbdt:
+      return gbdt_.out;
+    case RegressorKind::kLinear:
+      return linear_.out;
+  }
+  return 0;
+}
+
+namespace {
+
+// Four floats in one SSE register (GCC/Clang vector extension): the auto-vectoriser leaves the
+// blocked accumulation below scalar, and this hot loop is what solvers spend their time in.
+using F4 = float __attribute__((vector_size(16)));
+
+inline F4 load4(const float* p) {
+  F4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// y[o] = b[o] + sum_i x[i] w[i][o] over float weights, then ReLU if asked. Outputs are computed
+// in blocks of 16 accumulators held in four registers over the whole input loop (each step reads
+// one cache line of the row-major weights); inputs that are zero (half of them after a ReLU)
+// are skipped.
+inline void dense(const float* __restrict x, int in, const float* __restrict w,
+                  const float* __restrict b, int out, float* __restrict y, bool relu) {
+  const auto no = static_cast<std::size_t>(out);
+  const auto ni = static_cast<std::size_t>(in);
+  std::size_t ob = 0;
+  for (; ob + 16 <= no; ob += 16) {
+    F4 a0 = load4(b + ob), a1 = load4(b + ob + 4), a2 = load4(b + ob + 8),
+       a3 = load4(b + ob + 12);
+    for (std::size_t i = 0; i < ni; ++i) {
+      const float xi = x[i];
+      if (xi == 0.0f) continue;
+      const F4 xv = {xi, xi, xi, xi};
+      const float* wi = w + i * no + ob;
+      a0 += xv * load4(wi);
+      a1 += xv * load4(wi + 4);
+      a2 += xv * load4(wi + 8);
+      a3 += xv * load4(wi + 12);
+    }
+    std::memcpy(y + ob, &a0, sizeof a0);
+    std::memcpy(y + ob + 4, &a1, sizeof a1);
+    std::memcpy(y + ob + 8, &a2, sizeof a2);
+    std::memcpy(y + ob + 12, &a3, sizeof a3);
+  }
+  for (std::size_t o = ob; o < no; ++o) {  // the few outputs of the last layer
+    float acc = b[o];
+    for (std::size_t i = 0; i < ni; ++i) acc += x[i] * w[i * no + o];
+    y[o] = acc;
+  }
+  if (relu) {
+    for (std::size_t o = 0; o < no; ++o) y[o] = y[o] > 0.0f ? y[o] : 0.0f;
+  }
+}
+
+}  // namespace
+
+void Regressor::predict(const float* x, std::size_t n, float* y,
+                        RegressorScratch& scratch) const {
+  switch (kind_) {
+    case RegressorKind::kMlp: {
+      const MlpModel& m = mlp_;
+      if (scratch.h1.size() < static_cast<std::size_t>(m.h1)) scratch.h1.resize(static_cast<std::size_t>(m.h1));
+      if (scratch.h2.size() < static_cast<std::size_t>(m.h2)) scratch.h2.resize(static_cast<std::size_t>(m.h2));
+      for (std::size_t r = 0; r < n; ++r) {
+        dense(x + r * static_cast<std::size_t>(m.in), m.in, m.w1.data(), m.b1.data(), m.h1,
+              scratch.h1.data(), true);
+        dense(scratch.h1.data(), m.h1, m.w2.data(), m.b2.data(), m.h2, scratch.h2.data(), true);
+        float* yr = y + r * static_cast<std::size_t>(m.out);
+        dense(scratch.h2.data(), m.h2, m.w3.data(), m.b3.data(), m.out, yr, false);
+        if (!m.skip.empty()) {
+          const float* xr = x + r * static_cast<std::size_t>(m.in);
+          const auto no = static_cast<std::size_t>(m.out);
+          for (std::size_t i = 0; i < static_cast<std::size_t>(m.in); ++i) {
+            const float xi = xr[i];
+            const float* wi = m.skip.data() + i * no;
+            for (std::size_t o = 0; o < no; ++o) yr[o] += xi * wi[o];
+          }
+        }
+      }
+      return;
+    }
+    case RegressorKind::kGbdt: {
+      // Tree-major: one tree's nodes stay in cache while every row of the batch walks it.
+      const GbdtModel& m = gbdt_;
+      const auto no = static_cast<std::size_t>(m.out);
+      const auto ni = static_cast<std::size_t>(m.in);
+      for (std::size_t o = 0; o < no; ++o) {
+        for (std::size_t r = 0; r < n; ++r) y[r * no + o] = m.base_score[o];
+        const auto end = static_cast<std::size_t>(m.output_tree_begin[o + 1]);
+        for (auto t = static_cast<std::size_t>(m.output_tree_begin[o]); t < end; ++t) {
+          const auto root = static_cast<std::size_t>(m.tree_begin[t]);
+          for (std::size_t r = 0; r < n; ++r) {
+            const float* xr = x + r * ni;
+            std::size_t node = root;
+            while (m.feature[node] >= 0) {
+              const float v = xr[m.feature[node]];
+              // Branch-free: a NaN compares false and takes the default direction.
+              const bool go_left = (v < m.threshold[node]) |
+                                   ((v != v) & (m.default_left[node] != 0));
+              node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
+            }
+            y[r * no + o] += m.threshold[node];
+          }
+        }
+      }
+      return;
+    }
+    case RegressorKind::kLinear: {
+      const LinearModel& m = linear_;
+      const auto no = static_cast<std::size_t>(m.out);
+      for (std::size_t r = 0; r < n; ++r) {
+        for (std::size_t o = 0; o < no; ++o) {
+          double s = m.b[o];
+          for (std::size_t i = 0; i < static_cast<std::size_t>(m.in); ++i) {
+            s += static_cast<double>(x[r * static_cast<std::size_t>(m.in) + i]) * m.w[i * no + o];
+          }
+          y[r * no + o] = static_cast<float>(s);
+        }
+      }
+      return;
+    }
+  }
+}
+
+std::vector<double> Regressor::predict_one(std::span<const double> x) const {
+  const std::vector<float> xf(x.begin(), x.end());
+  std::vector<float> y(static_cast<std::size_t>(outputs()));
+  RegressorScratch scratch;
+  predict(xf.data(), 1, y.data(), scratch);
+  return {y.begin(), y.end()};
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON.
+
+nlohmann::json Regressor::to_json() const {
+  nlohmann::json j;
+  j["kind"] = std::string(to_string(kind_));
+  switch (kind_) {
+    case RegressorKind::kMlp:
+      j["layers"] = {mlp_.in, mlp_.h1, mlp_.h2, mlp_.out};
+      j["activation"] = "relu";
+      j["w1"] = mlp_.w1;
+      j["b1"] = mlp_.b1;
+      j["w2"] = mlp_.w2;
+      j["b2"] = mlp_.b2;
+      j["w3"] = mlp_.w3;
+      j["b3"] = mlp_.b3;
+      if (!mlp_.skip.empty()) j["skip"] = mlp_.skip;
+      break;
+    case RegressorKind::kGbdt:
+      j["inputs"] = gbdt_.in;
+      j["outputs"] = gbdt_.out;
+      j["base_score"] = gbdt_.base_score;
+      j["tree_begin"] = gbdt_.tree_begin;
+      j["output_tree_begin"] = gbdt_.output_tree_begin;
+      j["feature"] = gbdt_.feature;
+      j["threshold"] = gbdt_.threshold;
+      j["left"] = gbdt_.left;
+      j["right"] = gbdt_.right;
+      j["default_left"] = gbdt_.default_left;
+      break;
+    case RegressorKind::kLinear:
+      j["inputs"] = linear_.in;
+      j["outputs"] = linear_.out;
+      j["w"] = linear_.w;
+      j["b"] = linear_.b;
+      break;
+  }
+  return j;
+}
+
+Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
+  try {
+    Regressor r;
+    const auto kind = parse_regressor(j.at("kind").get<std::string>());
+    if (!kind) return Error("regressor.kind: unknown '" + j.at("kind").get<std::string>() + "'");
+    r.kind_ = *kind;
+    switch (*kind) {
+      case RegressorKind::kMlp: {
+        const auto layers = j.at("layers").get<std::vector<int>>();
+        if (layers.size() != 4) return Error("regressor.layers: expected 4 sizes");
+        MlpModel& m = r.mlp_;
+        m.in = layers[0];
+        m.h1 = layers[1];
+        m.h2 = layers[2];
+        m.out = layers[3];
+        m.w1 = j.at("w1").get<std::vector<float>>();
+        m.b1 = j.at("b1").get<std::vector<float>>();
+        m.w2 = j.at("w2").get<std::vector<float>>();
+        m.b2 = j.at("b2").get<std::vector<float>>();
+        m.w3 = j.at("w3").get<std::vector<float>>();
+        m.b3 = j.at("b3").get<std::vector<float>>();
+        if (j.contains("skip")) m.skip = j.at("skip").get<std::vector<float>>();
+        const auto sz = [](int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b); };
+        if (m.w1.size() != sz(m.in, m.h1) || m.b1.size() != sz(1, m.h1) ||
+            m.w2.size() != sz(m.h1, m.h2) || m.b2.size() != sz(1, m.h2) ||
+            m.w3.size() != sz(m.h2, m.out) || m.b3.size() != sz(1, m.out) ||
+            (!m.skip.empty() && m.skip.size() != sz(m.in, m.out))) {
+          return Error("regressor: MLP weight arrays do not match its layer sizes");
+        }
+        break;
+      }
+      case RegressorKind::kGbdt: {
+        GbdtModel& m = r.gbdt_;
+        m.in = j.at("inputs").get<int>();
+        m.out = j.at("outputs").get<int>();
+        m.base_score = j.at("base_score").get<std::vector<float>>();
+        m.tree_begin = j.at("tree_begin").get<std::vector<std::int32_t>>();
+        m.output_tree_begin = j.at("output_tree_begin").get<std::vector<std::int32_t>>();
+        m.feature = j.at("feature").get<std::vector<std::int32_t>>();
+        m.threshold = j.at("threshold").get<std::vector<float>>();
+        m.left = j.at("left").get<std::vector<std::int32_t>>();
+        m.right = j.at("right").get<std::vector<std::int32_t>>();
+        m.default_left = j.at("default_left").get<std::vector<std::uint8_t>>();
+        const std::size_t nodes = m.feature.size();
+        bool ok = m.threshold.size() == nodes && m.left.size() == nodes &&
+                  m.right.size() == nodes && m.default_left.size() == nodes &&
+                  m.base_score.size() == static_cast<std::size_t>(m.out) &&
+                  m.output_tree_begin.size() == static_cast<std::size_t>(m.out) + 1;
+        for (std::size_t k = 0; ok && k < nodes; ++k) {
+          if (m.feature[k] >= m.in) ok = false;
+          if (m.feature[k] >= 0 &&
+              (m.left[k] < 0 || m.right[k] < 0 || static_cast<std::size_t>(m.left[k]) >= nodes ||
+               static_cast<std::size_t>(m.right[k]) >= nodes)) {
+            ok = false;
+          }
+        }
+        for (auto t : m.tree_begin) ok = ok && t >= 0 && static_cast<std::size_t>(t) < nodes;
+        for (std::size_t k = 0; ok && k < m.output_tree_begin.size(); ++k) {
+          const auto t = m.output_tree_begin[k];
+          ok = t >= 0 && static_cast<std::size_t>(t) <= m.tree_begin.size() &&
+               (k == 0 || t >= m.output_tree_begin[k - 1]);
+        }
+        // Every tree must be a tree: a node reached twice from one root means a cycle or a
+        // shared subtree, which a malformed file could use to make prediction loop forever.
+        std::vector<std::size_t> seen(nodes, 0), stack;
+        for (std::size_t t = 0; ok && t < m.tree_begin.size(); ++t) {
+          stack.assign(1, static_cast<std::size_t>(m.tree_begin[t]));
+          while (ok && !stack.empty()) {
+            const std::size_t k = stack.back();
+            stack.pop_back();
+            if (seen[k] == t + 1) {
+              ok = false;
+              break;
+            }
+            seen[k] = t + 1;
+            if (m.feature[k] >= 0) {
+              stack.push_back(static_cast<std::size_t>(m.left[k]));
+              stack.push_back(static_cast<std::size_t>(m.right[k]));
+            }
+          }
+        }
+        if (!ok) return Error("regressor: GBDT node arrays are inconsistent");
+        break;
+      }
+      case RegressorKind::kLinear: {
+        LinearModel& m = r.linear_;
+        m.in = j.at("inputs").get<int>();
+        m.out = j.at("outputs").get<int>();
+        m.w = j.at("w").get<std::vector<double>>();
+        m.b = j.at("b").get<std::vector<double>>();
+        if (m.w.size() != static_cast<std::size_t>(m.in) * static_cast<std::size_t>(m.out) ||
+            m.b.size() != static_cast<std::size_t>(m.out)) {
+          return Error("regressor: linear weights do not match its sizes");
+        }
+        break;
+      }
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return Error(std::string("regressor: ") + e.what());
+  }
+}
+
+}  // namespace corun::surrogate

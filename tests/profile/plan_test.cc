@@ -1,0 +1,125 @@
+// Sampling plans: coverage, determinism, nesting of budgets, feasibility.
+#include "corun/profile/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "corun/catalog/catalog.h"
+
+namespace corun::profile {
+namespace {
+
+Workload load(const std::string& name) {
+  auto w = load_workload(std::string(CORUN_SOURCE_DIR) + "/workloads/" + name,
+                         Catalog::default_catalog());
+  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().what());
+  return std::move(w).value();
+}
+
+TEST(Plan, NamesRoundTrip) {
+  for (const auto& n : plan_names()) {
+    const auto p = parse_plan(n);
+    ASSERT_TRUE(p.has_value()) << n;
+    EXPECT_EQ(to_string(*p), n);
+  }
+  EXPECT_FALSE(parse_plan("meanfeild").has_value());
+}
+
+TEST(Plan, StandaloneVisitsEveryLocalConfigurationOnceAlone) {
+  const Workload w = load("paper-n3.yaml");
+  // 12 (LLM) + 9 + 9 local configurations: linear in N, not 12 x 9 x 9.
+  ASSERT_EQ(plan_size(w, Plan::kStandalone, 0), 30u);
+  const auto samples = plan_samples(w, Plan::kStandalone, 0, 7);
+  std::set<std::pair<std::size_t, std::int32_t>> seen;
+  for (const auto& c : samples) {
+    int running = 0;
+    for (std::size_t m = 0; m < c.size(); ++m) {
+      if (c[m] == kAbsent) continue;
+      ++running;
+      seen.insert({m, c[m]});
+    }
+    EXPECT_EQ(running, 1);
+  }
+  EXPECT_EQ(seen.size(), 30u);
+}
+
+TEST(Plan, SameSeedSamePlanOtherSeedOtherPlan) {
+  const Workload w = load("paper-n4.yaml");
+  for (Plan p : {Plan::kMeanField, Plan::kJoint}) {
+    const auto a = plan_samples(w, p, 50, 3);
+    const auto b = plan_samples(w, p, 50, 3);
+    const auto c = plan_samples(w, p, 50, 4);
+    EXPECT_EQ(a, b) << to_string(p);
+    EXPECT_NE(a, c) << to_string(p);
+  }
+}
+
+TEST(Plan, BudgetsNest) {
+  // The first b samples of a larger plan are the plan of budget b: a campaign extended with a
+  // larger budget, or an evaluation taking budget prefixes, sees the same samples.
+  const Workload w = load("paper-n5.yaml");
+  for (Plan p : {Plan::kMeanField, Plan::kJoint}) {
+    const auto small = plan_samples(w, p, 25, 11);
+    const auto large = plan_samples(w, p, 200, 11);
+    ASSERT_EQ(small.size(), 25u);
+    for (std::size_t i = 0; i < small.size(); ++i) EXPECT_EQ(small[i], large[i]) << i;
+  }
+}
+
+TEST(Plan, MeanFieldVisitsEachLocalConfigurationEvenly) {
+  // paper-n3 fits in VRAM in every joint configuration, so the stratified draw is never
+  // replaced: in the first 36 samples the LLM (12 configurations) sees each 3 times and each
+  // stream (9 configurations) each 4 times.
+  const Workload w = load("paper-n3.yaml");
+  const ConfigSpace space(w);
+  ASSERT_EQ(space.feasible_count(), space.joint_count());
+  const auto samples = plan_samples(w, Plan::kMeanField, 36, 5);
+  for (std::size_t m = 0; m < 3; ++m) {
+    std::map<std::int32_t, int> count;
+    for (const auto& c : samples) ++count[c[m]];
+    const int expected = m == 0 ? 3 : 4;
+    ASSERT_EQ(count.size(), space.local_counts()[m]) << m;
+    for (const auto& [l, n] : count) EXPECT_EQ(n, expected) << "model " << m << " local " << l;
+  }
+  // Joint configurations still vary: the models' permutations are independent.
+  EXPECT_GT(std::set<JointConfig>(samples.begin(), samples.end()).size(), 30u);
+}
+
+TEST(Plan, CoRunPlansOnlyDrawConfigurationsThatFit) {
+  // A 7B FP16 LLM with a long context next to YOLO streams on a 24 GB card: high concurrency
+  // does not fit, so the plans must avoid those joint configurations.
+  const std::string text = R"(
+device: rtx3090
+models:
+  - name: chat
+    model: qwen2.5-7b
+    knobs: {precision: [fp16, awq], request_concurrency: [1, 8, 64]}
+    demand: {rps: 0.5, prompt_tokens: 4096, output_tokens: 512}
+  - name: cam
+    model: yolo11s
+    knobs: {imgsz: [320, 640]}
+    demand: {fps: 30}
+)";
+  auto w = parse_workload(text, "big.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const ConfigSpace space(*w);
+  ASSERT_LT(space.feasible_count(), space.joint_count());
+  ASSERT_GT(space.feasible_count(), 0u);
+  for (Plan p : {Plan::kMeanField, Plan::kJoint}) {
+    for (const auto& c : plan_samples(*w, p, 60, 1)) EXPECT_TRUE(space.fits_vram(c));
+  }
+}
+
+TEST(Plan, MeasurementSeedsDifferPerSampleAndPlan) {
+  std::set<std::uint64_t> seeds;
+  for (Plan p : {Plan::kStandalone, Plan::kMeanField, Plan::kJoint}) {
+    for (std::uint64_t i = 0; i < 100; ++i) seeds.insert(measurement_seed(p, 9, i));
+  }
+  EXPECT_EQ(seeds.size(), 300u);
+  EXPECT_EQ(measurement_seed(Plan::kJoint, 9, 5), measurement_seed(Plan::kJoint, 9, 5));
+}
+
+}  // namespace
+}  // namespace corun::profile

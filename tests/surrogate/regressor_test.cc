@@ -1,0 +1,220 @@
+// Regressors on synthetic data with known answers: ridge recovers coefficients, the MLP learns
+// a nonlinear function, the flat GBDT export predicts exactly what XGBoost predicts, and model
+// JSON round-trips (and malformed JSON is refused).
+#include "corun/surrogate/regressor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "corun/core/rng.h"
+
+namespace corun::surrogate {
+namespace {
+
+// x uniform in [-1, 1]^d; y = f(x).
+template <class F>
+void make_data(std::size_t n, std::size_t d, std::size_t k, std::uint64_t seed, F f, Matrix& x,
+               Matrix& y) {
+  Rng rng(seed);
+  x = Matrix(n, d);
+  y = Matrix(n, k);
+  std::vector<double> row(d), out(k);
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t c = 0; c < d; ++c) row[c] = x.at(r, c) = 2 * rng.uniform() - 1;
+    f(row, out);
+    for (std::size_t c = 0; c < k; ++c) y.at(r, c) = out[c];
+  }
+}
+
+double r2(const Regressor& reg, const Matrix& x, const Matrix& y, std::size_t col) {
+  double mean = 0;
+  for (std::size_t r = 0; r < y.rows; ++r) mean += y.at(r, col);
+  mean /= static_cast<double>(y.rows);
+  double ss_res = 0, ss_tot = 0;
+  for (std::size_t r = 0; r < x.rows; ++r) {
+    const auto p = reg.predict_one(x.row(r));
+    ss_res += (p[col] - y.at(r, col)) * (p[col] - y.at(r, col));
+    ss_tot += (y.at(r, col) - mean) * (y.at(r, col) - mean);
+  }
+  return 1 - ss_res / ss_tot;
+}
+
+TEST(Linear, RecoversTheCoefficientsOfANoiselessPlane) {
+  Matrix x, y;
+  // y0 = 2 x0 - 3 x1 + 0.5; y1 = -x2 + 4.
+  make_data(50, 3, 2, 1, [](const auto& v, auto& o) {
+    o[0] = 2 * v[0] - 3 * v[1] + 0.5;
+    o[1] = -v[2] + 4;
+  }, x, y);
+  const LinearModel m = fit_linear(x, y, 1e-12);
+  EXPECT_NEAR(m.w[0 * 2 + 0], 2, 1e-6);
+  EXPECT_NEAR(m.w[1 * 2 + 0], -3, 1e-6);
+  EXPECT_NEAR(m.w[2 * 2 + 0], 0, 1e-6);
+  EXPECT_NEAR(m.b[0], 0.5, 1e-6);
+  EXPECT_NEAR(m.w[2 * 2 + 1], -1, 1e-6);
+  EXPECT_NEAR(m.b[1], 4, 1e-6);
+}
+
+TEST(Mlp, LearnsANonlinearFunctionALinearModelCannot) {
+  Matrix x, y, xt, yt;
+  const auto f = [](const auto& v, auto& o) { o[0] = std::sin(3 * v[0]) + v[1] * v[1]; };
+  make_data(600, 3, 1, 2, f, x, y);
+  make_data(300, 3, 1, 3, f, xt, yt);
+  RegressorOptions o;
+  auto mlp = Regressor::fit(RegressorKind::kMlp, x, y, o, 7);
+  auto lin = Regressor::fit(RegressorKind::kLinear, x, y, o, 7);
+  ASSERT_TRUE(mlp.ok() && lin.ok());
+  const double r2_mlp = r2(*mlp, xt, yt, 0);
+  const double r2_lin = r2(*lin, xt, yt, 0);
+  EXPECT_GT(r2_mlp, 0.95);
+  EXPECT_GT(r2_mlp, r2_lin + 0.2) << "linear " << r2_lin;
+  // The plain network (no linear skip) learns it too.
+  o.mlp.linear_skip = false;
+  auto plain = Regressor::fit(RegressorKind::kMlp, x, y, o, 7);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->mlp().skip.empty());
+  EXPECT_GT(r2(*plain, xt, yt, 0), 0.9);
+}
+
+TEST(Mlp, SameSeedSameWeightsOtherSeedOtherWeights) {
+  Matrix x, y;
+  make_data(120, 4, 2, 4, [](const auto& v, auto& o) {
+    o[0] = v[0] * v[1];
+    o[1] = std::abs(v[2]) - v[3];
+  }, x, y);
+  MlpOptions o;
+  o.max_steps = 300;
+  const MlpModel a = fit_mlp(x, y, o, 11);
+  const MlpModel b = fit_mlp(x, y, o, 11);
+  const MlpModel c = fit_mlp(x, y, o, 12);
+  EXPECT_EQ(a.w1, b.w1);
+  EXPECT_EQ(a.w3, b.w3);
+  EXPECT_NE(a.w1, c.w1);
+  EXPECT_EQ(a.in, 4);
+  EXPECT_EQ(a.h1, 64);
+  EXPECT_EQ(a.h2, 32);
+  EXPECT_EQ(a.out, 2);
+}
+
+TEST(Mlp, EarlyStoppingFallsBackToTheLinearFitOnPureNoise) {
+  // Targets are a plane plus noise: nothing nonlinear to learn, so the hidden path should add
+  // (almost) nothing to the ridge skip on held-out data.
+  Matrix x, y, xt, yt;
+  Rng noise(5);
+  make_data(80, 3, 1, 5, [&](const auto& v, auto& o) { o[0] = v[0] + 0.3 * noise.normal(); },
+            x, y);
+  make_data(400, 3, 1, 6, [](const auto& v, auto& o) { o[0] = v[0]; }, xt, yt);
+  RegressorOptions o;
+  auto mlp = Regressor::fit(RegressorKind::kMlp, x, y, o, 3);
+  auto lin = Regressor::fit(RegressorKind::kLinear, x, y, o, 3);
+  ASSERT_TRUE(mlp.ok() && lin.ok());
+  EXPECT_GT(r2(*mlp, xt, yt, 0), r2(*lin, xt, yt, 0) - 0.05);
+}
+
+TEST(Gbdt, FlatExportPredictsWhatXgboostPredicts) {
+  Matrix x, y, xt, yt;
+  const auto f = [](const auto& v, auto& o) {
+    o[0] = v[0] > 0.2 ? 3 * v[1] : -v[2];
+    o[1] = v[0] * v[0];
+  };
+  make_data(300, 4, 2, 8, f, x, y);
+  make_data(100, 4, 2, 9, f, xt, yt);
+  xt.at(0, 1) = NAN;  // missing values follow XGBoost's default direction
+  GbdtOptions o;
+  o.rounds = 60;
+  auto model = fit_gbdt(x, y, o, 21);
+  ASSERT_TRUE(model.ok()) << model.error().what();
+  auto ref = xgboost_reference_predict(x, y, xt, o, 21);
+  ASSERT_TRUE(ref.ok()) << ref.error().what();
+  Regressor reg;
+  auto back = Regressor::from_json({{"kind", "gbdt"},
+                                    {"inputs", model->in},
+                                    {"outputs", model->out},
+                                    {"base_score", model->base_score},
+                                    {"tree_begin", model->tree_begin},
+                                    {"output_tree_begin", model->output_tree_begin},
+                                    {"feature", model->feature},
+                                    {"threshold", model->threshold},
+                                    {"left", model->left},
+                                    {"right", model->right},
+                                    {"default_left", model->default_left}});
+  ASSERT_TRUE(back.ok()) << back.error().what();
+  std::vector<float> xf(xt.data.begin(), xt.data.end()), out(xt.rows * 2);
+  RegressorScratch scratch;
+  back->predict(xf.data(), xt.rows, out.data(), scratch);
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], (*ref)[i], 1e-5) << i;
+  EXPECT_EQ(model->output_tree_begin.back(), 2 * o.rounds);
+}
+
+TEST(Regressor, JsonRoundTripPredictsIdentically) {
+  Matrix x, y;
+  make_data(100, 3, 2, 10, [](const auto& v, auto& o) {
+    o[0] = v[0] - v[1] * v[2];
+    o[1] = std::cos(v[0]);
+  }, x, y);
+  RegressorOptions o;
+  o.mlp.max_steps = 200;
+  o.gbdt.rounds = 30;
+  for (auto kind : {RegressorKind::kMlp, RegressorKind::kGbdt, RegressorKind::kLinear}) {
+    auto reg = Regressor::fit(kind, x, y, o, 4);
+    ASSERT_TRUE(reg.ok());
+    // Through text, as in a model file.
+    auto back = Regressor::from_json(nlohmann::json::parse(reg->to_json().dump()));
+    ASSERT_TRUE(back.ok()) << back.error().what();
+    EXPECT_EQ(back->kind(), kind);
+    for (std::size_t r = 0; r < 10; ++r) {
+      EXPECT_EQ(reg->predict_one(x.row(r)), back->predict_one(x.row(r))) << to_string(kind);
+    }
+  }
+}
+
+TEST(Regressor, MalformedJsonIsRefused) {
+  EXPECT_FALSE(Regressor::from_json({{"kind", "forest"}}).ok());
+  EXPECT_FALSE(Regressor::from_json({{"kind", "mlp"}, {"layers", {2, 1, 1, 1}}}).ok());
+  EXPECT_FALSE(Regressor::from_json({{"kind", "mlp"},
+                                     {"layers", {2, 1, 1, 1}},
+                                     {"w1", {1.0}},  // should hold 2 weights
+                                     {"b1", {0.0}},
+                                     {"w2", {1.0}},
+                                     {"b2", {0.0}},
+                                     {"w3", {1.0}},
+                                     {"b3", {0.0}}})
+                   .ok());
+  EXPECT_FALSE(Regressor::from_json({{"kind", "linear"}, {"inputs", 2}, {"outputs", 1},
+                                     {"w", {1.0}}, {"b", {0.0}}})
+                   .ok());
+  // A tree whose right child points back at its root would make prediction loop forever.
+  const nlohmann::json cyclic = {{"kind", "gbdt"},        {"inputs", 1},
+                                 {"outputs", 1},          {"base_score", {0.0}},
+                                 {"tree_begin", {0}},     {"output_tree_begin", {0, 1}},
+                                 {"feature", {0, -1}},    {"threshold", {0.5, 1.0}},
+                                 {"left", {1, -1}},       {"right", {0, -1}},
+                                 {"default_left", {1, 0}}};
+  EXPECT_FALSE(Regressor::from_json(cyclic).ok());
+  nlohmann::json fine = cyclic;
+  fine["feature"] = {0, -1, -1};
+  fine["threshold"] = {0.5, 1.0, 2.0};
+  fine["left"] = {1, -1, -1};
+  fine["right"] = {2, -1, -1};
+  fine["default_left"] = {1, 0, 0};
+  auto ok = Regressor::from_json(fine);
+  ASSERT_TRUE(ok.ok()) << ok.error().what();
+  // x < 0.5 goes left (leaf 1.0), else right (leaf 2.0); NaN follows default_left.
+  EXPECT_EQ(ok->predict_one(std::vector<double>{0.2})[0], 1.0);
+  EXPECT_EQ(ok->predict_one(std::vector<double>{0.7})[0], 2.0);
+  EXPECT_EQ(ok->predict_one(std::vector<double>{NAN})[0], 1.0);
+}
+
+TEST(Regressor, NamesRoundTrip) {
+  for (const auto& n : regressor_names()) {
+    const auto k = parse_regressor(n);
+    ASSERT_TRUE(k.has_value());
+    EXPECT_EQ(to_string(*k), n);
+  }
+  EXPECT_FALSE(parse_regressor("xgb").has_value());
+}
+
+}  // namespace
+}  // namespace corun::surrogate

@@ -1,0 +1,187 @@
+// From a dataset to a model file and a prediction: load_training_data, and the `corun fit` /
+// `corun predict` / `corun profile` verbs end to end (exit codes, messages, JSON).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/atomic_file.h"
+#include "corun/profile/campaign.h"
+#include "corun/surrogate/training.h"
+
+namespace corun::surrogate {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir() {
+  const fs::path d = fs::temp_directory_path() /
+                     ("corun_training_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+CliRun corun(const std::string& args) {
+  const fs::path err = temp_dir() / "stderr.txt";
+  const std::string cmd = std::string(CORUN_BINARY) + " " + args + " 2>" + err.string();
+  CliRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+const std::string kN2 = std::string(CORUN_SOURCE_DIR) + "/workloads/paper-n2.yaml";
+const std::string kN3 = std::string(CORUN_SOURCE_DIR) + "/workloads/paper-n3.yaml";
+
+TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
+  const fs::path db = temp_dir() / "training.db";
+  fs::remove(db);
+  auto w = load_workload(kN2, Catalog::default_catalog());
+  ASSERT_TRUE(w.ok());
+  auto text = read_file(kN2);
+  auto tb = make_testbed("sim");
+  auto ds = profile::Dataset::open(db, profile::Dataset::Mode::kCreate);
+  ASSERT_TRUE(ds.ok());
+  // Co-run samples only: MeanField needs the standalone profile; the joint surrogate does not.
+  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {profile::Plan::kJoint, 1, "sim", 10},
+                                    15, nullptr)
+                  .ok());
+  auto missing = load_training_data(*ds, Catalog::default_catalog(), "", true);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().what().find("no standalone campaign"), std::string::npos);
+  auto joint_only = load_training_data(*ds, Catalog::default_catalog(), "", false);
+  ASSERT_TRUE(joint_only.ok()) << joint_only.error().what();
+  EXPECT_EQ(joint_only->standalone.measurements(), 0u);
+
+  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb,
+                                    {profile::Plan::kStandalone, 1, "sim", 10}, 2, nullptr)
+                  .ok());
+  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb,
+                                    {profile::Plan::kMeanField, 1, "sim", 10}, 25, nullptr)
+                  .ok());
+  auto data = load_training_data(*ds, Catalog::default_catalog(), "", true);
+  ASSERT_TRUE(data.ok()) << data.error().what();
+  EXPECT_EQ(data->workload.hash, w->hash);
+  EXPECT_EQ(data->workload.models.size(), 2u);
+  EXPECT_EQ(data->corun.size(), 40u);  // 15 joint + 25 meanfield
+  EXPECT_EQ(data->standalone.measurements(), 2u * 21);
+  EXPECT_EQ(data->provenance.testbed, "sim");
+  EXPECT_EQ(data->provenance.device, "rtx3090");
+
+  // A second workload in the same file makes the choice explicit.
+  auto w3 = load_workload(kN3, Catalog::default_catalog());
+  auto text3 = read_file(kN3);
+  ASSERT_TRUE(profile::run_campaign(*ds, *w3, *text3, **tb,
+                                    {profile::Plan::kJoint, 1, "sim", 10}, 3, nullptr)
+                  .ok());
+  auto ambiguous = load_training_data(*ds, Catalog::default_catalog(), "", true);
+  ASSERT_FALSE(ambiguous.ok());
+  EXPECT_NE(ambiguous.error().what().find("--workload-hash"), std::string::npos);
+  EXPECT_TRUE(load_training_data(*ds, Catalog::default_catalog(), w->hash, true).ok());
+}
+
+TEST(Cli, ProfileFitPredictEndToEnd) {
+  const fs::path dir = temp_dir();
+  const std::string db = (dir / "cli.db").string();
+  const std::string model = (dir / "model.json").string();
+  fs::remove(db);
+  CliRun r = corun("profile " + kN2 + " --plan standalone --repeats 2 --out " + db + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["total"], 42);
+  EXPECT_EQ(j["measured"], 42);
+  // Not a terminal: plain progress lines, no carriage returns.
+  EXPECT_NE(r.err.find("profile standalone: 42/42 done"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  r = corun("profile " + kN2 + " --plan meanfield --budget 30 --out " + db + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Rerunning measures nothing new.
+  r = corun("profile " + kN2 + " --plan meanfield --budget 30 --out " + db + " --json --quiet");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["measured"], 0);
+
+  r = corun("fit " + db + " --surrogate meanfield --regressor gbdt --out " + model + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["corun_samples"], 30);
+  ASSERT_TRUE(fs::exists(model));
+
+  r = corun("predict " + model + " " + kN2 +
+            " --config chat.precision=awq,chat.request_concurrency=4,cam0.imgsz=640 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["surrogate"], "meanfield");
+  EXPECT_EQ(j["regressor"], "gbdt");
+  ASSERT_EQ(j["models"].size(), 2u);
+  EXPECT_EQ(j["models"][0]["config"], "precision=awq,request_concurrency=4,prefill_chunk=512");
+  const double ttft = j["models"][0]["ttft_ms_p95"];
+  EXPECT_GT(ttft, 0);
+  const double tpot = j["models"][0]["tpot_ms_p95"];
+  const double tpot_upper = j["models"][0]["tpot_ms_p95_upper95"];
+  const double latency = j["models"][1]["latency_ms_p95"];
+  EXPECT_GT(tpot_upper, tpot * 0.999);
+  EXPECT_GT(latency, 0);
+  EXPECT_TRUE(j["models"][1]["ttft_ms_p95"].is_null() || !j["models"][1].contains("ttft_ms_p95"));
+
+  // One model alone: the other is absent from the output.
+  r = corun("predict " + model + " " + kN2 + " --models cam0 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["models"].size(), 1u);
+}
+
+TEST(Cli, BadInputExitsWithCode2AndNamesTheField) {
+  const fs::path dir = temp_dir();
+  const std::string db = (dir / "bad.db").string();
+  fs::remove(db);
+  CliRun r = corun("profile " + kN2 + " --plan meanfeild --budget 3 --out " + db);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("did you mean 'meanfield'"), std::string::npos) << r.err;
+  r = corun("profile " + kN2 + " --plan joint --out " + db);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--budget"), std::string::npos) << r.err;
+  r = corun("profile " + kN2 + " --plan joint --budget 5 --out " + db + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = corun("fit " + db + " --surrogate meanfield --out " + (dir / "m.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no standalone campaign"), std::string::npos) << r.err;
+  r = corun("fit " + db + " --surrogate joint --regressor svm --out " + (dir / "m.json").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--regressor"), std::string::npos) << r.err;
+  r = corun("fit " + db + " --surrogate joint --regressor linear --out " +
+            (dir / "m.json").string() + " --folds 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // A model fitted for paper-n2 does not apply to paper-n3.
+  r = corun("predict " + (dir / "m.json").string() + " " + kN3);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("2 models"), std::string::npos) << r.err;
+  r = corun("predict " + (dir / "m.json").string() + " " + kN2 + " --config cam0.imgsz=999");
+  EXPECT_EQ(r.code, 2);
+  std::ofstream(dir / "garbage.json") << "{\"kind\": \"corun-surrogate\", \"schema_version\": 1}";
+  r = corun("predict " + (dir / "garbage.json").string() + " " + kN2);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("garbage.json"), std::string::npos) << r.err;
+  r = corun("fit " + (dir / "nothing.db").string() + " --out " + (dir / "m2.json").string());
+  EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace
+}  // namespace corun::surrogate
