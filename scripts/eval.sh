@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# `make eval`: reproduces the result documents under docs/results/ from the simulator.
-# Each evaluation prints its JSON rows to out/eval/ and rewrites its Markdown document.
+# `make eval`: reruns the evaluations behind docs/results/ on the simulator and keeps their JSON
+# under out/eval/ (deterministic: the same commands print the same numbers as the documents).
 set -euo pipefail
 corun=${1:-build/dev/corun}
 mkdir -p out/eval
-ran=0
-if "$corun" eval placement --help >/dev/null 2>&1; then
-  echo "== eval placement (docs/results/placement.md)"
-  "$corun" eval placement workloads/tools --json --markdown docs/results/placement.md \
-    >out/eval/placement.json
-  ran=$((ran + 1))
-fi
-echo "eval: $ran evaluation(s) reproduced; JSON in out/eval/"
+echo "== eval placement: 13 scenarios (docs/results/placement.md)"
+"$corun" eval placement workloads/tools --json >out/eval/placement.json
+echo "== eval placement: 100 generated scenarios"
+"$corun" eval placement --random 100 --random-seed 1000 --threads 2 --json \
+  >out/eval/placement-random.json
+echo "== tools profile"
+"$corun" tools profile --json >out/eval/tools-profile.json
+echo "eval: JSON in out/eval/"
