@@ -11,4 +11,7 @@ echo "== eval placement: 100 generated scenarios"
   >out/eval/placement-random.json
 echo "== tools profile"
 "$corun" tools profile --json >out/eval/tools-profile.json
+echo "== eval surrogate: MeanField vs joint and pairwise, N = 2..6 (docs/results/surrogate.md)"
+"$corun" eval surrogate workloads/paper-n6.yaml workloads/mix-l4.yaml workloads/mix-a100.yaml \
+  --n 2..6 --seeds 3 --json --markdown docs/results/surrogate.md >out/eval/surrogate.json
 echo "eval: JSON in out/eval/"

@@ -131,9 +131,8 @@ const bool registered = register_command({
           auto w = load_workload_file(file, f->catalog);
           if (!w) return report_error(w.error());
           if (w->models.size() < range->second) {
-            return report_error(Error("--n: " + file + " has " +
-                                      std::to_string(w->models.size()) + " models, fewer than " +
-                                      std::to_string(range->second)));
+            return report_error(Error("--n: " + file + " has " + std::to_string(w->models.size()) +
+                                      " models, fewer than " + std::to_string(range->second)));
           }
           workloads.push_back(std::move(*w));
         }
@@ -149,12 +148,12 @@ const bool registered = register_command({
         o.window_s = f->window_s;
         o.surrogates = *surrogates;
         o.onboarding = !f->no_onboarding;
-        o.threads = f->threads > 0 ? f->threads
-                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        o.threads = f->threads > 0
+                        ? f->threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         std::vector<eval::SurrogateEvalReport> reports;
         for (const auto& w : workloads) {
-          const std::size_t tasks =
-              (o.n_max - o.n_min + 1) * static_cast<std::size_t>(o.seeds);
+          const std::size_t tasks = (o.n_max - o.n_min + 1) * static_cast<std::size_t>(o.seeds);
           profile::Progress progress(f->quiet ? nullptr : stderr, ::isatty(::fileno(stderr)) != 0,
                                      "eval surrogate " + w.file, tasks, 0);
           auto rep = eval::evaluate_surrogates(w, **testbed, o, &progress);
@@ -167,9 +166,9 @@ const bool registered = register_command({
           std::error_code ec;
           if (!md.parent_path().empty()) std::filesystem::create_directories(md.parent_path(), ec);
           if (ec) {
-            return report_error(Error("--markdown: cannot create " +
-                                          md.parent_path().string() + ": " + ec.message(),
-                                      Error::Kind::kIo));
+            return report_error(Error(
+                "--markdown: cannot create " + md.parent_path().string() + ": " + ec.message(),
+                Error::Kind::kIo));
           }
           // Everything that changes a number, so that the document says how to reproduce it.
           std::string command = "corun eval surrogate";
@@ -177,8 +176,8 @@ const bool registered = register_command({
           command += " --n " + f->n + " --seeds " + std::to_string(f->seeds) + " --budgets " +
                      f->budgets + " --heldout " + std::to_string(f->heldout) +
                      " --heldout-repeats " + std::to_string(f->heldout_repeats) +
-                     " --standalone-repeats " + std::to_string(f->standalone_repeats) +
-                     " --seed " + std::to_string(f->seed) + " --window " + format_number(f->window_s) +
+                     " --standalone-repeats " + std::to_string(f->standalone_repeats) + " --seed " +
+                     std::to_string(f->seed) + " --window " + format_number(f->window_s) +
                      " --surrogates " + f->surrogates +
                      (f->no_onboarding ? " --no-onboarding" : "") + " --markdown " + f->markdown;
           for (const auto& r : reports) {
@@ -230,10 +229,11 @@ const bool registered = register_command({
                         c.r2_pooled, c.r2_macro);
           }
           for (const auto& ob : r.onboarding) {
-            std::printf("onboarding N=%zu %s: R2 %.3f MAPE %.1f%% (standalone only: R2 %.3f MAPE "
-                        "%.1f%%; co-run-trained MeanField R2 %.3f)\n",
-                        ob.n, ob.model.c_str(), ob.r2, ob.mape, ob.r2_standalone_only,
-                        ob.mape_standalone_only, ob.r2_reference);
+            std::printf(
+                "onboarding N=%zu %s: R2 %.3f MAPE %.1f%% (standalone only: R2 %.3f MAPE "
+                "%.1f%%; co-run-trained MeanField R2 %.3f)\n",
+                ob.n, ob.model.c_str(), ob.r2, ob.mape, ob.r2_standalone_only,
+                ob.mape_standalone_only, ob.r2_reference);
           }
         }
         return kExitOk;

@@ -15,7 +15,7 @@ const bool registered = register_command({
     [](CLI::App& sub) {
       struct Flags {
         std::string dataset, surrogate = "meanfield", regressor = "mlp", out, catalog,
-                                     workload_hash;
+                             workload_hash;
         std::uint64_t seed = 1;
         int folds = 5;
         bool json = false;
@@ -59,8 +59,8 @@ const bool registered = register_command({
         options.seed = f->seed;
         options.calibration_folds = f->folds;
         data->provenance.seed = f->seed;
-        auto s = surrogate::Surrogate::fit(data->workload, data->standalone, data->corun,
-                                           options, data->provenance);
+        auto s = surrogate::Surrogate::fit(data->workload, data->standalone, data->corun, options,
+                                           data->provenance);
         if (!s) return report_error(s.error());
         if (auto st = s->save(f->out); !st.ok()) return report_error(st.error());
         nlohmann::json heads = nlohmann::json::array();
@@ -75,15 +75,15 @@ const bool registered = register_command({
           }
         }
         if (f->json) {
-          std::printf("%s\n", nlohmann::json({{"model_file", f->out},
-                                              {"surrogate", f->surrogate},
-                                              {"regressor", f->regressor},
-                                              {"corun_samples", data->corun.size()},
-                                              {"standalone_measurements",
-                                               data->standalone.measurements()},
-                                              {"heads", heads}})
-                                  .dump()
-                                  .c_str());
+          std::printf("%s\n",
+                      nlohmann::json({{"model_file", f->out},
+                                      {"surrogate", f->surrogate},
+                                      {"regressor", f->regressor},
+                                      {"corun_samples", data->corun.size()},
+                                      {"standalone_measurements", data->standalone.measurements()},
+                                      {"heads", heads}})
+                          .dump()
+                          .c_str());
           return kExitOk;
         }
         std::printf("fitted %s/%s on %zu co-run samples and %zu standalone measurements -> %s\n",

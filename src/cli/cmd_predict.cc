@@ -63,14 +63,14 @@ const bool registered = register_command({
           models.push_back(std::move(jm));
         }
         if (f->json) {
-          std::printf("%s\n", nlohmann::json({{"surrogate", surrogate::to_string(s->kind())},
-                                              {"regressor",
-                                               surrogate::to_string(s->regressor_kind())},
-                                              {"testbed", s->provenance().testbed},
-                                              {"device", s->provenance().device},
-                                              {"models", models}})
-                                  .dump()
-                                  .c_str());
+          std::printf("%s\n",
+                      nlohmann::json({{"surrogate", surrogate::to_string(s->kind())},
+                                      {"regressor", surrogate::to_string(s->regressor_kind())},
+                                      {"testbed", s->provenance().testbed},
+                                      {"device", s->provenance().device},
+                                      {"models", models}})
+                          .dump()
+                          .c_str());
         } else {
           std::printf("%s", t.render().c_str());
         }

@@ -54,11 +54,11 @@ const bool registered = register_command({
                                     " plan needs --budget K (joint configurations, K >= 1)"));
         }
         if (*plan == profile::Plan::kStandalone && f->budget != 0) {
-          return report_error(Error("--budget: the standalone plan measures every local "
-                                    "configuration; use --repeats R for R passes"));
+          return report_error(
+              Error("--budget: the standalone plan measures every local "
+                    "configuration; use --repeats R for R passes"));
         }
-        const std::uint64_t budget =
-            *plan == profile::Plan::kStandalone ? f->repeats : f->budget;
+        const std::uint64_t budget = *plan == profile::Plan::kStandalone ? f->repeats : f->budget;
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
         auto text = read_file(f->file);
@@ -80,10 +80,9 @@ const bool registered = register_command({
           }
         }
         const bool terminal = ::isatty(::fileno(stderr)) != 0;
-        profile::Progress progress(f->quiet ? nullptr : stderr, terminal,
-                                   "profile " + f->plan, total, stored_before);
-        auto report = profile::run_campaign(*ds, *w, *text, **testbed, spec, budget,
-                                            &progress);
+        profile::Progress progress(f->quiet ? nullptr : stderr, terminal, "profile " + f->plan,
+                                   total, stored_before);
+        auto report = profile::run_campaign(*ds, *w, *text, **testbed, spec, budget, &progress);
         if (!report) return report_error(report.error());
         if (f->json) {
           nlohmann::json j = {{"dataset", f->out},
@@ -99,14 +98,15 @@ const bool registered = register_command({
                               {"failed", report->failed}};
           std::printf("%s\n", j.dump().c_str());
         } else {
-          std::printf("campaign %lld (%s, seed %llu, %s/%s): %llu samples, %llu already stored, "
-                      "%llu measured, %llu failed -> %s\n",
-                      static_cast<long long>(report->campaign), f->plan.c_str(),
-                      static_cast<unsigned long long>(f->seed), f->testbed.c_str(),
-                      w->device.name.c_str(), static_cast<unsigned long long>(report->total),
-                      static_cast<unsigned long long>(report->already_stored),
-                      static_cast<unsigned long long>(report->measured),
-                      static_cast<unsigned long long>(report->failed), f->out.c_str());
+          std::printf(
+              "campaign %lld (%s, seed %llu, %s/%s): %llu samples, %llu already stored, "
+              "%llu measured, %llu failed -> %s\n",
+              static_cast<long long>(report->campaign), f->plan.c_str(),
+              static_cast<unsigned long long>(f->seed), f->testbed.c_str(), w->device.name.c_str(),
+              static_cast<unsigned long long>(report->total),
+              static_cast<unsigned long long>(report->already_stored),
+              static_cast<unsigned long long>(report->measured),
+              static_cast<unsigned long long>(report->failed), f->out.c_str());
         }
         return kExitOk;
       });

@@ -1,13 +1,12 @@
 #include "corun/eval/surrogate_eval.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "corun/core/rng.h"
@@ -27,9 +26,9 @@ using surrogate::Surrogate;
 using surrogate::SurrogateKind;
 using surrogate::Target;
 
-constexpr std::uint64_t kHeldOutStream = 0x48454c44ULL;   // "HELD"
-constexpr std::uint64_t kFitStream = 0x464954ULL;         // "FIT"
-constexpr std::uint64_t kOnboardStream = 0x4f4e424fULL;   // "ONBO"
+constexpr std::uint64_t kHeldOutStream = 0x48454c44ULL;  // "HELD"
+constexpr std::uint64_t kFitStream = 0x464954ULL;        // "FIT"
+constexpr std::uint64_t kOnboardStream = 0x4f4e424fULL;  // "ONBO"
 constexpr int kCoverageMultiplier = 20;  // the budget at which the error model is calibrated
 constexpr double kR2Goal = 0.95;
 constexpr double kMacroGoal = 0.90;
@@ -118,10 +117,11 @@ Scores score_predictions(const Workload& w, const std::vector<HeldOut>& heldout,
         const double p = static_cast<double>(pred[at]);
         if (!std::isfinite(truth) || !std::isfinite(p) || p <= 0) continue;
         const bool covered =
-            upper95 != nullptr && truth <= p * static_cast<double>((*upper95)[m * kTargetCount +
-                                                                   static_cast<std::size_t>(t)]);
-        (surrogate::is_latency(t) ? lat : thr).push_back({m, t, std::log(truth), std::log(p),
-                                                          covered});
+            upper95 != nullptr &&
+            truth <=
+                p * static_cast<double>((*upper95)[m * kTargetCount + static_cast<std::size_t>(t)]);
+        (surrogate::is_latency(t) ? lat : thr)
+            .push_back({m, t, std::log(truth), std::log(p), covered});
       }
     }
   }
@@ -279,17 +279,15 @@ TaskResult run_task(const Workload& full, const Testbed& testbed, const Surrogat
   bool need_mf = o.onboarding, need_joint = false;
   for (const auto& s : o.surrogates) {
     (s.kind == SurrogateKind::kMeanField || s.kind == SurrogateKind::kCrossModel ? need_mf
-                                                                                  : need_joint) =
+                                                                                 : need_joint) =
         true;
   }
   std::vector<profile::SampleRecord> mf, joint;
   if (need_mf) {
-    mf = profile::measure_plan(w, testbed, profile::Plan::kMeanField, max_budget, seed,
-                               o.window_s);
+    mf = profile::measure_plan(w, testbed, profile::Plan::kMeanField, max_budget, seed, o.window_s);
   }
   if (need_joint) {
-    joint = profile::measure_plan(w, testbed, profile::Plan::kJoint, max_budget, seed,
-                                  o.window_s);
+    joint = profile::measure_plan(w, testbed, profile::Plan::kJoint, max_budget, seed, o.window_s);
   }
   // Held-out: uniform random feasible joint configurations from their own plan seed, each
   // measured `heldout_repeats` times with independent noise.
@@ -301,9 +299,9 @@ TaskResult run_task(const Workload& full, const Testbed& testbed, const Surrogat
       HeldOut h;
       h.config = profile::plan_sample(w, space, profile::Plan::kJoint, hseed, i);
       for (int rep = 0; rep < o.heldout_repeats; ++rep) {
-        const std::uint64_t mseed = derive_seed(
-            profile::measurement_seed(profile::Plan::kJoint, hseed, i),
-            {static_cast<std::uint64_t>(rep)});
+        const std::uint64_t mseed =
+            derive_seed(profile::measurement_seed(profile::Plan::kJoint, hseed, i),
+                        {static_cast<std::uint64_t>(rep)});
         h.repeats.push_back(testbed.measure(w, h.config, {o.window_s, mseed}));
       }
       heldout.push_back(std::move(h));
@@ -325,12 +323,13 @@ TaskResult run_task(const Workload& full, const Testbed& testbed, const Surrogat
       fit.seed = derive_seed(seed, {kFitStream, k, budget});
       fit.calibration_folds =
           spec.kind == SurrogateKind::kMeanField && mult == kCoverageMultiplier ? 5 : 0;
-      auto s = fit_and_score(w, *table, take(pool, budget), heldout, fit,
-                             std::string(testbed.name()));
+      auto s =
+          fit_and_score(w, *table, take(pool, budget), heldout, fit, std::string(testbed.name()));
       if (!s) {
-        r.error = s.error().wrap(std::string(surrogate::to_string(spec.kind)) + "/" +
-                                 std::string(surrogate::to_string(spec.regressor)) +
-                                 " at budget " + std::to_string(budget))
+        r.error = s.error()
+                      .wrap(std::string(surrogate::to_string(spec.kind)) + "/" +
+                            std::string(surrogate::to_string(spec.regressor)) + " at budget " +
+                            std::to_string(budget))
                       .what();
         return r;
       }
@@ -728,8 +727,8 @@ std::string f1(double v) {
 
 }  // namespace
 
-std::string to_markdown(const std::vector<SurrogateEvalReport>& reports,
-                        const std::string& command, const std::string& svg_prefix) {
+std::string to_markdown(const std::vector<SurrogateEvalReport>& reports, const std::string& command,
+                        const std::string& svg_prefix) {
   std::string md;
   md += "# Surrogate accuracy: MeanField vs joint and pairwise baselines\n\n";
   md += "<!-- Generated by `" + command + "` (corun " + std::string(version()) + ", " +
@@ -770,11 +769,11 @@ std::string to_markdown(const std::vector<SurrogateEvalReport>& reports,
   for (const auto& r : reports) {
     const std::string stem = svg_prefix + "-" + r.workload;
     md += "## " + r.workload + " (" + r.device + ", testbed " + r.testbed + ")\n\n";
-    md += "Models: " + join(r.model_names, ", ") + ". Per (N, seed): " +
-          std::to_string(r.heldout) + " held-out configurations × " +
-          std::to_string(r.heldout_repeats) + " measurements; standalone profile in " +
-          std::to_string(r.standalone_repeats) + " passes. Workload hash " + r.workload_hash +
-          ", base seed " + std::to_string(r.seed) + ".\n\n";
+    md += "Models: " + join(r.model_names, ", ") + ". Per (N, seed): " + std::to_string(r.heldout) +
+          " held-out configurations × " + std::to_string(r.heldout_repeats) +
+          " measurements; standalone profile in " + std::to_string(r.standalone_repeats) +
+          " passes. Workload hash " + r.workload_hash + ", base seed " + std::to_string(r.seed) +
+          ".\n\n";
     // The acceptance summary is computed from the rows below, not written by hand.
     {
       double min_pooled = 1, min_macro = 1;
@@ -793,8 +792,8 @@ std::string to_markdown(const std::vector<SurrogateEvalReport>& reports,
       }
       if (any) {
         md += "**MeanField MLP at 20·N co-run measurements:** lowest pooled R² over N = " +
-              f3(min_pooled) + ", lowest macro R² = " + f3(min_macro) + " (N = " +
-              std::to_string(worst_n) + ").\n\n";
+              f3(min_pooled) + ", lowest macro R² = " + f3(min_macro) +
+              " (N = " + std::to_string(worst_n) + ").\n\n";
       }
     }
     if (!r.ceilings.empty()) {
@@ -842,8 +841,9 @@ std::string to_markdown(const std::vector<SurrogateEvalReport>& reports,
     md += "\n![budget needed vs N](" + stem + "-budget.svg)\n\n";
     md += "![R² vs budget](" + stem + "-r2.svg)\n\n";
     md += "### All rows (mean over seeds)\n\n";
-    md += "| N | surrogate | regressor | budget | standalone | r2_pooled | r2_macro | "
-          "r2_pooled_1 | r2_macro_1 | mape % | r2_thr | cov95 | per-model R² |\n";
+    md +=
+        "| N | surrogate | regressor | budget | standalone | r2_pooled | r2_macro | "
+        "r2_pooled_1 | r2_macro_1 | mape % | r2_thr | cov95 | per-model R² |\n";
     md += "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& row : r.rows) {
       std::vector<std::string> pm;
@@ -853,22 +853,25 @@ std::string to_markdown(const std::vector<SurrogateEvalReport>& reports,
       md += "| " + std::to_string(row.n) + " | " + row.surrogate + " | " + row.regressor + " | " +
             std::to_string(row.budget) + " (" + std::to_string(row.budget_multiplier) + "·N) | " +
             std::to_string(row.standalone_measurements) + " | " + f3(row.r2_pooled) + " | " +
-            f3(row.r2_macro) + " | " + f3(row.r2_pooled_single) + " | " +
-            f3(row.r2_macro_single) + " | " + f1(row.mape) + " | " + f3(row.r2_throughput) + " | " +
-            f3(row.coverage95) + " | " + join(pm, ", ") + " |\n";
+            f3(row.r2_macro) + " | " + f3(row.r2_pooled_single) + " | " + f3(row.r2_macro_single) +
+            " | " + f1(row.mape) + " | " + f3(row.r2_throughput) + " | " + f3(row.coverage95) +
+            " | " + join(pm, ", ") + " |\n";
     }
     if (!r.onboarding.empty()) {
       md += "\n### Onboarding a model profiled only standalone\n\n";
-      md += "The last model of each prefix is never co-run during training (the co-run "
-            "campaign runs without it); the cross-model MeanField variant — one shared " +
-            r.onboarding_regressor +
-            " over every model and target, with model descriptors (family, parameters, weight "
-            "bytes) and standalone-profile features instead of knobs — predicts it from its "
-            "standalone profile. Reference: the per-model MeanField MLP trained with that model co-run "
-            "at the same budget. Naive: the standalone profile itself as the prediction (no "
-            "interference), the floor a cross-model variant must beat.\n\n";
-      md += "| N | new model | co-run budget | R² new model | MAPE % | R² naive | MAPE % naive | "
-            "R² reference | R² others (macro) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
+      md +=
+          "The last model of each prefix is never co-run during training (the co-run "
+          "campaign runs without it); the cross-model MeanField variant — one shared " +
+          r.onboarding_regressor +
+          " over every model and target, with model descriptors (family, parameters, weight "
+          "bytes) and standalone-profile features instead of knobs — predicts it from its "
+          "standalone profile. Reference: the per-model MeanField MLP trained with that model "
+          "co-run "
+          "at the same budget. Naive: the standalone profile itself as the prediction (no "
+          "interference), the floor a cross-model variant must beat.\n\n";
+      md +=
+          "| N | new model | co-run budget | R² new model | MAPE % | R² naive | MAPE % naive | "
+          "R² reference | R² others (macro) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
       for (const auto& o : r.onboarding) {
         md += "| " + std::to_string(o.n) + " | " + o.model + " | " + std::to_string(o.budget) +
               " | " + f3(o.r2) + " | " + f1(o.mape) + " | " + f3(o.r2_standalone_only) + " | " +

@@ -108,8 +108,8 @@ std::string SvgPlot::render() const {
 
   std::string o;
   o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) +
-       "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) +
-       " " + std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+       "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) + " " +
+       std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   o += "<text x=\"" + num(left + pw / 2) + "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">" +
        escape(title) + "</text>\n";
@@ -129,8 +129,8 @@ std::string SvgPlot::render() const {
   for (double t : xt) {
     o += "<line x1=\"" + num(fx(t)) + "\" y1=\"" + num(top + ph) + "\" x2=\"" + num(fx(t)) +
          "\" y2=\"" + num(top + ph + 5) + "\" stroke=\"#444\"/>";
-    o += "<text x=\"" + num(fx(t)) + "\" y=\"" + num(top + ph + 18) +
-         "\" text-anchor=\"middle\">" + tick_label(t) + "</text>\n";
+    o += "<text x=\"" + num(fx(t)) + "\" y=\"" + num(top + ph + 18) + "\" text-anchor=\"middle\">" +
+         tick_label(t) + "</text>\n";
   }
   for (double t : nice_ticks(y_lo, y_hi)) {
     o += "<line x1=\"" + num(left - 5) + "\" y1=\"" + num(fy(t)) + "\" x2=\"" + num(left + pw) +

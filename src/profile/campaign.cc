@@ -15,8 +15,7 @@ SampleRecord measure_sample(const Workload& w, const ConfigSpace& space, const T
 }
 
 std::vector<SampleRecord> measure_plan(const Workload& w, const Testbed& testbed, Plan plan,
-                                       std::uint64_t budget, std::uint64_t seed,
-                                       double window_s) {
+                                       std::uint64_t budget, std::uint64_t seed, double window_s) {
   const ConfigSpace space(w);
   const std::uint64_t size = plan_size(w, plan, budget);
   std::vector<SampleRecord> out;
@@ -58,8 +57,8 @@ Result<CampaignReport> run_campaign(Dataset& dataset, const Workload& w,
   std::uint64_t done = report.already_stored;
   for (std::uint64_t i = 0; i < report.total; ++i) {
     if (have[i]) continue;
-    const SampleRecord r = measure_sample(w, space, testbed, spec.plan, spec.seed,
-                                          spec.window_s, i);
+    const SampleRecord r =
+        measure_sample(w, space, testbed, spec.plan, spec.seed, spec.window_s, i);
     if (auto s = dataset.insert(*id, r); !s.ok()) return s.error();
     ++report.measured;
     if (!r.measurement.ok()) ++report.failed;

@@ -4,8 +4,8 @@
 
 #include <charconv>
 #include <cmath>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <utility>
@@ -167,8 +167,8 @@ Result<std::uint64_t> parse_u64(const std::string& s) {
 std::string campaign_key(const CampaignSpec& spec, std::string_view workload_hash) {
   char window[64];
   std::snprintf(window, sizeof window, "%.17g", spec.window_s);
-  return std::string(to_string(spec.plan)) + "|" + std::to_string(spec.seed) + "|" +
-         spec.testbed + "|" + std::string(workload_hash) + "|" + window;
+  return std::string(to_string(spec.plan)) + "|" + std::to_string(spec.seed) + "|" + spec.testbed +
+         "|" + std::string(workload_hash) + "|" + window;
 }
 
 std::string utc_now() {
@@ -207,8 +207,8 @@ class Transaction {
 
 Result<Dataset> Dataset::open(const std::filesystem::path& path, Mode mode) {
   sqlite3* db = nullptr;
-  const int flags = mode == Mode::kCreate ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
-                                          : SQLITE_OPEN_READONLY;
+  const int flags =
+      mode == Mode::kCreate ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
   if (mode == Mode::kReadOnly && !std::filesystem::exists(path)) {
     return Error("dataset " + path.string() + " does not exist", Error::Kind::kNotFound);
   }
@@ -224,11 +224,21 @@ Result<Dataset> Dataset::open(const std::filesystem::path& path, Mode mode) {
     // WAL keeps a committed sample across kill -9; NORMAL sync only risks the last commits on
     // power loss, which a rerun measures again.
     if (auto s = ds.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !s.ok()) {
-      return s.error().wrap(path.string());
+      return Error(path.string() + " is not a corun dataset (" + s.error().message() + ")");
+    }
+    // Never add corun's tables to somebody else's database.
+    Stmt tables(db, "SELECT COUNT(*), SUM(name = 'meta') FROM sqlite_master WHERE type = 'table'");
+    if (!tables.ok() || tables.step() != SQLITE_ROW) {
+      return Error(path.string() + " is not a corun dataset (" + tables.error() + ")");
+    }
+    if (tables.int64(0) > 0 && tables.int64(1) == 0) {
+      return Error(path.string() +
+                   " is an SQLite database but not a corun dataset (no meta table)");
     }
     if (auto s = ds.exec(kSchema); !s.ok()) return s.error().wrap(path.string());
-    Stmt put(db, "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1), "
-                 "('kind', 'corun-dataset'), ('created_by', ?2)");
+    Stmt put(db,
+             "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1), "
+             "('kind', 'corun-dataset'), ('created_by', ?2)");
     put.bind(1, std::string_view(std::to_string(kDatasetSchemaVersion)));
     put.bind(2, std::string_view("corun " + std::string(version()) + " (" +
                                  std::string(git_hash()) + ")"));

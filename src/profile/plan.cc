@@ -76,8 +76,8 @@ std::uint64_t plan_size(const Workload& w, Plan plan, std::uint64_t budget) {
   return n * std::max<std::uint64_t>(budget, 1);
 }
 
-JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan,
-                        std::uint64_t seed, std::uint64_t index) {
+JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, std::uint64_t seed,
+                        std::uint64_t index) {
   const std::size_t n = w.models.size();
   JointConfig c(n, kAbsent);
   if (plan == Plan::kStandalone) {
@@ -111,8 +111,8 @@ JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan,
     // The stratified draw does not fit: fall back to a uniform feasible draw for this sample.
   }
   for (int attempt = 0; attempt < kMaxFeasibilityDraws; ++attempt) {
-    Rng rng(derive_seed(seed, {kStreamUniform, plan_code(plan), index,
-                               static_cast<std::uint64_t>(attempt)}));
+    Rng rng(derive_seed(
+        seed, {kStreamUniform, plan_code(plan), index, static_cast<std::uint64_t>(attempt)}));
     draw_uniform(space, rng, c);
     if (space.fits_vram(c)) break;
   }

@@ -82,8 +82,8 @@ void Progress::update(std::uint64_t done) {
 void Progress::draw(std::uint64_t done) {
   const double frac = total_ == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total_);
   const int filled = std::clamp(static_cast<int>(frac * kBarWidth), 0, kBarWidth);
-  const double rate = static_cast<double>(done - std::min(done, done_before_)) /
-                      std::max(1e-9, elapsed_s());
+  const double rate =
+      static_cast<double>(done - std::min(done, done_before_)) / std::max(1e-9, elapsed_s());
   std::fprintf(out_, "\r%s [%s%s] %llu/%llu %5.1f%% %.1f/s eta %s\x1b[K", label_.c_str(),
                std::string(static_cast<std::size_t>(filled), '#').c_str(),
                std::string(static_cast<std::size_t>(kBarWidth - filled), ' ').c_str(),

@@ -13,9 +13,9 @@ namespace {
 // Aggregate block shared by kMeanField and kCrossModel (others = totals minus self).
 const std::vector<std::string>& aggregate_names() {
   static const std::vector<std::string> names = {
-      "others.count",      "others.sm_util",     "others.mem_bw_util", "others.vram_gb",
-      "others.power_frac", "others.occupancy",   "all.sm_util_excess", "all.mem_bw_excess",
-      "all.power_over_cap"};
+      "others.count",       "others.sm_util",    "others.mem_bw_util",
+      "others.vram_gb",     "others.power_frac", "others.occupancy",
+      "all.sm_util_excess", "all.mem_bw_excess", "all.power_over_cap"};
   return names;
 }
 
@@ -111,10 +111,10 @@ Result<FeatureMap> FeatureMap::build(SurrogateKind kind, const Workload& w,
         for (Target t : targets) names.push_back("self.log_" + std::string(to_string(t)));
         break;
       case SurrogateKind::kCrossModel:
-        for (const char* n : {"family.vision", "family.encoder", "family.speech", "family.llm",
-                              "model.log10_params", "model.log10_weight_gb", "self.sm_util",
-                              "self.mem_bw_util", "self.vram_gb", "self.power_frac",
-                              "self.occupancy"}) {
+        for (const char* n :
+             {"family.vision", "family.encoder", "family.speech", "family.llm",
+              "model.log10_params", "model.log10_weight_gb", "self.sm_util", "self.mem_bw_util",
+              "self.vram_gb", "self.power_frac", "self.occupancy"}) {
           names.emplace_back(n);
         }
         break;
@@ -265,8 +265,8 @@ void FeatureMap::fill(std::size_t m, std::span<const std::int32_t> c, const Tota
   out[k++] = static_cast<float>(totals.occupancy - pm.occ[l]);
   out[k++] = static_cast<float>(std::max(0.0, totals.sm - 1));
   out[k++] = static_cast<float>(std::max(0.0, totals.bw - 1));
-  out[k++] = static_cast<float>(
-      std::max(0.0, idle_power_w_ + totals.power_w - tdp_w_) / dynamic_range_w);
+  out[k++] =
+      static_cast<float>(std::max(0.0, idle_power_w_ + totals.power_w - tdp_w_) / dynamic_range_w);
 }
 
 }  // namespace corun::surrogate

@@ -1,6 +1,5 @@
 #include "corun/surrogate/regressor.h"
 
-#include <nlohmann/json.hpp>
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "corun/core/check.h"
@@ -55,8 +55,8 @@ namespace {
 
 struct Layer {
   int in = 0, out = 0;
-  std::vector<double> w, b;    // w: [in][out]
-  std::vector<double> gw, gb;  // gradients
+  std::vector<double> w, b;            // w: [in][out]
+  std::vector<double> gw, gb;          // gradients
   std::vector<double> mw, vw, mb, vb;  // Adam moments
 
   Layer(int in_, int out_, Rng& rng) : in(in_), out(out_) {
@@ -196,7 +196,8 @@ MlpModel fit_mlp(const Matrix& x, const Matrix& y_in, const MlpOptions& o, std::
   const Matrix xv = x.take(val_idx), yv = y.take(val_idx);
   const Matrix xt = x.take(train_idx), yt = y.take(train_idx);
   const std::size_t n = xt.rows;
-  const std::size_t bs = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.batch_size)), n);
+  const std::size_t bs =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.batch_size)), n);
   const std::size_t steps_per_epoch = (n + bs - 1) / bs;
 
   std::vector<double> xb(bs * x.cols), yb(bs * y.cols);
@@ -218,8 +219,8 @@ MlpModel fit_mlp(const Matrix& x, const Matrix& y_in, const MlpOptions& o, std::
     copy_weights(net.l3, best.w3, best.b3);
   };
   snapshot();
-  double best_val = n_val > 0 ? net.loss(xv, yv, va1, va2, vyh)
-                              : std::numeric_limits<double>::infinity();
+  double best_val =
+      n_val > 0 ? net.loss(xv, yv, va1, va2, vyh) : std::numeric_limits<double>::infinity();
   int best_step = 0;
 
   std::vector<std::size_t> perm(n);
@@ -235,8 +236,7 @@ MlpModel fit_mlp(const Matrix& x, const Matrix& y_in, const MlpOptions& o, std::
         const auto src = xt.row(perm[begin + r]);
         std::copy(src.begin(), src.end(), xb.begin() + static_cast<std::ptrdiff_t>(r * x.cols));
         const auto ysrc = yt.row(perm[begin + r]);
-        std::copy(ysrc.begin(), ysrc.end(),
-                  yb.begin() + static_cast<std::ptrdiff_t>(r * y.cols));
+        std::copy(ysrc.begin(), ysrc.end(), yb.begin() + static_cast<std::ptrdiff_t>(r * y.cols));
       }
       net.l1.forward(xb.data(), rows, a1.data(), true);
       net.l2.forward(a1.data(), rows, a2.data(), true);
@@ -557,8 +557,7 @@ inline void dense(const float* __restrict x, int in, const float* __restrict w,
   const auto ni = static_cast<std::size_t>(in);
   std::size_t ob = 0;
   for (; ob + 16 <= no; ob += 16) {
-    F4 a0 = load4(b + ob), a1 = load4(b + ob + 4), a2 = load4(b + ob + 8),
-       a3 = load4(b + ob + 12);
+    F4 a0 = load4(b + ob), a1 = load4(b + ob + 4), a2 = load4(b + ob + 8), a3 = load4(b + ob + 12);
     for (std::size_t i = 0; i < ni; ++i) {
       const float xi = x[i];
       if (xi == 0.0f) continue;
@@ -586,13 +585,14 @@ inline void dense(const float* __restrict x, int in, const float* __restrict w,
 
 }  // namespace
 
-void Regressor::predict(const float* x, std::size_t n, float* y,
-                        RegressorScratch& scratch) const {
+void Regressor::predict(const float* x, std::size_t n, float* y, RegressorScratch& scratch) const {
   switch (kind_) {
     case RegressorKind::kMlp: {
       const MlpModel& m = mlp_;
-      if (scratch.h1.size() < static_cast<std::size_t>(m.h1)) scratch.h1.resize(static_cast<std::size_t>(m.h1));
-      if (scratch.h2.size() < static_cast<std::size_t>(m.h2)) scratch.h2.resize(static_cast<std::size_t>(m.h2));
+      if (scratch.h1.size() < static_cast<std::size_t>(m.h1))
+        scratch.h1.resize(static_cast<std::size_t>(m.h1));
+      if (scratch.h2.size() < static_cast<std::size_t>(m.h2))
+        scratch.h2.resize(static_cast<std::size_t>(m.h2));
       for (std::size_t r = 0; r < n; ++r) {
         dense(x + r * static_cast<std::size_t>(m.in), m.in, m.w1.data(), m.b1.data(), m.h1,
               scratch.h1.data(), true);
@@ -627,8 +627,8 @@ void Regressor::predict(const float* x, std::size_t n, float* y,
             while (m.feature[node] >= 0) {
               const float v = xr[m.feature[node]];
               // Branch-free: a NaN compares false and takes the default direction.
-              const bool go_left = (v < m.threshold[node]) |
-                                   ((v != v) & (m.default_left[node] != 0));
+              const bool go_left =
+                  (v < m.threshold[node]) | ((v != v) & (m.default_left[node] != 0));
               node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
             }
             y[r * no + o] += m.threshold[node];
@@ -724,7 +724,9 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
         m.w3 = j.at("w3").get<std::vector<float>>();
         m.b3 = j.at("b3").get<std::vector<float>>();
         if (j.contains("skip")) m.skip = j.at("skip").get<std::vector<float>>();
-        const auto sz = [](int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b); };
+        const auto sz = [](int a, int b) {
+          return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
+        };
         if (m.w1.size() != sz(m.in, m.h1) || m.b1.size() != sz(1, m.h1) ||
             m.w2.size() != sz(m.h1, m.h2) || m.b2.size() != sz(1, m.h2) ||
             m.w3.size() != sz(m.h2, m.out) || m.b3.size() != sz(1, m.out) ||

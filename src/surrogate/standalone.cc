@@ -1,9 +1,8 @@
 #include "corun/surrogate/standalone.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 namespace corun::surrogate {
 
@@ -57,8 +56,8 @@ Result<StandaloneTable> StandaloneTable::from_samples(
     }
     if (!s.measurement.ok() || mm == nullptr || !mm->ok()) {
       a.error = !s.measurement.error.empty() ? s.measurement.error
-                : mm != nullptr                ? mm->error
-                                               : "no metrics reported";
+                : mm != nullptr              ? mm->error
+                                             : "no metrics reported";
       continue;
     }
     ++a.ok;
@@ -71,10 +70,9 @@ Result<StandaloneTable> StandaloneTable::from_samples(
     }
     {
       // LLM throughput counts output tokens; requests are what occupy the engine.
-      const double per_request =
-          w.models[m].arch.family == ModelFamily::kLlm
-              ? std::max(1, w.models[m].demand.output_tokens)
-              : 1.0;
+      const double per_request = w.models[m].arch.family == ModelFamily::kLlm
+                                     ? std::max(1, w.models[m].demand.output_tokens)
+                                     : 1.0;
       const double rate = std::isfinite(mm->throughput) ? mm->throughput / per_request : 0.0;
       const double p50_s = std::isfinite(mm->latency_ms_p50) ? mm->latency_ms_p50 / 1e3 : 0.0;
       a.occupancy += std::clamp(rate * p50_s, 0.0, 1.0);
@@ -99,7 +97,8 @@ Result<StandaloneTable> StandaloneTable::from_samples(
       }
       const auto k = static_cast<double>(a.ok);
       for (std::size_t tg = 0; tg < kTargetCount; ++tg) {
-        if (a.count[tg] > 0) p.target[tg] = std::exp(a.log_sum[tg] / static_cast<double>(a.count[tg]));
+        if (a.count[tg] > 0)
+          p.target[tg] = std::exp(a.log_sum[tg] / static_cast<double>(a.count[tg]));
       }
       p.sm_util = a.sm / k;
       p.occupancy = a.occupancy / k;

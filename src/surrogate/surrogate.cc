@@ -1,10 +1,9 @@
 #include "corun/surrogate/surrogate.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "corun/core/atomic_file.h"
@@ -29,16 +28,16 @@ const ModelMetrics* find_metrics(const Measurement& m, std::size_t model) {
 
 // Training rows of one head: features (unstandardised), log targets relative to the base.
 struct Rows {
-  std::vector<double> x;  // row-major, dim columns
-  std::vector<double> y;  // row-major, targets columns
+  std::vector<double> x;          // row-major, dim columns
+  std::vector<double> y;          // row-major, targets columns
   std::vector<std::size_t> head;  // kCrossModel: which head each row belongs to
   std::size_t n = 0;
 };
 
 // Appends the rows of model m for `targets` (all must be finite) to `rows`.
 void collect(const FeatureMap& fm, std::size_t m, const std::vector<Target>& targets,
-             Target feature_target, std::span<const profile::SampleRecord> corun,
-             std::size_t head, Rows& rows) {
+             Target feature_target, std::span<const profile::SampleRecord> corun, std::size_t head,
+             Rows& rows) {
   const bool ratio = predicts_ratio(fm.kind());
   std::vector<float> buf(fm.dim(m));
   for (const auto& s : corun) {
@@ -129,8 +128,8 @@ std::vector<float> predict_matrix(const Regressor& reg, const Matrix& x) {
 // Out-of-fold predictions (standardised units) of every row, or in-sample ones when there are
 // too few rows for `folds` folds. Returns the source name.
 Result<std::string> out_of_fold(RegressorKind kind, const Matrix& x, const Matrix& y,
-                                const Regressor& full, const RegressorOptions& options,
-                                int folds, std::uint64_t seed, std::vector<float>& pred) {
+                                const Regressor& full, const RegressorOptions& options, int folds,
+                                std::uint64_t seed, std::vector<float>& pred) {
   pred.assign(x.rows * y.cols, 0.0f);
   const auto k = static_cast<std::size_t>(std::max(folds, 0));
   if (k < 2 || x.rows < 2 * k) {
@@ -144,8 +143,8 @@ Result<std::string> out_of_fold(RegressorKind kind, const Matrix& x, const Matri
   for (std::size_t f = 0; f < k; ++f) {
     std::vector<std::size_t> train, test;
     for (std::size_t i = 0; i < order.size(); ++i) (i % k == f ? test : train).push_back(order[i]);
-    auto reg = Regressor::fit(kind, x.take(train), y.take(train), options,
-                              derive_seed(seed, {0xF01D, f}));
+    auto reg =
+        Regressor::fit(kind, x.take(train), y.take(train), options, derive_seed(seed, {0xF01D, f}));
     if (!reg) return reg.error();
     const std::vector<float> p = predict_matrix(*reg, x.take(test));
     for (std::size_t r = 0; r < test.size(); ++r) {
@@ -168,8 +167,8 @@ nlohmann::json error_json(const ErrorQuantiles& e, Target t) {
 }  // namespace
 
 Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& standalone,
-                                 std::span<const profile::SampleRecord> corun,
-                                 const FitOptions& o, Provenance provenance) {
+                                 std::span<const profile::SampleRecord> corun, const FitOptions& o,
+                                 Provenance provenance) {
   auto fm = FeatureMap::build(o.kind, w, standalone);
   if (!fm) return fm.error();
   Surrogate s;
@@ -258,8 +257,8 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
     auto reg = Regressor::fit(o.regressor, x, y, o.regressor_options, seed);
     if (!reg) return reg.error().wrap("fitting model '" + w.models[m].name + "'");
     std::vector<float> pred;
-    auto source = out_of_fold(o.regressor, x, y, *reg, o.regressor_options, o.calibration_folds,
-                              seed, pred);
+    auto source =
+        out_of_fold(o.regressor, x, y, *reg, o.regressor_options, o.calibration_folds, seed, pred);
     if (!source) return source.error();
     for (std::size_t c = 0; c < k; ++c) {
       std::vector<double> res(rows.n);
@@ -366,7 +365,8 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
     }
     Surrogate s;
     const auto kind = parse_surrogate(j.at("surrogate").get<std::string>());
-    if (!kind) return Error("surrogate: unknown kind '" + j.at("surrogate").get<std::string>() + "'");
+    if (!kind)
+      return Error("surrogate: unknown kind '" + j.at("surrogate").get<std::string>() + "'");
     s.kind_ = *kind;
     const auto reg = parse_regressor(j.at("regressor").get<std::string>());
     if (!reg) return Error("regressor: unknown '" + j.at("regressor").get<std::string>() + "'");
@@ -385,8 +385,8 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
       sig.catalog_model = m.at("catalog_model").get<std::string>();
       const std::string family = m.at("family").get<std::string>();
       bool found = false;
-      for (auto f : {ModelFamily::kVision, ModelFamily::kEncoder, ModelFamily::kSpeech,
-                     ModelFamily::kLlm}) {
+      for (auto f :
+           {ModelFamily::kVision, ModelFamily::kEncoder, ModelFamily::kSpeech, ModelFamily::kLlm}) {
         if (corun::to_string(f) == family) {
           sig.family = f;
           found = true;
@@ -395,7 +395,8 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
       if (!found) return Error("models[].family: unknown '" + family + "'");
       for (const auto& k : m.at("knobs")) {
         const auto id = find_knob(k.at("knob").get<std::string>());
-        if (!id) return Error("models[].knobs: unknown knob '" + k.at("knob").get<std::string>() + "'");
+        if (!id)
+          return Error("models[].knobs: unknown knob '" + k.at("knob").get<std::string>() + "'");
         sig.knobs.push_back({*id, k.at("values").get<std::vector<double>>()});
       }
       s.signature_.push_back(std::move(sig));
@@ -405,8 +406,8 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
     if (!table) return table.error();
     s.standalone_ = std::move(*table);
     if (s.standalone_.models() != s.signature_.size()) {
-      return Error("standalone: " + std::to_string(s.standalone_.models()) + " models, models: " +
-                   std::to_string(s.signature_.size()));
+      return Error("standalone: " + std::to_string(s.standalone_.models()) +
+                   " models, models: " + std::to_string(s.signature_.size()));
     }
     for (const auto& r : j.at("regressors")) {
       auto reg_r = Regressor::from_json(r);
@@ -529,7 +530,11 @@ void CompiledSurrogate::predict(std::span<const std::int32_t> configs, std::span
   CORUN_CHECK(models_ > 0 && configs.size() % models_ == 0);
   const std::size_t n = configs.size() / models_;
   CORUN_CHECK(out.size() >= n * models_ * kTargetCount);
-  if (ws.totals.size() < kChunk) ws = make_workspace();
+  // A workspace made for another surrogate may be too small for this one: grow it once.
+  if (ws.totals.size() < kChunk || ws.x.size() < kChunk * max_dim_ ||
+      ws.z.size() < kChunk * max_out_) {
+    ws = make_workspace();
+  }
   std::fill_n(out.begin(), n * models_ * kTargetCount, std::numeric_limits<float>::quiet_NaN());
   for (std::size_t begin = 0; begin < n; begin += kChunk) {
     const std::size_t count = std::min(kChunk, n - begin);

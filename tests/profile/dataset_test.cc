@@ -18,8 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_db(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("corun_profile_test_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("corun_profile_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path p = dir / name;
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
@@ -117,8 +117,7 @@ TEST(Dataset, CampaignIdentityAndProvenance) {
   const CampaignSpec spec{Plan::kMeanField, 42, "sim", 10};
   auto a = ds.ensure_campaign(spec, w, "workload text", "rtx3090", 10);
   auto b = ds.ensure_campaign(spec, w, "workload text", "rtx3090", 30);
-  auto c = ds.ensure_campaign({Plan::kMeanField, 43, "sim", 10}, w, "workload text", "rtx3090",
-                              10);
+  auto c = ds.ensure_campaign({Plan::kMeanField, 43, "sim", 10}, w, "workload text", "rtx3090", 10);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(*a, *b);  // same campaign, extended
   EXPECT_NE(*a, *c);  // another seed is another campaign
@@ -145,8 +144,8 @@ TEST(Dataset, RefusesOtherSchemaVersionsAndForeignFiles) {
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
-                           nullptr, nullptr, nullptr),
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE meta SET value = '99' WHERE key = 'schema_version'", nullptr,
+                           nullptr, nullptr),
               SQLITE_OK);
     sqlite3_close(db);
   }
@@ -158,6 +157,18 @@ TEST(Dataset, RefusesOtherSchemaVersionsAndForeignFiles) {
   std::ofstream(text) << "hello";
   EXPECT_FALSE(Dataset::open(text, Dataset::Mode::kCreate).ok());
   EXPECT_FALSE(Dataset::open(temp_db("missing.db"), Dataset::Mode::kReadOnly).ok());
+  // Somebody else's SQLite database is left alone.
+  const fs::path foreign = temp_db("foreign.db");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(foreign.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto f = Dataset::open(foreign, Dataset::Mode::kCreate);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.error().kind(), Error::Kind::kInvalidInput);
+  EXPECT_NE(f.error().what().find("not a corun dataset"), std::string::npos);
 }
 
 TEST(Campaign, ResumeMeasuresOnlyWhatIsMissingAndEndsEqual) {

@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 constexpr int kBudget = 3000;  // a few seconds of the simulator: long enough to kill twice
 
 fs::path temp_db(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("corun_kill_test_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("corun_kill_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path p = dir / name;
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
@@ -32,9 +32,9 @@ fs::path temp_db(const std::string& name) {
 pid_t spawn_profile(const fs::path& db) {
   const std::string workload = std::string(CORUN_SOURCE_DIR) + "/workloads/paper-n4.yaml";
   const std::string budget = std::to_string(kBudget);
-  std::vector<std::string> args = {CORUN_BINARY, "profile", workload, "--plan", "meanfield",
-                                   "--budget",   budget,    "--seed", "7",      "--out",
-                                   db.string()};
+  std::vector<std::string> args = {CORUN_BINARY, "profile",  workload,   "--plan",
+                                   "meanfield",  "--budget", budget,     "--seed",
+                                   "7",          "--out",    db.string()};
   const pid_t pid = ::fork();
   if (pid == 0) {
     std::freopen("/dev/null", "w", stdout);

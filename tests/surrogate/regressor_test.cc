@@ -44,10 +44,13 @@ double r2(const Regressor& reg, const Matrix& x, const Matrix& y, std::size_t co
 TEST(Linear, RecoversTheCoefficientsOfANoiselessPlane) {
   Matrix x, y;
   // y0 = 2 x0 - 3 x1 + 0.5; y1 = -x2 + 4.
-  make_data(50, 3, 2, 1, [](const auto& v, auto& o) {
-    o[0] = 2 * v[0] - 3 * v[1] + 0.5;
-    o[1] = -v[2] + 4;
-  }, x, y);
+  make_data(
+      50, 3, 2, 1,
+      [](const auto& v, auto& o) {
+        o[0] = 2 * v[0] - 3 * v[1] + 0.5;
+        o[1] = -v[2] + 4;
+      },
+      x, y);
   const LinearModel m = fit_linear(x, y, 1e-12);
   EXPECT_NEAR(m.w[0 * 2 + 0], 2, 1e-6);
   EXPECT_NEAR(m.w[1 * 2 + 0], -3, 1e-6);
@@ -80,10 +83,13 @@ TEST(Mlp, LearnsANonlinearFunctionALinearModelCannot) {
 
 TEST(Mlp, SameSeedSameWeightsOtherSeedOtherWeights) {
   Matrix x, y;
-  make_data(120, 4, 2, 4, [](const auto& v, auto& o) {
-    o[0] = v[0] * v[1];
-    o[1] = std::abs(v[2]) - v[3];
-  }, x, y);
+  make_data(
+      120, 4, 2, 4,
+      [](const auto& v, auto& o) {
+        o[0] = v[0] * v[1];
+        o[1] = std::abs(v[2]) - v[3];
+      },
+      x, y);
   MlpOptions o;
   o.max_steps = 300;
   const MlpModel a = fit_mlp(x, y, o, 11);
@@ -103,9 +109,10 @@ TEST(Mlp, EarlyStoppingFallsBackToTheLinearFitOnPureNoise) {
   // (almost) nothing to the ridge skip on held-out data.
   Matrix x, y, xt, yt;
   Rng noise(5);
-  make_data(80, 3, 1, 5, [&](const auto& v, auto& o) { o[0] = v[0] + 0.3 * noise.normal(); },
-            x, y);
-  make_data(400, 3, 1, 6, [](const auto& v, auto& o) { o[0] = v[0]; }, xt, yt);
+  make_data(
+      80, 3, 1, 5, [&](const auto& v, auto& o) { o[0] = v[0] + 0.3 * noise.normal(); }, x, y);
+  make_data(
+      400, 3, 1, 6, [](const auto& v, auto& o) { o[0] = v[0]; }, xt, yt);
   RegressorOptions o;
   auto mlp = Regressor::fit(RegressorKind::kMlp, x, y, o, 3);
   auto lin = Regressor::fit(RegressorKind::kLinear, x, y, o, 3);
@@ -150,10 +157,13 @@ TEST(Gbdt, FlatExportPredictsWhatXgboostPredicts) {
 
 TEST(Regressor, JsonRoundTripPredictsIdentically) {
   Matrix x, y;
-  make_data(100, 3, 2, 10, [](const auto& v, auto& o) {
-    o[0] = v[0] - v[1] * v[2];
-    o[1] = std::cos(v[0]);
-  }, x, y);
+  make_data(
+      100, 3, 2, 10,
+      [](const auto& v, auto& o) {
+        o[0] = v[0] - v[1] * v[2];
+        o[1] = std::cos(v[0]);
+      },
+      x, y);
   RegressorOptions o;
   o.mlp.max_steps = 200;
   o.gbdt.rounds = 30;
@@ -182,8 +192,8 @@ TEST(Regressor, MalformedJsonIsRefused) {
                                      {"w3", {1.0}},
                                      {"b3", {0.0}}})
                    .ok());
-  EXPECT_FALSE(Regressor::from_json({{"kind", "linear"}, {"inputs", 2}, {"outputs", 1},
-                                     {"w", {1.0}}, {"b", {0.0}}})
+  EXPECT_FALSE(Regressor::from_json(
+                   {{"kind", "linear"}, {"inputs", 2}, {"outputs", 1}, {"w", {1.0}}, {"b", {0.0}}})
                    .ok());
   // A tree whose right child points back at its root would make prediction loop forever.
   const nlohmann::json cyclic = {{"kind", "gbdt"},        {"inputs", 1},

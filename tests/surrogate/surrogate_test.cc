@@ -103,7 +103,8 @@ TEST(Features, MeanFieldAggregatesAreSumsOverTheOthersStandaloneProfiles) {
                   static_cast<float>(p1.sm_util + p2.sm_util));
   EXPECT_FLOAT_EQ(x[index_of(names, "others.mem_bw_util")],
                   static_cast<float>(p1.mem_bw_util + p2.mem_bw_util));
-  EXPECT_FLOAT_EQ(x[index_of(names, "others.vram_gb")], static_cast<float>(p1.vram_gb + p2.vram_gb));
+  EXPECT_FLOAT_EQ(x[index_of(names, "others.vram_gb")],
+                  static_cast<float>(p1.vram_gb + p2.vram_gb));
   EXPECT_FLOAT_EQ(x[index_of(names, "others.occupancy")],
                   static_cast<float>(p1.occupancy + p2.occupancy));
   EXPECT_FLOAT_EQ(x[index_of(names, "self.sm_util")], static_cast<float>(d.table.at(0, 5).sm_util));

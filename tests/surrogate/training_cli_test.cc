@@ -22,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_dir() {
-  const fs::path d = fs::temp_directory_path() /
-                     ("corun_training_test_" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("corun_training_test_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }
@@ -63,8 +63,8 @@ TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
   auto ds = profile::Dataset::open(db, profile::Dataset::Mode::kCreate);
   ASSERT_TRUE(ds.ok());
   // Co-run samples only: MeanField needs the standalone profile; the joint surrogate does not.
-  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {profile::Plan::kJoint, 1, "sim", 10},
-                                    15, nullptr)
+  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {profile::Plan::kJoint, 1, "sim", 10}, 15,
+                                    nullptr)
                   .ok());
   auto missing = load_training_data(*ds, Catalog::default_catalog(), "", true);
   ASSERT_FALSE(missing.ok());
@@ -76,8 +76,8 @@ TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
   ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb,
                                     {profile::Plan::kStandalone, 1, "sim", 10}, 2, nullptr)
                   .ok());
-  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb,
-                                    {profile::Plan::kMeanField, 1, "sim", 10}, 25, nullptr)
+  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {profile::Plan::kMeanField, 1, "sim", 10},
+                                    25, nullptr)
                   .ok());
   auto data = load_training_data(*ds, Catalog::default_catalog(), "", true);
   ASSERT_TRUE(data.ok()) << data.error().what();
@@ -91,8 +91,8 @@ TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
   // A second workload in the same file makes the choice explicit.
   auto w3 = load_workload(kN3, Catalog::default_catalog());
   auto text3 = read_file(kN3);
-  ASSERT_TRUE(profile::run_campaign(*ds, *w3, *text3, **tb,
-                                    {profile::Plan::kJoint, 1, "sim", 10}, 3, nullptr)
+  ASSERT_TRUE(profile::run_campaign(*ds, *w3, *text3, **tb, {profile::Plan::kJoint, 1, "sim", 10},
+                                    3, nullptr)
                   .ok());
   auto ambiguous = load_training_data(*ds, Catalog::default_catalog(), "", true);
   ASSERT_FALSE(ambiguous.ok());

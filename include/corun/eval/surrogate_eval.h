@@ -1,8 +1,7 @@
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,7 +53,7 @@ struct SurrogateEvalOptions {
   /// Trees handle the heterogeneity of families and targets in one shared model better than
   /// the MLP does (measured: MAPE 6 % vs 14 % on paper-n6 at N = 6).
   surrogate::RegressorKind onboarding_regressor = surrogate::RegressorKind::kGbdt;
-  int threads = 1;                 ///< (N, seed) tasks run in parallel; results do not depend on it
+  int threads = 1;  ///< (N, seed) tasks run in parallel; results do not depend on it
 };
 
 /// @brief Scores of one (N, surrogate, budget), averaged over seeds. All R^2 are computed on
@@ -67,13 +66,13 @@ struct SurrogateEvalRow {
   std::size_t budget = 0;  ///< co-run measurements (joint configurations) trained on
   int budget_multiplier = 0;
   std::size_t standalone_measurements = 0;  ///< 0 for the joint surrogate, which uses none
-  double r2_pooled = 0;   ///< over every (sample, model, latency target) point
-  double r2_macro = 0;    ///< mean over models of the model's mean R^2 over its latency targets
+  double r2_pooled = 0;                     ///< over every (sample, model, latency target) point
+  double r2_macro = 0;  ///< mean over models of the model's mean R^2 over its latency targets
   double r2_pooled_single = 0;  ///< the same against one held-out measurement, not the mean
   double r2_macro_single = 0;
-  double mape = 0;        ///< latency targets, in %
+  double mape = 0;           ///< latency targets, in %
   double r2_throughput = 0;  ///< pooled R^2 of throughput, reported apart
-  double coverage95 = 0;  ///< held-out latencies under the error model's 95 % bound (MeanField)
+  double coverage95 = 0;     ///< held-out latencies under the error model's 95 % bound (MeanField)
   std::vector<double> r2_per_model;  ///< per model, in workload order
   int seeds = 0;
   std::size_t heldout_points = 0;  ///< latency points scored per seed (mean)
@@ -103,11 +102,11 @@ struct OnboardingRow {
   std::size_t n = 0;
   std::string model;
   std::size_t budget = 0;
-  double r2 = 0;            ///< the new model's latency targets (log R^2), mean over seeds
+  double r2 = 0;  ///< the new model's latency targets (log R^2), mean over seeds
   double mape = 0;
-  double r2_reference = 0;  ///< per-model MeanField MLP trained with the model co-run
-  double r2_others = 0;     ///< cross-model R^2 on the other models (macro)
-  double r2_standalone_only = 0;    ///< the new model predicted by its standalone profile alone
+  double r2_reference = 0;        ///< per-model MeanField MLP trained with the model co-run
+  double r2_others = 0;           ///< cross-model R^2 on the other models (macro)
+  double r2_standalone_only = 0;  ///< the new model predicted by its standalone profile alone
   double mape_standalone_only = 0;
   int seeds = 0;
 };
@@ -146,7 +145,7 @@ std::string svg_budget_vs_n(const SurrogateEvalReport& r);
 
 /// @brief The Markdown results document; `svg_prefix` is the file name stem of the two plots
 /// written next to it (e.g. "surrogate" for surrogate_r2.svg and surrogate_budget.svg).
-std::string to_markdown(const std::vector<SurrogateEvalReport>& reports,
-                        const std::string& command, const std::string& svg_prefix);
+std::string to_markdown(const std::vector<SurrogateEvalReport>& reports, const std::string& command,
+                        const std::string& svg_prefix);
 
 }  // namespace corun::eval

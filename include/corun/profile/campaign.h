@@ -27,8 +27,7 @@ SampleRecord measure_sample(const Workload& w, const ConfigSpace& space, const T
 
 /// @brief Measures samples [0, plan_size) of a plan without storing them (evaluations).
 std::vector<SampleRecord> measure_plan(const Workload& w, const Testbed& testbed, Plan plan,
-                                       std::uint64_t budget, std::uint64_t seed,
-                                       double window_s);
+                                       std::uint64_t budget, std::uint64_t seed, double window_s);
 
 /// @brief Runs (or resumes) a campaign into a dataset: computes the plan from the seed, skips
 /// the samples already stored, measures the others in index order and stores each in its own

@@ -74,8 +74,7 @@ class Dataset {
   /// `total_samples` when a rerun asks for more. Also stores the workload text (by hash) so
   /// that the dataset is self-contained for `corun fit`.
   Result<std::int64_t> ensure_campaign(const CampaignSpec& spec, const Workload& w,
-                                       std::string_view workload_text,
-                                       std::string_view device_name,
+                                       std::string_view workload_text, std::string_view device_name,
                                        std::uint64_t total_samples);
 
   /// @brief Sample indices already stored for a campaign, ascending.

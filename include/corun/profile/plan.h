@@ -14,9 +14,10 @@ namespace corun::profile {
 /// @brief What a profiling campaign measures.
 /// kStandalone: every model alone in every local configuration (sum of the local counts: linear
 ///   in N), in `budget` passes (repeats: 0 means 1) whose measurements a StandaloneTable
-///   averages, because one 10-second window of a p95 is noisy. kMeanField: K joint configurations, stratified so that each model visits its local
-///   configurations evenly (each sample yields one row per model). kJoint: K joint
-///   configurations drawn uniformly, the sampling of the Abacus-style joint baseline.
+///   averages, because one 10-second window of a p95 is noisy. kMeanField: K joint configurations,
+///   stratified so that each model visits its local configurations evenly (each sample yields one
+///   row per model). kJoint: K joint configurations drawn uniformly, the sampling of the
+///   Abacus-style joint baseline.
 enum class Plan { kStandalone, kMeanField, kJoint };
 
 std::string_view to_string(Plan p);
@@ -33,8 +34,8 @@ std::uint64_t plan_size(const Workload& w, Plan plan, std::uint64_t budget);
 /// samples of a plan of budget K > b are the plan of budget b (budgets nest).
 /// Co-run plans only draw configurations that fit in VRAM when the space holds any; a
 /// standalone sample of a model too large for the device is kept (its failure is data).
-JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan,
-                        std::uint64_t seed, std::uint64_t index);
+JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, std::uint64_t seed,
+                        std::uint64_t index);
 
 /// @brief Samples [0, plan_size) of a plan.
 std::vector<JointConfig> plan_samples(const Workload& w, Plan plan, std::uint64_t budget,

@@ -84,13 +84,13 @@ class FeatureMap {
  private:
   struct PerModel {
     std::size_t dim = 0;
-    std::size_t own_dim = 0;           // per-local block copied first
-    std::vector<float> own;            // [local][own_dim]
+    std::size_t own_dim = 0;                            // per-local block copied first
+    std::vector<float> own;                             // [local][own_dim]
     std::vector<double> sm, bw, vram_gb, power_w, occ;  // per local: contribution to Totals
-    std::vector<double> log_base;      // [local][kTargetCount]
-    std::vector<std::uint8_t> ok;      // per local
+    std::vector<double> log_base;                       // [local][kTargetCount]
+    std::vector<std::uint8_t> ok;                       // per local
     std::vector<std::string> names;
-    std::size_t joint_offset = 0;      // kJoint: where its block starts in every vector
+    std::size_t joint_offset = 0;  // kJoint: where its block starts in every vector
   };
 
   SurrogateKind kind_ = SurrogateKind::kMeanField;

@@ -1,8 +1,7 @@
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -46,8 +45,8 @@ struct MlpOptions {
   double learning_rate = 3e-3;
   double weight_decay = 1e-4;  ///< decoupled (AdamW) decay on weights, not biases
   int batch_size = 32;
-  int max_steps = 3000;        ///< optimiser steps (bounded in steps, not epochs: data is tiny)
-  int patience_steps = 400;    ///< early stopping: steps without a better validation loss
+  int max_steps = 3000;      ///< optimiser steps (bounded in steps, not epochs: data is tiny)
+  int patience_steps = 400;  ///< early stopping: steps without a better validation loss
   double validation_fraction = 0.2;
   int min_validation_rows = 4;  ///< below this no split is made and all steps are run
   /// A linear skip connection from inputs to outputs, fitted first by ridge regression; the
@@ -84,11 +83,11 @@ struct GbdtOptions {
 struct GbdtModel {
   int in = 0;
   int out = 0;
-  std::vector<float> base_score;         ///< per output
-  std::vector<std::int32_t> tree_begin;  ///< per tree: index of its root in the node arrays
+  std::vector<float> base_score;                ///< per output
+  std::vector<std::int32_t> tree_begin;         ///< per tree: index of its root in the node arrays
   std::vector<std::int32_t> output_tree_begin;  ///< per output + 1: range of its trees
-  std::vector<std::int32_t> feature;     ///< -1 marks a leaf
-  std::vector<float> threshold;          ///< split value, or the leaf value for a leaf
+  std::vector<std::int32_t> feature;            ///< -1 marks a leaf
+  std::vector<float> threshold;                 ///< split value, or the leaf value for a leaf
   std::vector<std::int32_t> left, right;
   std::vector<std::uint8_t> default_left;
 };
@@ -150,8 +149,7 @@ class Regressor {
 };
 
 /// @brief Fits an MLP (exposed for tests of the optimiser on synthetic data).
-MlpModel fit_mlp(const Matrix& x, const Matrix& y, const MlpOptions& options,
-                 std::uint64_t seed);
+MlpModel fit_mlp(const Matrix& x, const Matrix& y, const MlpOptions& options, std::uint64_t seed);
 /// @brief Fits XGBoost trees through its C API and exports them to flat arrays.
 Result<GbdtModel> fit_gbdt(const Matrix& x, const Matrix& y, const GbdtOptions& options,
                            std::uint64_t seed);
@@ -160,8 +158,7 @@ LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda);
 
 /// @brief Predictions of XGBoost itself for the same data and options (tests compare the flat
 /// export against it). Returns n x out values.
-Result<std::vector<float>> xgboost_reference_predict(const Matrix& x_train,
-                                                     const Matrix& y_train,
+Result<std::vector<float>> xgboost_reference_predict(const Matrix& x_train, const Matrix& y_train,
                                                      const Matrix& x_test,
                                                      const GbdtOptions& options,
                                                      std::uint64_t seed);

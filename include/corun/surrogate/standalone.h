@@ -1,9 +1,8 @@
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <array>
 #include <cmath>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <string_view>

@@ -1,10 +1,9 @@
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,9 +28,9 @@ struct ErrorQuantiles {
   double q05 = 0;
   double q50 = 0;
   double q95 = 0;
-  double rmse = 0;        ///< root mean square of the log residuals
-  std::size_t rows = 0;   ///< residuals behind the quantiles
-  std::string source;     ///< "cross-validation", "in-sample" (too few rows) or "pooled"
+  double rmse = 0;       ///< root mean square of the log residuals
+  std::size_t rows = 0;  ///< residuals behind the quantiles
+  std::string source;    ///< "cross-validation", "in-sample" (too few rows) or "pooled"
 };
 
 /// @brief One regressor invocation: predicts `targets` of one model. Per-model kinds have one
@@ -131,8 +130,8 @@ class CompiledSurrogate {
 
   /// @brief Reusable buffers of one thread.
   struct Workspace {
-    std::vector<float> x;      ///< kChunk x max feature dim
-    std::vector<float> z;      ///< kChunk x max outputs
+    std::vector<float> x;  ///< kChunk x max feature dim
+    std::vector<float> z;  ///< kChunk x max outputs
     std::vector<Totals> totals;
     std::vector<std::uint32_t> rows;  ///< candidate of each filled row
     RegressorScratch scratch;
@@ -147,8 +146,7 @@ class CompiledSurrogate {
   /// local indices (row-major, kAbsent allowed); `out` receives n x models() x kTargetCount
   /// values in natural units (ms, items/s), NaN where a target does not apply, a model is
   /// absent, or its configuration never ran alone (ratio kinds cannot predict it).
-  void predict(std::span<const std::int32_t> configs, std::span<float> out,
-               Workspace& ws) const;
+  void predict(std::span<const std::int32_t> configs, std::span<float> out, Workspace& ws) const;
 
   /// @brief exp(q95) of the error model for (model, target): multiply a prediction by it to
   /// get a 95 % upper bound. 1 when the target does not apply.
