@@ -1,0 +1,76 @@
+#pragma once
+
+// The `torch-cpu` testbed: real libtorch inference, one worker process per co-running model.
+// This header is torch-free; libtorch is confined to src/torchbed/zoo.cc.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "corun/catalog/model.h"
+#include "corun/testbed/testbed.h"
+
+namespace corun {
+
+/// @brief How the torch testbed runs its workers.
+struct TorchBedOptions {
+  /// Program exec'd for each worker, with `worker_args` (default: this executable with
+  /// the hidden verb `__torch-worker`).
+  std::string worker_exe;
+  std::vector<std::string> worker_args = {"__torch-worker"};
+  std::string device = "cpu";     ///< torch::Device of every worker: "cpu" or "cuda"
+  double setup_timeout_s = 120;  ///< building and warming up a model, per measurement
+  double grace_s = 20;           ///< after the window, before a silent worker is killed
+  int cores = 0;                 ///< CPU cores (0: the online count); scales `threads`
+};
+
+/// @brief Threads a model's worker runs with: the CPU analogue of its `sm_share` cap,
+/// `max(1, round(sm_share / 100 · cores))`.
+int torch_threads_for(double sm_share, int cores);
+
+/// @brief A catalog architecture reduced so that a co-run on a two-core CPU finishes in
+/// seconds (see docs/testbed.md, "torch-cpu"): transformers keep at most 4 layers with a
+/// hidden size of at most 512 (head size kept, heads, kv heads and MLP width scaled with
+/// it) and at most 16384 vocabulary entries; CNNs above 7 GFLOPs at their reference size
+/// have their channel counts halved. Smaller architectures are returned unchanged.
+ModelArch scale_for_cpu(const ModelArch& arch);
+
+/// @brief Ground truth from real libtorch runs. Each running model gets its own worker
+/// process (as GPU clients would), which builds the model from its (scaled) catalog
+/// architecture with seeded random weights, waits at a start barrier, then serves its
+/// demand open loop for the window. The parent samples the workers' CPU time, resident
+/// memory and runnable threads, and maps them onto GpuState:
+/// sm_util = CPU-seconds of the workers / (window · cores), mem_bw_util = estimated DRAM
+/// bytes of the work done (catalog cost functions) / (window · host bandwidth),
+/// vram_used_gb = summed resident memory, clock_mhz = mean runnable worker threads
+/// (power_w stays 0). A crashed, failing or hung worker is killed and reported as a failed
+/// measurement with its reason. measure() is const; calls are serialised (two co-runs at
+/// once would measure each other).
+class TorchTestbed final : public Testbed {
+ public:
+  explicit TorchTestbed(TorchBedOptions options);
+  ~TorchTestbed() override;
+  [[nodiscard]] std::string_view name() const override;
+  Measurement measure(const Workload& w, std::span<const std::int32_t> config,
+                      const MeasureOptions& options) const override;
+
+ private:
+  struct State;
+  TorchBedOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+/// @brief Registers "torch-cpu" (and "torch-cuda" when libtorch has CUDA) with
+/// make_testbed, with workers exec'd from `worker_exe`. Idempotent.
+void register_torch_testbeds(const std::string& worker_exe);
+
+/// @brief The worker's main loop: reads one job line from `in_fd`, builds the model,
+/// answers "ready", waits for "go", serves the window and writes one report line to
+/// `out_fd`. Returns the process exit code.
+int torch_worker_main(int in_fd, int out_fd);
+
+/// @brief libtorch's build configuration and the BLAS it loaded (for provenance).
+std::string torch_build_info();
+
+}  // namespace corun

@@ -1,0 +1,473 @@
+// The torch testbed's parent side: spawns one worker per running model, releases them
+// together, samples their CPU time, memory and runnable threads, and turns their reports
+// into a Measurement. Torch-free: the parent never initialises a torch thread pool.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "corun/core/rng.h"
+#include "corun/core/strings.h"
+#include "corun/torchbed/torchbed.h"
+#include "protocol.h"
+
+extern char** environ;
+
+namespace corun {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using torchbed::WorkerJob;
+using torchbed::WorkerReport;
+
+int online_cores() {
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+/// One worker process and what the parent knows about it.
+struct Worker {
+  std::size_t model = 0;
+  pid_t pid = -1;
+  int to_child = -1;
+  int from_child = -1;
+  std::string buffer;
+  std::vector<std::string> lines;
+  bool eof = false;
+  std::string error;  ///< why the worker failed, when it did
+  WorkerReport report;
+  bool reported = false;
+  // Samples over the window.
+  double cpu_s_start = -1, cpu_s_last = -1;
+  double rss_sum = 0, runnable_sum = 0;
+  int samples = 0;
+};
+
+bool write_all(int fd, const std::string& s) {
+  std::size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+std::string spawn(Worker& wk, const TorchBedOptions& o) {
+  int in_pipe[2], out_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0) return std::string("pipe: ") + std::strerror(errno);
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    ::close(in_pipe[0]);
+    ::close(in_pipe[1]);
+    return std::string("pipe: ") + std::strerror(errno);
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+  std::vector<std::string> args = {o.worker_exe};
+  args.insert(args.end(), o.worker_args.begin(), o.worker_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int rc = ::posix_spawn(&wk.pid, o.worker_exe.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  wk.to_child = in_pipe[1];
+  wk.from_child = out_pipe[0];
+  if (rc != 0) {
+    wk.pid = -1;
+    return "cannot start worker " + o.worker_exe + ": " + std::strerror(rc);
+  }
+  // A worker that dies must not kill the parent with SIGPIPE when it writes "go".
+  ::signal(SIGPIPE, SIG_IGN);
+  return {};
+}
+
+/// Reads whatever the workers have written, for up to `wait_ms`.
+void pump(std::vector<Worker>& ws, int wait_ms) {
+  std::vector<pollfd> fds;
+  std::vector<Worker*> owners;
+  for (auto& w : ws) {
+    if (w.from_child >= 0 && !w.eof) {
+      fds.push_back({w.from_child, POLLIN, 0});
+      owners.push_back(&w);
+    }
+  }
+  if (fds.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    return;
+  }
+  if (::poll(fds.data(), fds.size(), wait_ms) <= 0) return;
+  char buf[65536];
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    Worker& w = *owners[i];
+    const ssize_t n = ::read(w.from_child, buf, sizeof buf);
+    if (n <= 0) {
+      w.eof = true;
+      continue;
+    }
+    w.buffer.append(buf, static_cast<std::size_t>(n));
+    std::size_t nl;
+    while ((nl = w.buffer.find('\n')) != std::string::npos) {
+      w.lines.push_back(w.buffer.substr(0, nl));
+      w.buffer.erase(0, nl + 1);
+    }
+  }
+}
+
+/// CPU seconds (user + system) of a process, or -1 when it is gone.
+double cpu_seconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  if (!std::getline(f, s)) return -1;
+  const auto close = s.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream in(s.substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && (in >> field); ++i) {
+    if (i == 14) utime = std::stod(field);
+    if (i == 15) stime = std::stod(field);
+  }
+  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+double rss_bytes(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/statm");
+  double size = 0, resident = 0;
+  if (!(f >> size >> resident)) return 0;
+  return resident * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+int runnable_threads(pid_t pid) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream f(e.path() / "stat");
+    std::string s;
+    if (!std::getline(f, s)) continue;
+    const auto close = s.rfind(')');
+    if (close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'R') ++n;
+  }
+  return n;
+}
+
+void sample(Worker& w) {
+  if (w.pid <= 0 || w.reported) return;
+  const double cpu = cpu_seconds(w.pid);
+  if (cpu < 0) return;
+  if (w.cpu_s_start < 0) w.cpu_s_start = cpu;
+  w.cpu_s_last = cpu;
+  w.rss_sum += rss_bytes(w.pid);
+  w.runnable_sum += runnable_threads(w.pid);
+  ++w.samples;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+/// "libtorch 1.13.0, BLAS openblas-openmp, oneDNN v2.6.3" from a worker's torch_config().
+std::string short_config(const std::string& cfg) {
+  std::string out;
+  const auto v = cfg.find("libtorch ");
+  if (v != std::string::npos) out = cfg.substr(v, cfg.find(';', v) - v);
+  const auto b = cfg.find("BLAS loaded: ");
+  if (b != std::string::npos) {
+    const std::string path = cfg.substr(b + 13, cfg.find(';', b) - b - 13);
+    const auto dir = std::filesystem::path(path).parent_path().filename().string();
+    out += ", BLAS " + (dir.empty() ? path : dir);
+  }
+  const auto d = cfg.find("MKL-DNN v");
+  if (d != std::string::npos) out += ", oneDNN " + cfg.substr(d + 8, cfg.find(' ', d + 8) - d - 8);
+  return out;
+}
+
+}  // namespace
+
+struct TorchTestbed::State {
+  std::mutex measure_mutex;  ///< one co-run at a time on this machine
+};
+
+int torch_threads_for(double sm_share, int cores) {
+  return std::clamp(static_cast<int>(std::lround(sm_share / 100.0 * cores)), 1,
+                    std::max(1, cores));
+}
+
+ModelArch scale_for_cpu(const ModelArch& arch) {
+  ModelArch a = arch;
+  auto scale_dims = [](TransformerDims& d) {
+    if (d.layers <= 0) return;
+    d.layers = std::min(d.layers, 4);
+    d.vocab = std::min(d.vocab, 16384);
+    if (d.hidden > 512 && d.head_dim > 0) {
+      const double f = 512.0 / d.hidden;
+      d.kv_heads = std::max(1, static_cast<int>(std::lround(d.kv_heads * f)));
+      int heads = std::max(d.kv_heads, static_cast<int>(std::lround(d.heads * f)));
+      heads -= heads % d.kv_heads;
+      d.heads = heads;
+      d.hidden = heads * d.head_dim;
+      d.intermediate = static_cast<int>(std::lround(d.intermediate * f));
+    }
+    if (d.position_embeddings > 0) d.position_embeddings = std::min(d.position_embeddings, 2048);
+  };
+  scale_dims(a.encoder);
+  scale_dims(a.decoder);
+  if (a.family == ModelFamily::kVision &&
+      forward_cost(arch, 1, arch.reference_size, Precision::kFp32).flops > 7e9) {
+    for (auto& l : a.conv_layers) {
+      const bool depthwise = l.groups > 1 && l.groups == l.c_in;
+      if (l.c_in > 3) l.c_in = (l.c_in + 1) / 2;
+      l.c_out = (l.c_out + 1) / 2;
+      l.groups = depthwise ? l.c_in : 1;
+    }
+  }
+  return a;
+}
+
+TorchTestbed::TorchTestbed(TorchBedOptions options)
+    : options_(std::move(options)), state_(std::make_unique<State>()) {
+  if (options_.cores <= 0) options_.cores = online_cores();
+}
+
+TorchTestbed::~TorchTestbed() = default;
+
+std::string_view TorchTestbed::name() const {
+  return options_.device == "cpu" ? "torch-cpu" : "torch-cuda";
+}
+
+Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_t> config,
+                                  const MeasureOptions& options) const {
+  Measurement m;
+  m.testbed = std::string(name());
+  m.device = w.device.name + " host CPU (" + std::to_string(options_.cores) + " cores)";
+  auto fail_all = [&](const std::string& why) {
+    m.error = why;
+    for (auto& mm : m.models) mm.error = why;
+    return m;
+  };
+  if (config.size() != w.models.size()) {
+    return fail_all("configuration has " + std::to_string(config.size()) + " entries, workload " +
+                    std::to_string(w.models.size()) + " models");
+  }
+  std::vector<Worker> ws;
+  std::vector<WorkerJob> jobs;
+  for (std::size_t i = 0; i < w.models.size(); ++i) {
+    if (config[i] == kAbsent) continue;
+    const ModelSpec& spec = w.models[i];
+    ModelMetrics mm;
+    mm.model = i;
+    mm.name = spec.name;
+    if (config[i] < 0 || static_cast<std::size_t>(config[i]) >= spec.local_config_count()) {
+      m.models.push_back(mm);
+      return fail_all("model '" + spec.name + "': local configuration " +
+                      std::to_string(config[i]) + " out of range");
+    }
+    mm.config = spec.describe(static_cast<std::size_t>(config[i]));
+    m.models.push_back(mm);
+    WorkerJob job;
+    job.arch = scale_for_cpu(spec.arch);
+    job.settings = spec.settings(static_cast<std::size_t>(config[i]));
+    job.demand = spec.demand;
+    job.int8 = job.settings.precision == Precision::kInt8 ||
+               job.settings.precision == Precision::kAwq;
+    job.threads = torch_threads_for(job.settings.sm_share, options_.cores);
+    job.window_s = options.window_s;
+    job.seed = derive_seed(options.seed, {i});
+    job.device = options_.device;
+    jobs.push_back(job);
+    Worker wk;
+    wk.model = m.models.size() - 1;
+    ws.push_back(wk);
+  }
+  if (ws.empty()) return m;
+
+  std::lock_guard<std::mutex> lock(state_->measure_mutex);
+  for (std::size_t k = 0; k < ws.size(); ++k) {
+    ws[k].error = spawn(ws[k], options_);
+    if (ws[k].error.empty() && !write_all(ws[k].to_child, torchbed::encode_job(jobs[k]) + "\n")) {
+      ws[k].error = "worker closed its input before the job was sent";
+    }
+  }
+  // Barrier: every worker has built and warmed up its model (or failed) before any starts.
+  const auto setup_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(options_.setup_timeout_s));
+  auto ready = [](const Worker& wk) { return !wk.error.empty() || !wk.lines.empty() || wk.eof; };
+  while (Clock::now() < setup_deadline && !std::all_of(ws.begin(), ws.end(), ready)) pump(ws, 50);
+  bool all_ready = true;
+  for (auto& wk : ws) {
+    if (!wk.error.empty()) {
+      all_ready = false;
+      continue;
+    }
+    if (wk.lines.empty()) {
+      wk.error = wk.eof ? "worker exited during setup"
+                        : "worker hung: not ready after " + format_number(options_.setup_timeout_s) +
+                              " s of setup; killed";
+      all_ready = false;
+      continue;
+    }
+    const std::string first = wk.lines.front();
+    wk.lines.erase(wk.lines.begin());
+    if (first != R"({"ready":true})") {
+      auto rep = torchbed::decode_report(first);
+      wk.error = rep ? rep->error : rep.error().what();
+      all_ready = false;
+    }
+  }
+  const auto t0 = Clock::now();
+  const auto window = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options.window_s));
+  const auto deadline = t0 + window + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options_.grace_s));
+  if (all_ready) {
+    for (auto& wk : ws) {
+      if (!write_all(wk.to_child, "go\n")) wk.error = "worker closed its input before the start";
+    }
+    for (auto& wk : ws) sample(wk);
+    auto pending = [&] {
+      return std::any_of(ws.begin(), ws.end(), [](const Worker& wk) {
+        return wk.error.empty() && wk.lines.empty() && !wk.eof;
+      });
+    };
+    while (pending() && Clock::now() < deadline) {
+      pump(ws, 20);
+      if (Clock::now() < t0 + window) {
+        for (auto& wk : ws) sample(wk);
+      }
+      for (auto& wk : ws) {
+        if (!wk.lines.empty() && !wk.reported) {
+          auto rep = torchbed::decode_report(wk.lines.front());
+          if (rep) {
+            wk.report = std::move(*rep);
+            wk.reported = true;
+            if (!wk.report.error.empty()) wk.error = wk.report.error;
+          } else {
+            wk.error = rep.error().what();
+          }
+        }
+      }
+    }
+  }
+  // Kill whatever is still running (hung, or released by a failed barrier) and reap all.
+  for (auto& wk : ws) {
+    if (wk.to_child >= 0) ::close(wk.to_child);
+    if (wk.pid <= 0) continue;
+    int status = 0;
+    pid_t r = ::waitpid(wk.pid, &status, WNOHANG);
+    if (r == 0 && !wk.reported) {
+      if (all_ready && wk.error.empty()) {
+        wk.error = "worker hung: no report " + format_number(options_.grace_s) +
+                   " s after the window; killed";
+      }
+      ::kill(wk.pid, SIGKILL);
+    }
+    if (r == 0) {
+      // A reporting worker exits on its own once its input closes; give it a moment.
+      for (int i = 0; i < 100 && (r = ::waitpid(wk.pid, &status, WNOHANG)) == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (r == 0) {
+        ::kill(wk.pid, SIGKILL);
+        r = ::waitpid(wk.pid, &status, 0);
+      }
+    }
+    if (!wk.reported && wk.error.empty() && r > 0) {
+      wk.error = WIFSIGNALED(status)
+                     ? "worker crashed: " + std::string(::strsignal(WTERMSIG(status)))
+                     : "worker exited with code " + std::to_string(WEXITSTATUS(status)) +
+                           " before reporting";
+    } else if (!wk.reported && r > 0 && WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL &&
+               wk.error.rfind("worker crashed", 0) != 0) {
+      wk.error = "worker crashed: " + std::string(::strsignal(WTERMSIG(status)));
+    }
+    if (wk.from_child >= 0) ::close(wk.from_child);
+  }
+
+  std::string first_error;
+  for (const auto& wk : ws) {
+    if (!wk.error.empty()) {
+      m.models[wk.model].error = wk.error;
+      if (first_error.empty()) first_error = "model '" + m.models[wk.model].name + "': " + wk.error;
+    }
+  }
+  if (!first_error.empty()) {
+    m.error = first_error;
+    for (auto& mm : m.models) {
+      if (mm.error.empty()) mm.error = "co-runner failed: " + first_error;
+    }
+    return m;
+  }
+
+  const double window_s = options.window_s;
+  const double window_ms = window_s * 1000;
+  double cpu_s = 0, dram = 0, rss = 0, runnable = 0;
+  for (std::size_t k = 0; k < ws.size(); ++k) {
+    const Worker& wk = ws[k];
+    const WorkerReport& r = wk.report;
+    ModelMetrics& mm = m.models[wk.model];
+    // No completion inside the window: the latency is at least the window (finite, large).
+    mm.latency_ms_p50 = r.latency_ms.empty() ? window_ms : percentile(r.latency_ms, 0.5);
+    mm.latency_ms_p95 = r.latency_ms.empty() ? window_ms : percentile(r.latency_ms, 0.95);
+    mm.throughput = r.served / window_s;
+    if (jobs[k].arch.family == ModelFamily::kLlm) {
+      mm.ttft_ms_p95 = r.ttft_ms.empty() ? window_ms : percentile(r.ttft_ms, 0.95);
+      mm.tpot_ms_p95 = r.tpot_ms.empty() ? window_ms : percentile(r.tpot_ms, 0.95);
+    }
+    if (wk.cpu_s_start >= 0) cpu_s += wk.cpu_s_last - wk.cpu_s_start;
+    dram += r.dram_bytes;
+    if (wk.samples > 0) {
+      rss += wk.rss_sum / wk.samples;
+      runnable += wk.runnable_sum / wk.samples;
+    }
+    if (k == 0) {
+      const std::string cfg = short_config(r.torch_config);
+      if (!cfg.empty()) m.device += ", " + cfg;
+    }
+  }
+  m.gpu.sm_util = std::clamp(cpu_s / (window_s * options_.cores), 0.0, 1.0);
+  const double bw = w.device.cpu.mem_bandwidth_gbps > 0 ? w.device.cpu.mem_bandwidth_gbps : 20;
+  m.gpu.mem_bw_util = std::clamp(dram / window_s / (bw * 1e9), 0.0, 1.0);
+  m.gpu.vram_used_gb = rss / 1e9;
+  m.gpu.clock_mhz = runnable;
+  return m;
+}
+
+void register_torch_testbeds(const std::string& worker_exe) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    TorchBedOptions o;
+    o.worker_exe = worker_exe;
+    register_testbed("torch-cpu", [o] { return std::make_unique<TorchTestbed>(o); });
+#ifdef CORUN_TORCH_CUDA
+    TorchBedOptions g = o;
+    g.device = "cuda";
+    register_testbed("torch-cuda", [g] { return std::make_unique<TorchTestbed>(g); });
+#endif
+  });
+}
+
+}  // namespace corun

@@ -1,0 +1,242 @@
+// The worker process: one model, its own intra-op threads, an open-loop load generator.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "corun/core/rng.h"
+#include "corun/torchbed/torchbed.h"
+#include "protocol.h"
+#include "zoo.h"
+
+namespace corun {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using torchbed::WorkerJob;
+using torchbed::WorkerReport;
+using torchbed::ZooModel;
+
+double ms_since(Clock::time_point t0, Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(t - t0).count();
+}
+
+Clock::time_point at(Clock::time_point t0, double s) {
+  return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+bool read_line(int fd, std::string& out) {
+  out.clear();
+  char c = 0;
+  while (true) {
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n <= 0) return false;
+    if (c == '\n') return true;
+    out.push_back(c);
+  }
+}
+
+bool write_line(int fd, const std::string& s) {
+  const std::string line = s + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// Arrival times (s) in [0, window): periodic frames with deterministic skipping, Poisson
+/// requests, or none (closed loop) when the demand is 0.
+std::vector<double> arrivals(const WorkerJob& job, Rng& rng) {
+  std::vector<double> out;
+  if (job.arch.family == ModelFamily::kVision) {
+    if (job.demand.fps <= 0) return out;
+    const double keep = 1 - job.settings.skip_rate;
+    for (long i = 0;; ++i) {
+      const double t = static_cast<double>(i) / job.demand.fps;
+      if (t >= job.window_s) break;
+      const auto di = static_cast<double>(i);
+      if (std::floor((di + 1) * keep) > std::floor(di * keep)) out.push_back(t);
+    }
+    return out;
+  }
+  if (job.demand.rps <= 0) return out;
+  for (double t = -std::log(1 - rng.uniform()) / job.demand.rps; t < job.window_s;
+       t += -std::log(1 - rng.uniform()) / job.demand.rps) {
+    out.push_back(t);
+  }
+  return out;
+}
+
+Precision cost_precision(const WorkerJob& job) {
+  return job.int8 ? Precision::kInt8 : Precision::kFp32;
+}
+
+/// Vision and encoder: batches fill from the arrival stream, one server.
+void serve_batches(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
+                   const std::vector<double>& arr, WorkerReport& r) {
+  const int size = job.arch.family == ModelFamily::kVision ? job.settings.imgsz
+                                                            : job.arch.default_seq_len;
+  const int b = std::max(1, job.settings.batch);
+  const double bytes = forward_cost(job.arch, b, size, cost_precision(job)).bytes;
+  const auto end = at(t0, job.window_s);
+  if (arr.empty()) {  // closed loop: back to back
+    while (Clock::now() < end) {
+      const auto s = Clock::now();
+      model.forward(b, size);
+      const double ms = ms_since(s, Clock::now());
+      for (int i = 0; i < b; ++i) r.latency_ms.push_back(ms);
+      r.served += b;
+      r.dram_bytes += bytes;
+    }
+    return;
+  }
+  for (std::size_t i = 0; i + static_cast<std::size_t>(b) <= arr.size(); i += b) {
+    const auto ready = at(t0, arr[i + static_cast<std::size_t>(b) - 1]);
+    std::this_thread::sleep_until(ready);
+    if (Clock::now() >= end) break;
+    model.forward(b, size);
+    const auto done = Clock::now();
+    for (std::size_t k = i; k < i + static_cast<std::size_t>(b); ++k) {
+      r.latency_ms.push_back(ms_since(at(t0, arr[k]), done));
+    }
+    r.served += b;
+    r.dram_bytes += bytes;
+  }
+}
+
+/// LLM: continuous batching. Waiting requests are admitted while fewer than
+/// request_concurrency are in flight (their prefill runs in prefill_chunk pieces between
+/// decode steps); every decode step advances all admitted sequences by one token.
+void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
+               const std::vector<double>& arr, WorkerReport& r) {
+  struct Active {
+    int slot;
+    Clock::time_point arrival, first_token;
+    int produced;
+  };
+  const int prompt = std::max(1, job.demand.prompt_tokens);
+  const int output = std::max(1, job.demand.output_tokens);
+  const int chunk = std::max(1, job.settings.prefill_chunk);
+  const auto c = static_cast<std::size_t>(std::max(1, job.settings.request_concurrency));
+  const Precision p = cost_precision(job);
+  const auto end = at(t0, job.window_s);
+  const bool closed = arr.empty();
+  std::size_t next = 0;
+  std::vector<Active> active;
+  while (Clock::now() < end) {
+    while (active.size() < c &&
+           (closed || (next < arr.size() && at(t0, arr[next]) <= Clock::now()))) {
+      const auto arrival = closed ? Clock::now() : at(t0, arr[next]);
+      ++next;
+      const int slot = model.open_sequence(prompt + output + 1);
+      for (int done = 0; done < prompt; done += chunk) {
+        const int n = std::min(chunk, prompt - done);
+        model.prefill(slot, n);
+        r.dram_bytes += prefill_cost(job.arch, n, done, p).bytes;
+      }
+      const auto first = Clock::now();
+      r.ttft_ms.push_back(ms_since(arrival, first));
+      active.push_back({slot, arrival, first, 1});
+      r.served += 1;
+      if (Clock::now() >= end) break;
+    }
+    if (active.empty()) {
+      if (next >= arr.size()) break;
+      std::this_thread::sleep_until(std::min(end, at(t0, arr[next])));
+      continue;
+    }
+    std::vector<int> slots;
+    double mean_context = 0;
+    for (const auto& a : active) {
+      slots.push_back(a.slot);
+      mean_context += model.context(a.slot);
+    }
+    mean_context /= static_cast<double>(active.size());
+    model.decode(slots);
+    r.dram_bytes +=
+        decode_cost(job.arch, static_cast<int>(active.size()), mean_context, p).bytes;
+    r.served += static_cast<double>(active.size());
+    const auto now = Clock::now();
+    for (auto& a : active) ++a.produced;
+    std::erase_if(active, [&](const Active& a) {
+      if (a.produced < output) return false;
+      r.latency_ms.push_back(ms_since(a.arrival, now));
+      r.tpot_ms.push_back(ms_since(a.first_token, now) / (output - 1 > 0 ? output - 1 : 1));
+      model.close_sequence(a.slot);
+      return true;
+    });
+  }
+}
+
+void warm_up(const WorkerJob& job, ZooModel& model) {
+  if (job.arch.family == ModelFamily::kLlm) {
+    const int slot = model.open_sequence(job.demand.prompt_tokens + 4);
+    model.prefill(slot, std::max(1, std::min(job.demand.prompt_tokens, job.settings.prefill_chunk)));
+    const int slots[] = {slot};
+    model.decode(slots);
+    model.close_sequence(slot);
+  } else {
+    const int size = job.arch.family == ModelFamily::kVision ? job.settings.imgsz
+                                                              : job.arch.default_seq_len;
+    model.forward(std::max(1, job.settings.batch), size);
+  }
+}
+
+}  // namespace
+
+int torch_worker_main(int in_fd, int out_fd) {
+  std::string line;
+  if (!read_line(in_fd, line)) return 3;
+  auto job = torchbed::decode_job(line);
+  WorkerReport r;
+  if (!job) {
+    r.error = job.error().what();
+    write_line(out_fd, torchbed::encode_report(r));
+    return 2;
+  }
+  torchbed::init_torch_process(job->threads);
+  auto model = torchbed::ZooModel::build(job->arch, {job->int8, job->device, job->seed});
+  if (!model) {
+    r.error = model.error().what();
+    write_line(out_fd, torchbed::encode_report(r));
+    return 1;
+  }
+  try {
+    warm_up(*job, **model);
+  } catch (const std::exception& e) {
+    r.error = std::string("warm-up failed: ") + e.what();
+    write_line(out_fd, torchbed::encode_report(r));
+    return 1;
+  }
+  if (!write_line(out_fd, R"({"ready":true})")) return 3;
+  if (!read_line(in_fd, line) || line != "go") return 3;
+  const auto t0 = Clock::now();
+  Rng rng(derive_seed(job->seed, {0x70726367ULL}));
+  const std::vector<double> arr = arrivals(*job, rng);
+  try {
+    if (job->arch.family == ModelFamily::kLlm) {
+      serve_llm(*job, **model, t0, arr, r);
+    } else {
+      serve_batches(*job, **model, t0, arr, r);
+    }
+  } catch (const std::exception& e) {
+    r.error = std::string("inference failed: ") + e.what();
+  }
+  r.torch_config = torchbed::torch_config();
+  return write_line(out_fd, torchbed::encode_report(r)) ? 0 : 3;
+}
+
+std::string torch_build_info() { return torchbed::torch_config(); }
+
+}  // namespace corun
