@@ -8,6 +8,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   libxgboost-dev
+  libtorch-dev libopenblas0-openmp
 )
 if [[ ${CORUN_EXTRA_PACKAGES:-} ]]; then
   read -r -a extra <<<"$CORUN_EXTRA_PACKAGES"

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -69,6 +70,9 @@ class Testbed {
 
 /// @brief Names accepted by make_testbed.
 std::vector<std::string> testbed_names();
+/// @brief Makes a testbed built outside this layer (e.g. `torch-cpu`, which needs libtorch)
+/// available to make_testbed under `name`. Call before make_testbed; not thread-safe.
+void register_testbed(std::string name, std::function<std::unique_ptr<Testbed>()> factory);
 /// @brief Creates a testbed by name ("sim"); unknown names get a suggestion.
 Result<std::unique_ptr<Testbed>> make_testbed(std::string_view name);
 
