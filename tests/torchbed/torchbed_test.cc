@@ -1,0 +1,204 @@
+// The torch-cpu testbed against real libtorch runs: tiny models, short windows. Workers are
+// exec'd from the corun binary (CORUN_BINARY), as in production.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "../../src/torchbed/protocol.h"
+#include "corun/catalog/catalog.h"
+#include "corun/torchbed/torchbed.h"
+
+namespace corun {
+namespace {
+
+TorchBedOptions options() {
+  TorchBedOptions o;
+  o.worker_exe = CORUN_BINARY;
+  return o;
+}
+
+ModelSpec spec(std::string name, std::string_view arch, Settings s, Demand d = {}) {
+  const ModelArch* a = Catalog::default_catalog().find_model(arch);
+  EXPECT_NE(a, nullptr) << arch;
+  ModelSpec m;
+  m.name = std::move(name);
+  if (a != nullptr) m.arch = *a;
+  m.base = s;
+  m.demand = d;
+  return m;
+}
+
+Workload workload(std::vector<ModelSpec> models) {
+  Workload w;
+  w.file = "<test>";
+  w.device = *Catalog::default_catalog().find_device("rtx3090");
+  w.models = std::move(models);
+  return w;
+}
+
+Settings vision(int imgsz, double sm_share = 50, int batch = 1) {
+  Settings s;
+  s.precision = Precision::kFp32;
+  s.imgsz = imgsz;
+  s.sm_share = sm_share;
+  s.batch = batch;
+  return s;
+}
+
+/// A decoder small enough that attention over a long context costs as much as its weights.
+ModelArch tiny_decoder() {
+  ModelArch a;
+  a.name = "tiny-decoder";
+  a.family = ModelFamily::kLlm;
+  a.precisions = {Precision::kFp32};
+  a.decoder = {2, 256, 4, 4, 64, 512, 1024, true, true, 0};
+  return a;
+}
+
+Measurement measure_all(const Testbed& tb, const Workload& w, double window_s) {
+  const JointConfig all(w.models.size(), 0);
+  return tb.measure(w, all, {window_s, 7});
+}
+
+TEST(TorchBed, ScalesLargeArchitecturesOnly) {
+  const Catalog& c = Catalog::default_catalog();
+  const ModelArch q = scale_for_cpu(*c.find_model("qwen2.5-0.5b"));
+  EXPECT_EQ(q.decoder.layers, 4);
+  EXPECT_LE(q.decoder.hidden, 512);
+  EXPECT_EQ(q.decoder.head_dim, 64);
+  EXPECT_EQ(q.decoder.heads % q.decoder.kv_heads, 0);
+  EXPECT_EQ(q.decoder.vocab, 16384);
+  const ModelArch& n = *c.find_model("yolo11n");
+  EXPECT_EQ(scale_for_cpu(n).conv_layers.size(), n.conv_layers.size());
+  EXPECT_EQ(scale_for_cpu(n).conv_layers[5].c_out, n.conv_layers[5].c_out);
+  // Halving every channel count divides a convolution's FLOPs by about 4.
+  const ModelArch& r = *c.find_model("resnet50");
+  const double full = forward_cost(r, 1, 224, Precision::kFp32).flops;
+  const double small = forward_cost(scale_for_cpu(r), 1, 224, Precision::kFp32).flops;
+  EXPECT_GT(full / small, 3.0);
+  EXPECT_LT(full / small, 4.5);
+}
+
+TEST(TorchBed, JobRoundTrips) {
+  torchbed::WorkerJob job;
+  job.arch = *Catalog::default_catalog().find_model("yolo11n");
+  job.settings = vision(256);
+  job.demand.fps = 12;
+  job.threads = 2;
+  auto back = torchbed::decode_job(torchbed::encode_job(job));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->arch.conv_layers.size(), job.arch.conv_layers.size());
+  EXPECT_EQ(back->settings.imgsz, 256);
+  EXPECT_EQ(back->demand.fps, 12);
+  EXPECT_EQ(back->threads, 2);
+  EXPECT_FALSE(torchbed::decode_job("{}").ok());
+}
+
+TEST(TorchBed, ThreadsFollowSmShare) {
+  EXPECT_EQ(torch_threads_for(50, 2), 1);
+  EXPECT_EQ(torch_threads_for(100, 2), 2);
+  EXPECT_EQ(torch_threads_for(1, 8), 1);
+  EXPECT_EQ(torch_threads_for(60, 8), 5);
+}
+
+TEST(TorchBed, RegistersWithMakeTestbed) {
+  register_torch_testbeds(CORUN_BINARY);
+  auto tb = make_testbed("torch-cpu");
+  ASSERT_TRUE(tb.ok()) << tb.error().what();
+  EXPECT_EQ((*tb)->name(), "torch-cpu");
+}
+
+TEST(TorchBed, LatencyGrowsWithImgsz) {
+  const TorchTestbed tb(options());
+  // Closed loop (no demand): back-to-back passes, so the latency is the service time.
+  const auto small = measure_all(tb, workload({spec("cam", "yolo11n", vision(128))}), 0.6);
+  const auto large = measure_all(tb, workload({spec("cam", "yolo11n", vision(320))}), 0.6);
+  ASSERT_TRUE(small.ok()) << small.error;
+  ASSERT_TRUE(large.ok()) << large.error;
+  // 320 px has 6.25x the pixels of 128 px; fixed per-layer overheads keep it below that.
+  EXPECT_GT(large.models[0].latency_ms_p50, 2.0 * small.models[0].latency_ms_p50)
+      << small.models[0].latency_ms_p50 << " vs " << large.models[0].latency_ms_p50;
+  EXPECT_GT(small.models[0].throughput, large.models[0].throughput);
+  EXPECT_NE(small.device.find("libtorch"), std::string::npos) << small.device;
+}
+
+TEST(TorchBed, LatencyGrowsWithCorunners) {
+  const TorchTestbed tb(options());
+  const ModelSpec cam = spec("cam", "yolo11n", vision(192));
+  const auto alone = measure_all(tb, workload({cam}), 0.8);
+  // Two closed-loop co-runners with two threads each: five busy threads on the cores.
+  const auto crowded = measure_all(
+      tb,
+      workload({cam, spec("cls", "resnet50", vision(128, 100)),
+                spec("det", "yolo11n", vision(256, 100))}),
+      0.8);
+  ASSERT_TRUE(alone.ok()) << alone.error;
+  ASSERT_TRUE(crowded.ok()) << crowded.error;
+  EXPECT_GT(crowded.models[0].latency_ms_p50, 1.3 * alone.models[0].latency_ms_p50)
+      << alone.models[0].latency_ms_p50 << " vs " << crowded.models[0].latency_ms_p50;
+  // The aggregate state sees the co-runners.
+  EXPECT_GT(crowded.gpu.sm_util, alone.gpu.sm_util);
+  EXPECT_GT(crowded.gpu.vram_used_gb, alone.gpu.vram_used_gb);
+  EXPECT_GT(crowded.gpu.mem_bw_util, 0);
+}
+
+TEST(TorchBed, TpotGrowsWithContext) {
+  const TorchTestbed tb(options());
+  auto llm = [](int prompt) {
+    ModelSpec m;
+    m.name = "chat";
+    m.arch = tiny_decoder();
+    m.base.precision = Precision::kFp32;
+    m.base.sm_share = 50;
+    m.base.prefill_chunk = 512;
+    m.demand = {0, 0, prompt, 12};
+    return workload({m});
+  };
+  const auto short_ctx = measure_all(tb, llm(16), 1.5);
+  const auto long_ctx = measure_all(tb, llm(1536), 1.5);
+  ASSERT_TRUE(short_ctx.ok()) << short_ctx.error;
+  ASSERT_TRUE(long_ctx.ok()) << long_ctx.error;
+  const auto& s = short_ctx.models[0];
+  const auto& l = long_ctx.models[0];
+  ASSERT_TRUE(s.tpot_ms_p95 && l.tpot_ms_p95 && s.ttft_ms_p95 && l.ttft_ms_p95);
+  EXPECT_GT(*l.tpot_ms_p95, 1.2 * *s.tpot_ms_p95) << *s.tpot_ms_p95 << " vs " << *l.tpot_ms_p95;
+  EXPECT_GT(*l.ttft_ms_p95, 5 * *s.ttft_ms_p95);
+}
+
+TEST(TorchBed, CrashedWorkerIsAFailedMeasurement) {
+  TorchBedOptions o = options();
+  o.worker_exe = "/bin/sh";
+  o.worker_args = {"-c", "kill -SEGV $$"};
+  const TorchTestbed tb(o);
+  const auto m = measure_all(tb, workload({spec("cam", "yolo11n", vision(128))}), 0.5);
+  EXPECT_FALSE(m.ok());
+  EXPECT_NE(m.error.find("crashed"), std::string::npos) << m.error;
+  EXPECT_NE(m.models[0].error.find("Segmentation"), std::string::npos) << m.models[0].error;
+}
+
+TEST(TorchBed, HungWorkerIsKilled) {
+  TorchBedOptions o = options();
+  o.worker_exe = "/bin/sh";
+  o.worker_args = {"-c", "exec sleep 60"};
+  o.setup_timeout_s = 0.5;
+  const TorchTestbed tb(o);
+  const auto start = std::chrono::steady_clock::now();
+  const auto m = measure_all(tb, workload({spec("cam", "yolo11n", vision(128))}), 0.5);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
+  EXPECT_FALSE(m.ok());
+  EXPECT_NE(m.error.find("hung"), std::string::npos) << m.error;
+}
+
+TEST(TorchBed, UnsupportedPrecisionIsReported) {
+  const TorchTestbed tb(options());
+  Settings s = vision(128);
+  s.precision = Precision::kInt8;
+  const auto m = measure_all(tb, workload({spec("cam", "yolo11n", s)}), 0.3);
+  EXPECT_FALSE(m.ok());
+  EXPECT_NE(m.error.find("int8"), std::string::npos) << m.error;
+}
+
+}  // namespace
+}  // namespace corun
