@@ -30,6 +30,7 @@ bench: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release
 	scripts/bench.sh build/release
+	scripts/serve-load.sh build/release
 
 clean:
 	rm -rf build

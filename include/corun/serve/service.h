@@ -1,0 +1,198 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/result.h"
+#include "corun/plan/solver.h"
+#include "corun/runtime/controller.h"
+#include "corun/serve/metrics.h"
+#include "corun/serve/store.h"
+#include "corun/spec/workload.h"
+
+namespace corun::serve {
+
+/// @brief A transport-independent HTTP request: what the server adapter hands the service.
+struct HttpRequest {
+  std::string method;  ///< "GET", "POST", ...
+  std::string path;    ///< decoded path, no query
+  std::map<std::string, std::string> query;
+  std::string authorization;  ///< the Authorization header ("" when absent)
+  std::string content_type;   ///< the Content-Type header ("" when absent)
+  std::string body;
+};
+
+/// @brief What the service answers.
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// @brief How `corun serve` runs. Every setting is declared once here; cmd_serve.cc derives
+/// its flags from the same names.
+struct ServiceOptions {
+  std::filesystem::path state_dir;  ///< SQLite state (created if needed)
+  std::string token;                ///< bearer token mutating requests must carry (non-empty)
+  std::string device = "rtx3090";   ///< catalog device of a new state
+  std::string workload_file;        ///< initial model set of a new state ("" = none)
+  std::string solver = "ga";
+  std::uint64_t seed = 1;
+  int solver_threads = 1;
+  std::size_t max_body_bytes = 64 * 1024;
+  /// Period of the telemetry summary flush to SQLite: the durability window of telemetry.
+  int telemetry_flush_ms = 1000;
+  /// Re-plans are spaced at least this far apart (a burst of events costs one re-plan).
+  int min_replan_interval_ms = 200;
+  /// After an observed breach the model's margin grows to the observed under-prediction plus
+  /// this much (as the online controller does).
+  double breach_margin_step = 0.05;
+  double error_ewma_alpha = 0.05;  ///< weight of one sample in the per-model error average
+  std::size_t history_in_memory = 1000;  ///< plans kept for /v1/plan/history
+};
+
+/// @brief Builds the predictor source the service plans with.
+using PredictorSourceFactory = std::function<Result<std::unique_ptr<PredictorSource>>()>;
+
+/// @brief The default predictor source: a digital twin that predicts by measuring candidates
+/// on the `sim` testbed with one fixed noise seed (TestbedPredictor), with a constant latency
+/// margin per model. Used until a fitted surrogate is given.
+Result<std::unique_ptr<PredictorSource>> make_twin_source(double margin, std::uint64_t seed);
+
+/// @brief The scheduler as a service: registered models, the plan in force and its history,
+/// telemetry, and a background planner. handle() is the whole HTTP API (docs/serve.md);
+/// transports (serve/server.h, tests) only translate requests.
+/// Thread-safety: handle() may be called from many threads at once. Registrations and plans
+/// are committed to the StateStore before they are acknowledged or served.
+class Service {
+ public:
+  /// @brief Opens the state directory, reloads models, plans and telemetry, and starts the
+  /// planner and the telemetry flusher. A state without a plan gets one planned at start.
+  static Result<std::unique_ptr<Service>> open(ServiceOptions options, const Catalog& catalog,
+                                               std::unique_ptr<PredictorSource> source);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  /// @brief Answers one request. Never throws; malformed input gets a 4xx with a JSON error.
+  HttpResponse handle(const HttpRequest& req);
+  /// @brief A JSON error for a failure the transport detected before handle() (413, 414, ...).
+  HttpResponse transport_error(int status, const std::string& path);
+
+  /// @brief Id of the plan in force (0 = none yet).
+  [[nodiscard]] std::int64_t plan_id() const { return plan_id_.load(); }
+  /// @brief Blocks until a plan with id > `after` is in force or the timeout passes.
+  bool wait_for_plan(std::int64_t after, int timeout_ms);
+  /// @brief Stops the planner and flushes telemetry (also done by the destructor).
+  void stop();
+
+ private:
+  struct Registered {
+    std::string name;
+    nlohmann::json spec;  ///< registration JSON (demand updates applied)
+    ModelSpec model;
+  };
+  /// Online observation of one model (what the monitor keeps).
+  struct ModelTelemetry {
+    std::uint64_t samples = 0;
+    std::uint64_t breaches = 0;
+    std::uint64_t stale = 0;  ///< samples for another plan than the one in force
+    double error_ewma = 0;    ///< (observed - predicted) / predicted, latency the SLA constrains
+    double abs_error_ewma = 0;
+    double margin_boost = 0;  ///< added after breaches
+    std::int64_t boosted_for_plan = -1;
+    nlohmann::json last;  ///< last observed sample
+  };
+  struct ApiError {
+    int status;
+    std::string code;
+    std::string message;
+    std::string field;
+  };
+
+  Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<PredictorSource> source,
+          std::unique_ptr<StateStore> store, std::unique_ptr<Solver> solver);
+  Status restore(const StoredState& st);
+
+  HttpResponse route(const HttpRequest& req, std::size_t& route_index);
+  HttpResponse error(const ApiError& e) const;
+  static HttpResponse json_response(int status, const nlohmann::json& body);
+  Result<nlohmann::json> parse_body(const HttpRequest& req, ApiError& err) const;
+  bool authorised(const HttpRequest& req) const;
+
+  HttpResponse get_health();
+  HttpResponse get_metrics();
+  HttpResponse list_models();
+  HttpResponse get_model(const std::string& name);
+  HttpResponse register_model(const nlohmann::json& body);
+  HttpResponse remove_model(const std::string& name);
+  HttpResponse update_demand(const std::string& name, const nlohmann::json& body);
+  HttpResponse post_telemetry(const nlohmann::json& body);
+  HttpResponse get_telemetry();
+  HttpResponse get_plan();
+  HttpResponse get_history(const HttpRequest& req);
+  HttpResponse post_replan();
+
+  /// Parses a registration through the spec parser; errors name the field.
+  std::variant<ModelSpec, ApiError> parse_model(const nlohmann::json& spec) const;
+  void request_replan(const std::string& reason);
+  void planner_loop();
+  void flusher_loop();
+  void flush_telemetry();
+  Status plan_once(const std::string& reason);
+  nlohmann::json telemetry_json(const std::string& name, const ModelTelemetry& t) const;
+
+  ServiceOptions options_;
+  const Catalog* catalog_;
+  std::unique_ptr<PredictorSource> source_;
+  std::unique_ptr<StateStore> store_;
+  std::unique_ptr<Solver> solver_;
+  Device device_;
+  std::string wrapper_device_;  ///< catalog device name used to run the spec parser
+  Metrics metrics_;
+
+  /// Serialises mutations (registration, removal, demand) with their durable writes, so that
+  /// the store and memory agree. Never held by telemetry handlers.
+  std::mutex mutate_mutex_;
+  /// Guards the in-memory state below; held only for short, allocation-light sections.
+  mutable std::mutex state_mutex_;
+  std::vector<Registered> models_;                       // GUARDED_BY(state_mutex_)
+  std::unordered_map<std::string, std::size_t> index_;   // GUARDED_BY(state_mutex_)
+  std::uint64_t generation_ = 0;                         // GUARDED_BY(state_mutex_)
+  nlohmann::json plan_;                                  // GUARDED_BY(state_mutex_)
+  std::unordered_map<std::string, Predicted> plan_predicted_;  // GUARDED_BY(state_mutex_)
+  std::unordered_map<std::string, std::int32_t> plan_local_;   // GUARDED_BY(state_mutex_)
+  std::vector<nlohmann::json> history_;                  // GUARDED_BY(state_mutex_)
+  std::unordered_map<std::string, ModelTelemetry> telemetry_;  // GUARDED_BY(state_mutex_)
+  bool telemetry_dirty_ = false;                         // GUARDED_BY(state_mutex_)
+  bool replan_pending_ = false;                          // GUARDED_BY(state_mutex_)
+  std::string replan_reason_;                            // GUARDED_BY(state_mutex_)
+  bool replanning_ = false;                              // GUARDED_BY(state_mutex_)
+  bool stopping_ = false;                                // GUARDED_BY(state_mutex_)
+  std::string last_plan_error_;                          // GUARDED_BY(state_mutex_)
+  std::condition_variable planner_cv_;
+  std::condition_variable plan_cv_;
+  std::condition_variable flusher_cv_;
+  std::atomic<std::int64_t> plan_id_{0};
+
+  std::thread planner_;
+  std::thread flusher_;
+};
+
+}  // namespace corun::serve

@@ -1,0 +1,155 @@
+// corun serve: the scheduler as an HTTP/JSON service (docs/serve.md).
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <random>
+
+#include "command.h"
+#include "common.h"
+#include "corun/core/atomic_file.h"
+#include "corun/serve/server.h"
+#include "corun/serve/service.h"
+
+namespace corun::cli {
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+// The bearer token: from --token-file, or a fresh random one kept in STATE/token (mode 0600).
+Result<std::string> load_token(const std::string& token_file, const std::filesystem::path& state) {
+  if (!token_file.empty()) {
+    auto text = read_file(token_file);
+    if (!text) return text.error().wrap("--token-file");
+    std::string t = trim(*text);
+    if (t.size() < 16) return Error("--token-file: the token must have at least 16 characters");
+    return t;
+  }
+  const auto path = state / "token";
+  if (std::filesystem::exists(path)) {
+    auto text = read_file(path);
+    if (!text) return text.error();
+    return trim(*text);
+  }
+  std::random_device rd;
+  std::string t;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) t += hex[rd() % 16];
+  std::error_code ec;
+  std::filesystem::create_directories(state, ec);
+  auto ok = write_file_atomic(path, t + "\n");
+  if (!ok) return ok.error();
+  ::chmod(path.c_str(), S_IRUSR | S_IWUSR);
+  return t;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1";
+}
+
+const bool registered = register_command({
+    "serve",
+    "Serve the scheduler over HTTP/JSON: models, telemetry, plans (docs/serve.md)",
+    [](CLI::App& sub) {
+      struct Flags {
+        std::string state, host = "127.0.0.1", port_file, token_file, device = "rtx3090",
+                           workload, solver = "ga", catalog;
+        int port = 8080, threads = 8, flush_ms = 1000, min_replan_ms = 200;
+        std::uint64_t seed = 1;
+        double margin = 0.1;
+        std::size_t max_body = 64 * 1024;
+      };
+      auto f = std::make_shared<Flags>();
+      sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")->required();
+      sub.add_option("--host", f->host, "address to bind")->capture_default_str();
+      sub.add_option("--port", f->port, "port to bind (0 = any free port)")
+          ->check(CLI::Range(0, 65535))
+          ->capture_default_str();
+      sub.add_option("--port-file", f->port_file, "write the bound port to this file");
+      sub.add_option("--token-file", f->token_file,
+                     "file holding the bearer token for mutating requests (default: a random "
+                     "token kept in STATE/token)");
+      sub.add_option("--device", f->device, "catalog device of a new state")->capture_default_str();
+      sub.add_option("--workload", f->workload, "workload whose models a new state starts with");
+      sub.add_option("--solver", f->solver, "ga, exhaustive, exact, greedy, hillclimb")
+          ->capture_default_str();
+      sub.add_option("--seed", f->seed, "seed of the solver and the twin")->capture_default_str();
+      sub.add_option("--margin", f->margin, "latency margin of the twin predictor")
+          ->check(CLI::Range(0.0, 5.0))
+          ->capture_default_str();
+      sub.add_option("--threads", f->threads, "HTTP worker threads")
+          ->check(CLI::Range(2, 256))
+          ->capture_default_str();
+      sub.add_option("--max-body", f->max_body, "largest request body, bytes")
+          ->check(CLI::Range(1024, 16 * 1024 * 1024))
+          ->capture_default_str();
+      sub.add_option("--flush-ms", f->flush_ms, "telemetry summary flush period (durability window)")
+          ->check(CLI::Range(50, 60000))
+          ->capture_default_str();
+      sub.add_option("--min-replan-ms", f->min_replan_ms, "least time between two re-plans")
+          ->check(CLI::Range(0, 600000))
+          ->capture_default_str();
+      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      return std::function<int()>([f] {
+        if (!is_loopback(f->host) && f->token_file.empty()) {
+          return report_error(Error("--host " + f->host + " is not loopback: give --token-file"));
+        }
+        // Block the stop signals before any thread starts, so that only sigwait() sees them.
+        sigset_t stop_signals;
+        sigemptyset(&stop_signals);
+        sigaddset(&stop_signals, SIGINT);
+        sigaddset(&stop_signals, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+        signal(SIGPIPE, SIG_IGN);
+
+        auto catalog = load_catalog(f->catalog);
+        if (!catalog) return report_error(catalog.error());
+        auto token = load_token(f->token_file, f->state);
+        if (!token) return report_error(token.error());
+        auto source = serve::make_twin_source(f->margin, f->seed);
+        if (!source) return report_error(source.error());
+        serve::ServiceOptions so;
+        so.state_dir = f->state;
+        so.token = *token;
+        so.device = f->device;
+        so.workload_file = f->workload;
+        so.solver = f->solver;
+        so.seed = f->seed;
+        so.max_body_bytes = f->max_body;
+        so.telemetry_flush_ms = f->flush_ms;
+        so.min_replan_interval_ms = f->min_replan_ms;
+        auto service = serve::Service::open(std::move(so), **catalog, std::move(*source));
+        if (!service) return report_error(service.error());
+        serve::ServerOptions http;
+        http.host = f->host;
+        http.port = f->port;
+        http.threads = f->threads;
+        http.max_body_bytes = f->max_body;
+        serve::HttpServer server(**service, http);
+        auto ok = server.start();
+        if (!ok) return report_error(ok.error());
+        if (!f->port_file.empty()) {
+          auto w = write_file_atomic(f->port_file, std::to_string(server.port()) + "\n");
+          if (!w) return report_error(w.error());
+        }
+        std::fprintf(stderr, "corun serve: listening on http://%s:%d (state %s, token %s)\n",
+                     f->host.c_str(), server.port(), f->state.c_str(),
+                     f->token_file.empty() ? (f->state + "/token").c_str() : f->token_file.c_str());
+        std::fflush(stderr);
+        int sig = 0;
+        sigwait(&stop_signals, &sig);
+        std::fprintf(stderr, "corun serve: stopping (signal %d)\n", sig);
+        server.stop();
+        (*service)->stop();
+        return kExitOk;
+      });
+    },
+});
+
+}  // namespace
+}  // namespace corun::cli

@@ -1,0 +1,248 @@
+// End-to-end tests of the real `corun serve` binary as a subprocess: register, breach,
+// re-plan, kill -9, restart; and a kill -9 in the middle of load that must lose nothing that
+// was acknowledged. Bounded: every wait has a deadline and every child is reaped.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "serve_test_util.h"
+
+namespace corun::serve {
+namespace {
+
+using nlohmann::json;
+using testing::kCam0;
+using testing::kCam1;
+using testing::kChat;
+using testing::raw_http;
+using testing::request;
+using testing::TempDir;
+
+constexpr const char* kToken = "process-test-token-0123456789";
+
+// `corun serve` as a child process; killed with SIGKILL and reaped when it goes out of scope.
+class ServerProcess {
+ public:
+  ServerProcess(const std::filesystem::path& dir, const std::string& solver) {
+    const auto state = dir / "state";
+    const auto token_file = dir / "token";
+    port_file_ = dir / "port";
+    std::filesystem::remove(port_file_);
+    std::ofstream(token_file) << kToken << "\n";
+    log_ = dir / "serve.log";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      const std::string st = state.string(), pf = port_file_.string(), tf = token_file.string();
+      ::execl(CORUN_BINARY, CORUN_BINARY, "serve", "--state", st.c_str(), "--port", "0",
+              "--port-file", pf.c_str(), "--token-file", tf.c_str(), "--solver", solver.c_str(),
+              "--min-replan-ms", "50", "--flush-ms", "200", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Wait for the port file (written after bind), at most 30 s.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(port_file_);
+      if (in >> port_ && port_ > 0) break;
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~ServerProcess() { kill9(); }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] bool running() const { return pid_ > 0 && port_ > 0; }
+  [[nodiscard]] std::string log() const {
+    std::ifstream in(log_);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  void kill9() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::filesystem::path port_file_;
+  std::filesystem::path log_;
+};
+
+json get(int port, const std::string& path) {
+  return raw_http(port, request("GET", path)).json();
+}
+
+// Polls GET /v1/plan until `pred` holds or 60 s pass.
+template <class Pred>
+json wait_plan(int port, Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  json p;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto r = raw_http(port, request("GET", "/v1/plan"));
+    if (r.status == 200) {
+      p = r.json();
+      if (pred(p)) return p;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return p;
+}
+
+bool skip_reason(std::string& why) {
+#if defined(__SANITIZE_ADDRESS__)
+  why = "starts the corun binary; the sanitizer build covers the in-process suite";
+  return true;
+#else
+  if (!std::filesystem::exists(CORUN_BINARY)) {
+    why = std::string("no binary at ") + CORUN_BINARY;
+    return true;
+  }
+  return false;
+#endif
+}
+
+TEST(ServeProcess, BreachReplansAndKill9RestartKeepsModelsAndPlan) {
+  std::string why;
+  if (skip_reason(why)) GTEST_SKIP() << why;
+  TempDir dir;
+  json models, plan;
+  {
+    ServerProcess server(dir.path(), "ga");
+    ASSERT_TRUE(server.running()) << server.log();
+    const int port = server.port();
+    for (const char* m : {kCam0, kCam1, kChat}) {
+      const auto r = raw_http(port, request("POST", "/v1/models", m, kToken));
+      ASSERT_EQ(r.status, 201) << r.body << server.log();
+    }
+    const json first = wait_plan(port, [](const json& p) { return p["models"].size() == 3; });
+    ASSERT_EQ(first["models"].size(), 3U) << first.dump() << server.log();
+    const std::int64_t id = first["id"];
+
+    // cam0's SLA is 50 ms p95; report 120 ms under the plan in force.
+    const auto t = raw_http(
+        port, request("POST", "/v1/telemetry",
+                      json({{"model", "cam0"}, {"plan_id", id}, {"latency_ms_p95", 120.0},
+                            {"throughput", 30.0}})
+                          .dump(),
+                      kToken));
+    ASSERT_EQ(t.status, 202) << t.body;
+    EXPECT_EQ(t.json()["breaches"], 1);
+    plan = wait_plan(port, [&](const json& p) { return p["id"].get<std::int64_t>() > id; });
+    ASSERT_GT(plan["id"].get<std::int64_t>(), id) << server.log();
+    EXPECT_EQ(plan["reason"], "breach cam0");
+    EXPECT_GT(plan["models"]["cam0"]["margin"].get<double>(),
+              first["models"]["cam0"]["margin"].get<double>());
+    models = get(port, "/v1/models");
+    ASSERT_EQ(models["models"].size(), 3U);
+    server.kill9();
+  }
+  ServerProcess again(dir.path(), "ga");
+  ASSERT_TRUE(again.running()) << again.log();
+  EXPECT_EQ(get(again.port(), "/v1/models"), models);
+  EXPECT_EQ(get(again.port(), "/v1/plan"), plan);
+  const json history = get(again.port(), "/v1/plan/history?limit=1000");
+  EXPECT_EQ(history["plans"].back(), plan);
+  EXPECT_EQ(get(again.port(), "/healthz")["status"], "ok");
+}
+
+TEST(ServeProcess, Kill9DuringLoadLosesNoAcknowledgedRegistrationOrPlan) {
+  std::string why;
+  if (skip_reason(why)) GTEST_SKIP() << why;
+  TempDir dir;
+  std::set<std::string> acked_models;
+  std::map<std::int64_t, json> seen_plans;
+  {
+    ServerProcess server(dir.path(), "greedy");
+    ASSERT_TRUE(server.running()) << server.log();
+    const int port = server.port();
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::thread registrar([&] {
+      for (int i = 0; i < 24 && !stop.load(); ++i) {
+        const std::string name = "cam" + std::to_string(i);
+        const json m = {{"name", name},
+                        {"model", "yolo11n"},
+                        {"knobs", {{"imgsz", {320, 640}}}},
+                        {"demand", {{"fps", 10}}},
+                        {"sla", {{"latency_ms_p95", 100}}}};
+        const auto r = raw_http(port, request("POST", "/v1/models", m.dump(), kToken), 5);
+        if (r.status == 201) {
+          std::lock_guard lock(mu);
+          acked_models.insert(name);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      }
+    });
+    std::thread load([&] {
+      int i = 0;
+      while (!stop.load()) {
+        const std::string m = "cam" + std::to_string(i++ % 4);
+        (void)raw_http(port,
+                       request("POST", "/v1/telemetry",
+                               json({{"model", m}, {"latency_ms_p95", 20.0}}).dump(), kToken),
+                       5);
+        const auto p = raw_http(port, request("GET", "/v1/plan"), 5);
+        if (p.status == 200) {
+          const json j = p.json();
+          std::lock_guard lock(mu);
+          seen_plans[j["id"].get<std::int64_t>()] = j;
+        }
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    server.kill9();  // mid-flight: requests in progress are cut off
+    stop = true;
+    registrar.join();
+    load.join();
+  }
+  ASSERT_FALSE(acked_models.empty());
+  ASSERT_FALSE(seen_plans.empty());
+  ServerProcess again(dir.path(), "greedy");
+  ASSERT_TRUE(again.running()) << again.log();
+  std::set<std::string> stored;
+  const json listed = get(again.port(), "/v1/models");
+  ASSERT_TRUE(listed.contains("models")) << listed.dump() << again.log();
+  for (const auto& m : listed["models"]) stored.insert(m["name"]);
+  for (const auto& name : acked_models) {
+    ASSERT_TRUE(stored.count(name)) << name << " was lost; listed " << listed.dump() << "\n"
+                                    << again.log();
+  }
+  std::map<std::int64_t, json> history;
+  const json served_history = get(again.port(), "/v1/plan/history?limit=1000");
+  for (const auto& p : served_history["plans"]) {
+    history[p["id"].get<std::int64_t>()] = p;
+  }
+  for (const auto& [id, p] : seen_plans) {
+    ASSERT_TRUE(history.count(id)) << "plan " << id << " was served, then lost";
+    EXPECT_EQ(history[id], p);
+  }
+  EXPECT_GE(get(again.port(), "/v1/plan")["id"].get<std::int64_t>(), seen_plans.rbegin()->first);
+}
+
+}  // namespace
+}  // namespace corun::serve

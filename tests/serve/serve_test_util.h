@@ -1,0 +1,124 @@
+#pragma once
+
+// Helpers shared by the serve tests: temporary state directories and a raw HTTP/1.1 client
+// (a socket, so that tests can send what no well-behaved client library would).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace corun::serve::testing {
+
+/// A fresh directory under the system temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("corun-serve-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct RawResponse {
+  int status = 0;  ///< 0 = no answer (connection refused, closed or timed out)
+  std::string head;
+  std::string body;
+  [[nodiscard]] nlohmann::json json() const {
+    return nlohmann::json::parse(body, nullptr, false);
+  }
+};
+
+/// Sends `request` bytes as-is to 127.0.0.1:port and reads until the server closes or the
+/// declared body is complete; every socket call times out after `timeout_s`.
+inline RawResponse raw_http(int port, const std::string& request, int timeout_s = 10) {
+  RawResponse out;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return out;
+  timeval tv{timeout_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return out;
+  }
+  std::size_t sent = 0;
+  while (sent < request.size()) {
+    const auto n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server may answer (413) before reading everything
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string data;
+  char buf[8192];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    data.append(buf, static_cast<std::size_t>(n));
+    const auto end = data.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      const auto cl = data.find("Content-Length: ");
+      if (cl != std::string::npos && cl < end) {
+        const auto len = std::strtoull(data.c_str() + cl + 16, nullptr, 10);
+        if (data.size() >= end + 4 + len) break;
+      }
+    }
+  }
+  ::close(fd);
+  const auto end = data.find("\r\n\r\n");
+  if (data.rfind("HTTP/1.1 ", 0) != 0 || end == std::string::npos) return out;
+  out.status = std::atoi(data.c_str() + 9);
+  out.head = data.substr(0, end);
+  out.body = data.substr(end + 4);
+  return out;
+}
+
+/// A well-formed request with Connection: close.
+inline std::string request(const std::string& method, const std::string& target,
+                           const std::string& body = "", const std::string& token = "",
+                           const std::string& content_type = "application/json") {
+  std::string r = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  if (!token.empty()) r += "Authorization: Bearer " + token + "\r\n";
+  if (!body.empty() && !content_type.empty()) r += "Content-Type: " + content_type + "\r\n";
+  if (!body.empty() || method == "POST" || method == "PUT") {
+    r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  return r + "\r\n" + body;
+}
+
+/// Model entries used across the tests (catalog models; SLAs the sim can meet).
+inline const char* kCam0 =
+    R"({"name":"cam0","model":"yolo11n","knobs":{"imgsz":[320,480,640],"skip_rate":[0,0.5]},)"
+    R"("demand":{"fps":30},"sla":{"latency_ms_p95":50}})";
+inline const char* kCam1 =
+    R"({"name":"cam1","model":"yolo11s","knobs":{"imgsz":[320,640]},)"
+    R"("demand":{"fps":15},"sla":{"latency_ms_p95":80}})";
+inline const char* kChat =
+    R"({"name":"chat","model":"qwen2.5-0.5b","knobs":{"precision":["fp16","awq"],)"
+    R"("request_concurrency":[1,2]},"demand":{"rps":1,"prompt_tokens":256,"output_tokens":64},)"
+    R"("sla":{"ttft_ms_p95":800,"tpot_ms_p95":60}})";
+
+}  // namespace corun::serve::testing

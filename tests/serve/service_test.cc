@@ -1,0 +1,344 @@
+// In-process tests of the serve layer: the API through a real loopback HttpServer, hostile
+// input, the monitor (breach -> re-plan, margins) and recovery from the state directory.
+// These run under ASan/UBSan too (asan preset).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <thread>
+
+#include "corun/catalog/catalog.h"
+#include "corun/serve/server.h"
+#include "corun/serve/service.h"
+#include "serve_test_util.h"
+
+namespace corun::serve {
+namespace {
+
+using nlohmann::json;
+using testing::kCam0;
+using testing::kCam1;
+using testing::kChat;
+using testing::raw_http;
+using testing::request;
+using testing::TempDir;
+
+constexpr const char* kToken = "test-token-0123456789abcdef";
+
+std::unique_ptr<Service> open_service(const std::filesystem::path& dir,
+                                      const std::string& solver = "greedy") {
+  ServiceOptions o;
+  o.state_dir = dir;
+  o.token = kToken;
+  o.solver = solver;
+  o.telemetry_flush_ms = 100;
+  o.min_replan_interval_ms = 0;
+  auto src = make_twin_source(0.1, 1);
+  EXPECT_TRUE(src.ok());
+  auto s = Service::open(o, Catalog::default_catalog(), std::move(*src));
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+HttpResponse call(Service& s, const std::string& method, const std::string& path,
+                  const std::string& body = "", bool auth = true) {
+  HttpRequest r;
+  r.method = method;
+  r.path = path;
+  r.body = body;
+  if (auth) r.authorization = std::string("Bearer ") + kToken;
+  if (!body.empty()) r.content_type = "application/json";
+  return s.handle(r);
+}
+
+json body_of(const HttpResponse& r) { return json::parse(r.body, nullptr, false); }
+
+// One hostile or malformed request and what it must get.
+struct HostileCase {
+  std::string name;
+  std::string raw;  // bytes sent as-is
+  int status;
+  std::string code;   // expected error.code ("" = not checked: answered by the transport)
+  std::string field;  // expected error.field ("" = not checked)
+};
+
+std::vector<HostileCase> hostile_cases() {
+  const std::string t = kToken;
+  auto post = [&](const std::string& path, const std::string& body) {
+    return request("POST", path, body, t);
+  };
+  std::string nested(2000, '[');
+  nested += std::string(2000, ']');
+  std::string many = "[";
+  for (int i = 0; i < 300; ++i) many += std::string(i ? "," : "") + R"({"model":"cam0","throughput":1})";
+  many += "]";
+  const std::string cam0_bad_demand =
+      R"({"name":"camx","model":"yolo11n","knobs":{"imgsz":[320]},"demand":{"fps":-1}})";
+  return {
+      {"truncated JSON", post("/v1/models", R"({"name":)"), 400, "bad_json", ""},
+      {"JSON array as model", post("/v1/models", "[1,2]"), 400, "bad_type", ""},
+      {"JSON string as model", post("/v1/models", "\"cam\""), 400, "bad_type", ""},
+      {"empty object", post("/v1/models", "{}"), 422, "invalid_spec", "name"},
+      {"name of wrong type",
+       post("/v1/models", R"({"name":[1],"model":"yolo11n","demand":{"fps":1}})"), 422,
+       "invalid_spec", "name"},
+      {"unknown catalog model",
+       post("/v1/models", R"({"name":"x","model":"yolo99","demand":{"fps":1}})"), 422,
+       "invalid_spec", "model"},
+      {"misspelled key",
+       post("/v1/models", R"({"name":"x","model":"yolo11n","knbos":{},"demand":{"fps":1}})"), 422,
+       "invalid_spec", "knbos"},
+      {"negative demand", post("/v1/models", cam0_bad_demand), 422, "invalid_spec", "demand.fps"},
+      {"unknown knob value",
+       post("/v1/models", R"({"name":"x","model":"yolo11n","knobs":{"imgsz":["huge"]},"demand":{"fps":1}})"),
+       422, "invalid_spec", ""},
+      {"path-like model name",
+       post("/v1/models", R"({"name":"../etc","model":"yolo11n","demand":{"fps":1}})"), 422,
+       "invalid_spec", "name"},
+      {"overlong model name",
+       post("/v1/models", R"({"name":")" + std::string(100, 'a') + R"(","model":"yolo11n","demand":{"fps":1}})"),
+       422, "invalid_spec", "name"},
+      {"duplicate model", post("/v1/models", kCam0), 409, "duplicate_model", "name"},
+      {"missing token", request("POST", "/v1/models", kCam1, ""), 401, "missing_token", ""},
+      {"wrong token", request("POST", "/v1/models", kCam1, "not-the-token"), 401, "bad_token", ""},
+      {"token prefix", request("POST", "/v1/models", kCam1, t.substr(0, t.size() - 1)), 401,
+       "bad_token", ""},
+      {"token with suffix", request("POST", "/v1/models", kCam1, t + "x"), 401, "bad_token", ""},
+      {"basic auth",
+       "POST /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic "
+       "dXNlcjpwYXNz\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+       401, "bad_token", ""},
+      {"text/plain body", request("POST", "/v1/models", kCam1, t, "text/plain"), 415,
+       "unsupported_media_type", ""},
+      {"no content type", request("POST", "/v1/models", kCam1, t, ""), 415,
+       "unsupported_media_type", ""},
+      {"empty body", request("POST", "/v1/models", "", t), 400, "empty_body", ""},
+      {"1 MiB body", post("/v1/models", std::string(1 << 20, ' ')), 413, "body_too_large", ""},
+      {"lying Content-Length",
+       "POST /v1/telemetry HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer " + t +
+           "\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n{}",
+       413, "body_too_large", ""},
+      {"deeply nested JSON", post("/v1/telemetry", nested), 400, "bad_json", ""},
+      {"invalid UTF-8", post("/v1/telemetry", "{\"model\":\"\xff\xfe\",\"throughput\":1}"), 400,
+       "bad_json", ""},
+      {"NaN literal", post("/v1/telemetry", R"({"model":"cam0","latency_ms_p95":NaN})"), 400,
+       "bad_json", ""},
+      {"unknown model telemetry", post("/v1/telemetry", R"({"model":"ghost","throughput":1})"), 404,
+       "unknown_model", "model"},
+      {"metric of wrong type", post("/v1/telemetry", R"({"model":"cam0","latency_ms_p95":"fast"})"),
+       400, "bad_type", "latency_ms_p95"},
+      {"negative metric", post("/v1/telemetry", R"({"model":"cam0","latency_ms_p95":-5})"), 400,
+       "out_of_range", "latency_ms_p95"},
+      {"huge metric", post("/v1/telemetry", R"({"model":"cam0","latency_ms_p95":1e308})"), 400,
+       "out_of_range", "latency_ms_p95"},
+      {"misspelled metric", post("/v1/telemetry", R"({"model":"cam0","latncy_ms_p95":5})"), 400,
+       "unknown_field", "latncy_ms_p95"},
+      {"sample without model", post("/v1/telemetry", R"({"throughput":5})"), 400, "missing_field",
+       "model"},
+      {"sample without metric", post("/v1/telemetry", R"({"model":"cam0"})"), 400,
+       "missing_field", ""},
+      {"model of wrong type", post("/v1/telemetry", R"({"model":7,"throughput":5})"), 400,
+       "bad_type", "model"},
+      {"plan_id of wrong type", post("/v1/telemetry", R"({"model":"cam0","plan_id":"x","throughput":5})"),
+       400, "bad_type", "plan_id"},
+      {"too many samples", post("/v1/telemetry", many), 413, "too_many_samples", ""},
+      {"bad sample in a batch",
+       post("/v1/telemetry", R"([{"model":"cam0","throughput":1},{"model":"cam0","throughput":"x"}])"),
+       400, "bad_type", "[1].throughput"},
+      {"demand of wrong type", request("PUT", "/v1/models/cam0/demand", R"({"fps":"fast"})", t), 422,
+       "invalid_spec", "demand.fps"},
+      {"demand key of another family", request("PUT", "/v1/models/cam0/demand", R"({"rps":1})", t),
+       422, "invalid_spec", ""},
+      {"demand not an object", request("PUT", "/v1/models/cam0/demand", "[30]", t), 400, "bad_type",
+       "demand"},
+      {"demand of unknown model", request("PUT", "/v1/models/ghost/demand", R"({"fps":1})", t), 404,
+       "unknown_model", "name"},
+      {"get unknown model", request("GET", "/v1/models/ghost"), 404, "unknown_model", "name"},
+      {"delete unknown model", request("DELETE", "/v1/models/ghost", "", t), 404, "unknown_model",
+       "name"},
+      {"delete without token", request("DELETE", "/v1/models/cam0"), 401, "missing_token", ""},
+      {"dot-dot path", request("GET", "/v1/models/../healthz"), 400, "bad_path", ""},
+      {"encoded dot-dot path", request("GET", "/v1/models/%2e%2e%2f%2e%2e%2fetc%2fpasswd"), 400,
+       "bad_path", ""},
+      {"double slash", request("GET", "/v1//models"), 400, "bad_path", ""},
+      {"NUL in path", request("GET", "/v1/models/cam0%00.json"), 404, "not_found", ""},
+      {"unknown route", request("GET", "/v2/models"), 404, "not_found", ""},
+      {"method not allowed", request("PATCH", "/v1/models", "{}", t), 405, "method_not_allowed", ""},
+      {"delete the plan", request("DELETE", "/v1/plan", "", t), 405, "method_not_allowed", ""},
+      {"GET replan", request("GET", "/v1/replan"), 405, "method_not_allowed", ""},
+      {"replan with parameters", post("/v1/replan", R"({"now":true})"), 400, "unexpected_body", ""},
+      {"history limit not a number", request("GET", "/v1/plan/history?limit=abc"), 400,
+       "bad_parameter", "limit"},
+      {"history limit too large", request("GET", "/v1/plan/history?limit=99999999999999"), 400,
+       "bad_parameter", "limit"},
+      {"unknown query parameter", request("GET", "/v1/plan/history?drop=1"), 400,
+       "unknown_parameter", "drop"},
+      {"garbage request line", "HELLO\r\n\r\n", 400, "", ""},
+      {"unknown HTTP version", "GET /healthz HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n", 400,
+       "", ""},
+  };
+}
+
+class ServeHttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    service_ = open_service(dir_.path());
+    ASSERT_NE(service_, nullptr);
+    ServerOptions so;
+    so.port = 0;
+    so.threads = 4;
+    so.read_timeout_s = 1;  // the lying Content-Length case waits for this
+    server_ = std::make_unique<HttpServer>(*service_, so);
+    ASSERT_TRUE(server_->start().ok());
+    ASSERT_GT(server_->port(), 0);
+    const auto r = raw_http(server_->port(), request("POST", "/v1/models", kCam0, kToken));
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+    if (service_) service_->stop();
+  }
+  TempDir dir_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(ServeHttpTest, HostileRequestsGetTheRight4xxAndLeaveTheServerHealthy) {
+  const auto cases = hostile_cases();
+  ASSERT_GE(cases.size(), 30U);
+  const int port = server_->port();
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto r = raw_http(port, c.raw);
+    EXPECT_EQ(r.status, c.status) << r.head << "\n" << r.body;
+    const json j = r.json();
+    ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
+    EXPECT_FALSE(j["error"].value("message", "").empty());
+    if (!c.code.empty()) {
+      EXPECT_EQ(j["error"].value("code", ""), c.code) << r.body;
+    }
+    if (!c.field.empty()) {
+      EXPECT_EQ(j["error"].value("field", ""), c.field) << r.body;
+    }
+    // Still healthy, and the state is exactly what it was: one model, cam0.
+    const auto h = raw_http(port, request("GET", "/healthz"));
+    ASSERT_EQ(h.status, 200) << "after " << c.name;
+    const auto m = raw_http(port, request("GET", "/v1/models")).json();
+    ASSERT_EQ(m["models"].size(), 1U) << m.dump();
+    EXPECT_EQ(m["models"][0]["name"], "cam0");
+    EXPECT_EQ(m["models"][0]["demand"]["fps"], 30);
+  }
+  // Hostile traffic was counted, and the metrics page still renders.
+  const auto metrics = raw_http(port, request("GET", "/metrics"));
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("corun_serve_requests_total{route=\"telemetry\",code=\"400\"}"),
+            std::string::npos);
+  EXPECT_NE(metrics.body.find("corun_serve_requests_total{route=\"models\",code=\"401\"}"),
+            std::string::npos);
+}
+
+TEST_F(ServeHttpTest, SpecErrorsNameTheFieldAndSuggestTheNearestKey) {
+  const auto r = raw_http(server_->port(),
+                          request("POST", "/v1/models",
+                                  R"({"name":"x","model":"yolo11n","demnd":{"fps":1}})", kToken));
+  ASSERT_EQ(r.status, 422);
+  const std::string msg = r.json()["error"]["message"];
+  EXPECT_NE(msg.find("demnd"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("demand"), std::string::npos) << msg;  // "did you mean 'demand'"
+}
+
+TEST(ServeService, RegistersPlansReactsToBreachesAndRecovers) {
+  TempDir dir;
+  json plan_before_restart;
+  json models_before_restart;
+  {
+    auto s = open_service(dir.path());
+    ASSERT_NE(s, nullptr);
+    for (const char* m : {kCam0, kCam1, kChat}) {
+      const auto r = call(*s, "POST", "/v1/models", m);
+      ASSERT_EQ(r.status, 201) << r.body;
+    }
+    // Registrations coalesce into re-plans; wait until one covers all three models.
+    json plan;
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(s->wait_for_plan(s->plan_id() - 1, 10000));
+      plan = body_of(call(*s, "GET", "/v1/plan"));
+      if (plan["models"].size() == 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(plan["models"].size(), 3U) << plan.dump();
+    EXPECT_TRUE(plan["feasible"].get<bool>()) << plan.dump();
+    const std::int64_t id = plan["id"];
+
+    // Observed latency twice the SLA under the plan in force: a breach, a re-plan, more margin.
+    const auto t = call(*s, "POST", "/v1/telemetry",
+                        json({{"model", "cam1"}, {"plan_id", id}, {"latency_ms_p95", 160.0}}).dump());
+    ASSERT_EQ(t.status, 202) << t.body;
+    EXPECT_EQ(body_of(t)["breaches"], 1);
+    ASSERT_TRUE(s->wait_for_plan(id, 30000));
+    const json after = body_of(call(*s, "GET", "/v1/plan"));
+    EXPECT_EQ(after["reason"], "breach cam1");
+    EXPECT_GT(after["models"]["cam1"]["margin"].get<double>(),
+              plan["models"]["cam1"]["margin"].get<double>());
+    const json tel = body_of(call(*s, "GET", "/v1/telemetry"));
+    EXPECT_EQ(tel["models"]["cam1"]["breaches"], 1);
+    EXPECT_GT(tel["models"]["cam1"]["error_ewma"].get<double>(), 0.0);
+
+    // A sample for an older plan is stale: counted, no breach.
+    const auto stale = call(*s, "POST", "/v1/telemetry",
+                            json({{"model", "cam1"}, {"plan_id", id}, {"latency_ms_p95", 500.0}}).dump());
+    EXPECT_EQ(body_of(stale)["breaches"], 0);
+
+    const auto metrics = call(*s, "GET", "/metrics");
+    EXPECT_NE(metrics.body.find("corun_serve_sla_breaches_total{model=\"cam1\"} 1"), std::string::npos)
+        << metrics.body;
+    EXPECT_NE(metrics.body.find("corun_serve_decision_latency_seconds_count"), std::string::npos);
+    plan_before_restart = after;
+    models_before_restart = body_of(call(*s, "GET", "/v1/models"));
+  }
+  // A new process on the same state: same models, same plan, the telemetry summary kept.
+  auto s = open_service(dir.path());
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(body_of(call(*s, "GET", "/v1/models")), models_before_restart);
+  EXPECT_EQ(body_of(call(*s, "GET", "/v1/plan")), plan_before_restart);
+  EXPECT_EQ(body_of(call(*s, "GET", "/v1/telemetry"))["models"]["cam1"]["breaches"], 1);
+  const json history = body_of(call(*s, "GET", "/v1/plan/history"));
+  EXPECT_EQ(history["plans"].back(), plan_before_restart);
+
+  // Removing a model re-plans without it.
+  const std::int64_t id = s->plan_id();
+  ASSERT_EQ(call(*s, "DELETE", "/v1/models/chat").status, 200);
+  ASSERT_TRUE(s->wait_for_plan(id, 30000));
+  const json p = body_of(call(*s, "GET", "/v1/plan"));
+  EXPECT_FALSE(p["models"].contains("chat")) << p.dump();
+  EXPECT_EQ(p["models"].size(), 2U);
+}
+
+TEST(ServeService, DemandUpdatesAreValidatedStoredAndReplanned) {
+  TempDir dir;
+  auto s = open_service(dir.path());
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(call(*s, "POST", "/v1/models", kCam0).status, 201);
+  ASSERT_TRUE(s->wait_for_plan(0, 30000));
+  const std::int64_t id = s->plan_id();
+  const auto r = call(*s, "PUT", "/v1/models/cam0/demand", R"({"fps":60})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(s->wait_for_plan(id, 30000));
+  EXPECT_EQ(body_of(call(*s, "GET", "/v1/plan"))["reason"], "demand cam0");
+  s.reset();
+  auto again = open_service(dir.path());
+  EXPECT_EQ(body_of(call(*again, "GET", "/v1/models/cam0"))["model"]["demand"]["fps"], 60);
+}
+
+TEST(ServeService, RefusesMutationsWithoutTheToken) {
+  TempDir dir;
+  auto s = open_service(dir.path());
+  ASSERT_NE(s, nullptr);
+  const auto r = call(*s, "POST", "/v1/models", kCam0, /*auth=*/false);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(body_of(call(*s, "GET", "/v1/models"))["models"].size(), 0U);
+  EXPECT_EQ(call(*s, "GET", "/v1/plan").status, 404);
+}
+
+}  // namespace
+}  // namespace corun::serve
