@@ -25,10 +25,10 @@ struct Options {
   std::string token;
   std::vector<std::string> models;
   int connections = 4;
-  double rate = 5000;     // requests/s over all connections; 0 = as fast as possible
+  double rate = 5000;  // requests/s over all connections; 0 = as fast as possible
   double seconds = 10;
-  int plan_every = 10;    // every n-th request is GET /v1/plan instead of a telemetry post
-  int replan_ms = 100;    // POST /v1/replan this often, so a re-plan is always running
+  int plan_every = 10;  // every n-th request is GET /v1/plan instead of a telemetry post
+  int replan_ms = 100;  // POST /v1/replan this often, so a re-plan is always running
 };
 
 void usage() {
@@ -128,13 +128,14 @@ int main(int argc, char** argv) {
   std::vector<WorkerResult> results(static_cast<std::size_t>(o.connections));
   std::vector<std::thread> workers;
   const auto start = Clock::now();
-  const auto end = start + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(o.seconds));
+  const auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   for (int w = 0; w < o.connections; ++w) {
     workers.emplace_back([&, w] {
       WorkerResult& res = results[static_cast<std::size_t>(w)];
       httplib::Client c(o.host, o.port);
       c.set_keep_alive(true);
+      c.set_tcp_nodelay(true);
       c.set_read_timeout(10, 0);
       const double per_conn = o.rate > 0 ? o.rate / o.connections : 0;
       const auto period = per_conn > 0 ? std::chrono::duration_cast<Clock::duration>(

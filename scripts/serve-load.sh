@@ -21,9 +21,9 @@ for _ in $(seq 100); do [[ -s $state/port ]] && break; sleep 0.1; done
 [[ -s $state/port ]] || { cat "$state/serve.log"; exit 1; }
 port=$(cat "$state/port")
 models=chat,cam0,cam1  # the models of workloads/paper-n3.yaml
-echo "== serve load: 5000 requests/s target, 4 connections, ${seconds}s, re-plan every 100 ms"
+echo "== serve load: 5600 requests/s target (5040 telemetry posts/s + 560 plan queries/s), 4 connections, ${seconds}s, re-plan every 100 ms"
 "$load" --port "$port" --token-file "$state/db/token" --models "$models" --connections 4 \
-  --rate 5000 --seconds "$seconds" --replan-ms 100 | tee out/bench/serve-load-5000.json
+  --rate 5600 --seconds "$seconds" --replan-ms 100 | tee out/bench/serve-load-5600.json
 echo "== serve load: as fast as possible, 4 connections, ${seconds}s, re-plan every 100 ms"
 "$load" --port "$port" --token-file "$state/db/token" --models "$models" --connections 4 \
   --rate 0 --seconds "$seconds" --replan-ms 100 | tee out/bench/serve-load-max.json

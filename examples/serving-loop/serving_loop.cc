@@ -7,11 +7,10 @@
 //   build/dev/corun_serving_loop --port 8080 --token-file /tmp/corun-state/token
 #include <httplib.h>
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -48,12 +47,18 @@ int main(int argc, char** argv) {
   int port = 8080, steps = 12, interval_ms = 300;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--host") host = v;
-    else if (a == "--port") port = std::atoi(v.c_str());
-    else if (a == "--token-file") token_file = v;
-    else if (a == "--steps") steps = std::atoi(v.c_str());
-    else if (a == "--interval-ms") interval_ms = std::atoi(v.c_str());
-    else return fail("unknown flag " + a);
+    if (a == "--host")
+      host = v;
+    else if (a == "--port")
+      port = std::atoi(v.c_str());
+    else if (a == "--token-file")
+      token_file = v;
+    else if (a == "--steps")
+      steps = std::atoi(v.c_str());
+    else if (a == "--interval-ms")
+      interval_ms = std::atoi(v.c_str());
+    else
+      return fail("unknown flag " + a);
   }
   std::string token;
   std::ifstream(token_file) >> token;
@@ -103,7 +108,8 @@ int main(int argc, char** argv) {
       if (!plan["models"].contains(name)) continue;
       std::vector<std::pair<std::string, std::string>> kv;
       for (const auto& [k, v] : plan["models"][name]["config"].items()) {
-        kv.emplace_back(k, v.is_string() ? v.get<std::string>() : corun::format_number(v.get<double>()));
+        kv.emplace_back(
+            k, v.is_string() ? v.get<std::string>() : corun::format_number(v.get<double>()));
       }
       auto l = w->models[m].find_config(kv);
       if (!l) return fail(l.error().what());
@@ -128,7 +134,8 @@ int main(int argc, char** argv) {
       samples.push_back(s);
     }
     auto t = c.Post("/v1/telemetry", auth, samples.dump(), "application/json");
-    if (!t || t->status != 202) return fail("telemetry: " + (t ? t->body : std::string("no answer")));
+    if (!t || t->status != 202)
+      return fail("telemetry: " + (t ? t->body : std::string("no answer")));
     const json ack = json::parse(t->body);
     std::printf("step %2d: plan %lld (%s):%s |%s | breaches %d\n", step,
                 static_cast<long long>(plan["id"].get<std::int64_t>()),

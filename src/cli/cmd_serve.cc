@@ -57,15 +57,16 @@ const bool registered = register_command({
     "Serve the scheduler over HTTP/JSON: models, telemetry, plans (docs/serve.md)",
     [](CLI::App& sub) {
       struct Flags {
-        std::string state, host = "127.0.0.1", port_file, token_file, device = "rtx3090",
-                           workload, solver = "ga", catalog;
+        std::string state, host = "127.0.0.1", port_file, token_file, device = "rtx3090", workload,
+                           solver = "ga", catalog;
         int port = 8080, threads = 8, flush_ms = 1000, min_replan_ms = 200;
         std::uint64_t seed = 1;
         double margin = 0.1;
         std::size_t max_body = 64 * 1024;
       };
       auto f = std::make_shared<Flags>();
-      sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")->required();
+      sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")
+          ->required();
       sub.add_option("--host", f->host, "address to bind")->capture_default_str();
       sub.add_option("--port", f->port, "port to bind (0 = any free port)")
           ->check(CLI::Range(0, 65535))
@@ -88,7 +89,8 @@ const bool registered = register_command({
       sub.add_option("--max-body", f->max_body, "largest request body, bytes")
           ->check(CLI::Range(1024, 16 * 1024 * 1024))
           ->capture_default_str();
-      sub.add_option("--flush-ms", f->flush_ms, "telemetry summary flush period (durability window)")
+      sub.add_option("--flush-ms", f->flush_ms,
+                     "telemetry summary flush period (durability window)")
           ->check(CLI::Range(50, 60000))
           ->capture_default_str();
       sub.add_option("--min-replan-ms", f->min_replan_ms, "least time between two re-plans")

@@ -33,7 +33,8 @@ void Metrics::render(std::string& out) const {
       const auto n = requests_[r][c].load(std::memory_order_relaxed);
       if (n == 0) continue;
       const std::string code = kCodes[c] == 0 ? "other" : std::to_string(kCodes[c]);
-      std::snprintf(line, sizeof line, "corun_serve_requests_total{route=\"%.*s\",code=\"%s\"} %llu\n",
+      std::snprintf(line, sizeof line,
+                    "corun_serve_requests_total{route=\"%.*s\",code=\"%s\"} %llu\n",
                     static_cast<int>(kRoutes[r].size()), kRoutes[r].data(), code.c_str(),
                     static_cast<unsigned long long>(n));
       out += line;
@@ -45,7 +46,8 @@ void Metrics::render(std::string& out) const {
   for (std::size_t b = 0; b <= kDecisionBuckets.size(); ++b) {
     cumulative += buckets_[b].load(std::memory_order_relaxed);
     if (b < kDecisionBuckets.size()) {
-      std::snprintf(line, sizeof line, "corun_serve_decision_latency_seconds_bucket{le=\"%g\"} %llu\n",
+      std::snprintf(line, sizeof line,
+                    "corun_serve_decision_latency_seconds_bucket{le=\"%g\"} %llu\n",
                     kDecisionBuckets[b], static_cast<unsigned long long>(cumulative));
     } else {
       std::snprintf(line, sizeof line,

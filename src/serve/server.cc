@@ -38,12 +38,16 @@ Status HttpServer::start() {
   server_ = std::make_unique<httplib::Server>();
   auto& s = *server_;
   const int threads = std::max(2, options_.threads);
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+  s.new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<std::size_t>(threads));
+  };
   s.set_payload_max_length(options_.max_body_bytes);
   s.set_read_timeout(options_.read_timeout_s, 0);
   s.set_write_timeout(options_.read_timeout_s, 0);
   s.set_keep_alive_max_count(1000000);
   s.set_keep_alive_timeout(5);
+  // Small JSON answers: without TCP_NODELAY, Nagle's algorithm and delayed ACKs add ~40 ms.
+  s.set_tcp_nodelay(true);
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
     write(service_.handle(to_request(req)), res);
   };

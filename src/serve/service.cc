@@ -1,5 +1,7 @@
 #include "corun/serve/service.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -45,7 +47,8 @@ enum RouteIndex : std::size_t {
 std::string now_iso8601() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[64];
@@ -231,7 +234,8 @@ class TwinSource final : public PredictorSource {
 Result<std::unique_ptr<PredictorSource>> make_twin_source(double margin, std::uint64_t seed) {
   auto t = make_testbed("sim");
   if (!t) return t.error();
-  return std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>(std::move(*t), margin, seed));
+  return std::unique_ptr<PredictorSource>(
+      std::make_unique<TwinSource>(std::move(*t), margin, seed));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -291,8 +295,7 @@ Status Service::restore(const StoredState& st) {
   }
   const Device* d = catalog_->find_device(device_name);
   if (d == nullptr) {
-    return Error("unknown catalog device '" + device_name + "'" +
-                 did_you_mean(device_name, names));
+    return Error("unknown catalog device '" + device_name + "'" + did_you_mean(device_name, names));
   }
   device_ = *d;
   if (st.device.empty()) {
@@ -564,8 +567,8 @@ HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
         auto body = parse_body(req, e);
         if (!body) return error(e);
         if (!body->is_object() || !body->empty()) {
-          return error({400, "unexpected_body", "replan takes no parameters (send {} or nothing)",
-                        ""});
+          return error(
+              {400, "unexpected_body", "replan takes no parameters (send {} or nothing)", ""});
         }
       }
       return post_replan();
@@ -646,8 +649,8 @@ HttpResponse Service::register_model(const json& body) {
   {
     std::lock_guard lock(state_mutex_);
     if (index_.count(m.name) != 0) {
-      return error({409, "duplicate_model", "model '" + m.name + "' is already registered",
-                    "name"});
+      return error(
+          {409, "duplicate_model", "model '" + m.name + "' is already registered", "name"});
     }
     if (models_.size() >= kMaxModels) {
       return error({422, "too_many_models",
@@ -749,13 +752,15 @@ HttpResponse Service::post_telemetry(const json& body) {
     const json& s = batch ? body[i] : body;
     const std::string prefix = batch ? "[" + std::to_string(i) + "]." : "";
     if (!s.is_object()) {
-      return error({400, "bad_type", "a sample must be a JSON object", batch ? "[" + std::to_string(i) + "]" : ""});
+      return error({400, "bad_type", "a sample must be a JSON object",
+                    batch ? "[" + std::to_string(i) + "]" : ""});
     }
     Sample out;
     bool any_metric = false;
     for (const auto& [key, v] : s.items()) {
       if (key == "model") {
-        if (!v.is_string()) return error({400, "bad_type", "model must be a string", prefix + "model"});
+        if (!v.is_string())
+          return error({400, "bad_type", "model must be a string", prefix + "model"});
         out.model = v.get<std::string>();
       } else if (key == "plan_id") {
         if (!v.is_number_integer()) {
@@ -771,14 +776,15 @@ HttpResponse Service::post_telemetry(const json& body) {
         if (key == "throughput") slot = &out.throughput;
         if (slot == nullptr) {
           static const std::vector<std::string> kKeys = {
-              "model", "plan_id", "latency_ms_p50", "latency_ms_p95", "ttft_ms_p95", "tpot_ms_p95",
-              "throughput"};
+              "model",       "plan_id",     "latency_ms_p50", "latency_ms_p95",
+              "ttft_ms_p95", "tpot_ms_p95", "throughput"};
           return error({400, "unknown_field",
                         "unknown telemetry field '" + key.substr(0, 64) + "'" +
                             did_you_mean(key.substr(0, 64), kKeys),
                         prefix + key.substr(0, 64)});
         }
-        if (!v.is_number()) return error({400, "bad_type", key + " must be a number", prefix + key});
+        if (!v.is_number())
+          return error({400, "bad_type", key + " must be a number", prefix + key});
         const double d = v.get<double>();
         if (!std::isfinite(d) || d < 0 || d > kMaxMetric) {
           return error({400, "out_of_range", key + " must be in [0, 1e9]", prefix + key});
@@ -787,9 +793,11 @@ HttpResponse Service::post_telemetry(const json& body) {
         any_metric = true;
       }
     }
-    if (out.model.empty()) return error({400, "missing_field", "model is required", prefix + "model"});
+    if (out.model.empty())
+      return error({400, "missing_field", "model is required", prefix + "model"});
     if (!any_metric) {
-      return error({400, "missing_field", "a sample needs at least one metric", prefix + "latency_ms_p95"});
+      return error(
+          {400, "missing_field", "a sample needs at least one metric", prefix + "latency_ms_p95"});
     }
     samples.push_back(std::move(out));
   }
@@ -874,7 +882,8 @@ HttpResponse Service::post_telemetry(const json& body) {
   }
   if (notify) planner_cv_.notify_one();
   metrics_.count_samples(samples.size());
-  return json_response(202, {{"accepted", samples.size()}, {"breaches", breaches}, {"plan_id", current}});
+  return json_response(
+      202, {{"accepted", samples.size()}, {"breaches", breaches}, {"plan_id", current}});
 }
 
 json Service::telemetry_json(const std::string& name, const ModelTelemetry& t) const {
@@ -904,7 +913,8 @@ void Service::flush_telemetry() {
     std::lock_guard lock(state_mutex_);
     if (!telemetry_dirty_) return;
     telemetry_dirty_ = false;
-    for (const auto& [name, t] : telemetry_) rows.emplace_back(name, telemetry_json(name, t).dump());
+    for (const auto& [name, t] : telemetry_)
+      rows.emplace_back(name, telemetry_json(name, t).dump());
   }
   auto ok = store_->save_telemetry(rows);
   if (!ok) {
@@ -944,6 +954,11 @@ HttpResponse Service::post_replan() {
 }
 
 void Service::planner_loop() {
+  // The planner yields the CPU to request handlers: a re-plan can wait a few milliseconds, a
+  // telemetry post should not (Linux: nice applies per thread).
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10) != 0) {
+    std::fprintf(stderr, "corun serve: could not lower the planner's priority\n");
+  }
   auto last = std::chrono::steady_clock::now() - std::chrono::hours(1);
   std::unique_lock lock(state_mutex_);
   while (true) {
@@ -991,8 +1006,11 @@ Status Service::plan_once(const std::string& reason) {
     id = plan_id_.load() + 1;
   }
   const std::size_t n = w.models.size();
-  json rec = {{"id", id},          {"created_at", now_iso8601()}, {"reason", reason},
-              {"solver", options_.solver}, {"device", device_.name}};
+  json rec = {{"id", id},
+              {"created_at", now_iso8601()},
+              {"reason", reason},
+              {"solver", options_.solver},
+              {"device", device_.name}};
   json models = json::object();
   std::vector<Predicted> predicted(n);
   JointConfig config;
@@ -1002,7 +1020,8 @@ Status Service::plan_once(const std::string& reason) {
     if (!p) return p.error().wrap("predictor");
     std::vector<double> margins = source_->margins(w);
     margins.resize(n, 0.0);
-    for (std::size_t m = 0; m < n; ++m) margins[m] = std::clamp(margins[m] + boosts[m], 0.0, kMaxMargin);
+    for (std::size_t m = 0; m < n; ++m)
+      margins[m] = std::clamp(margins[m] + boosts[m], 0.0, kMaxMargin);
     const PlanProblem problem(w, std::vector<bool>(n, true), **p, margins);
     SolverOptions so;
     so.seed = derive_seed(options_.seed, {static_cast<std::uint64_t>(id)});
@@ -1065,9 +1084,9 @@ Status Service::plan_once(const std::string& reason) {
 
 bool Service::wait_for_plan(std::int64_t after, int timeout_ms) {
   std::unique_lock lock(state_mutex_);
-  return plan_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                           [&] { return plan_id_.load() > after || stopping_; }) &&
-         plan_id_.load() > after;
+  return plan_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return plan_id_.load() > after || stopping_;
+  }) && plan_id_.load() > after;
 }
 
 HttpResponse Service::get_plan() {
@@ -1095,7 +1114,8 @@ HttpResponse Service::get_history(const HttpRequest& req) {
   for (const auto& [k, v] : req.query) {
     (void)v;
     if (k != "limit") {
-      return error({400, "unknown_parameter", "unknown query parameter '" + k.substr(0, 64) + "'", k.substr(0, 64)});
+      return error({400, "unknown_parameter", "unknown query parameter '" + k.substr(0, 64) + "'",
+                    k.substr(0, 64)});
     }
   }
   json plans = json::array();
@@ -1136,16 +1156,18 @@ HttpResponse Service::get_metrics() {
                   m.name.c_str(), static_cast<unsigned long long>(telemetry_.at(m.name).breaches));
     out += line;
   }
-  out += "# HELP corun_serve_prediction_error_ratio Moving average of (observed - predicted) / "
-         "predicted latency, by model.\n";
+  out +=
+      "# HELP corun_serve_prediction_error_ratio Moving average of (observed - predicted) / "
+      "predicted latency, by model.\n";
   out += "# TYPE corun_serve_prediction_error_ratio gauge\n";
   for (const auto& m : models_) {
     std::snprintf(line, sizeof line, "corun_serve_prediction_error_ratio{model=\"%s\"} %.6f\n",
                   m.name.c_str(), telemetry_.at(m.name).error_ewma);
     out += line;
   }
-  out += "# HELP corun_serve_prediction_abs_error_ratio Moving average of |observed - predicted| "
-         "/ predicted latency, by model.\n";
+  out +=
+      "# HELP corun_serve_prediction_abs_error_ratio Moving average of |observed - predicted| "
+      "/ predicted latency, by model.\n";
   out += "# TYPE corun_serve_prediction_abs_error_ratio gauge\n";
   for (const auto& m : models_) {
     std::snprintf(line, sizeof line, "corun_serve_prediction_abs_error_ratio{model=\"%s\"} %.6f\n",

@@ -9,7 +9,8 @@ namespace corun::serve {
 namespace {
 
 Error db_error(sqlite3* db, const std::string& what) {
-  return Error(what + ": " + (db != nullptr ? sqlite3_errmsg(db) : "cannot open"), Error::Kind::kIo);
+  return Error(what + ": " + (db != nullptr ? sqlite3_errmsg(db) : "cannot open"),
+               Error::Kind::kIo);
 }
 
 // A prepared statement that finalises itself.
@@ -42,9 +43,8 @@ class Stmt {
 
 Result<sqlite3*> open_connection(const std::filesystem::path& file, const char* synchronous) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(file.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc = sqlite3_open_v2(
+      file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Error e = db_error(db, "opening " + file.string());
     sqlite3_close(db);
@@ -78,24 +78,27 @@ Status StateStore::exec(sqlite3* db, const std::string& sql) const {
 Result<std::unique_ptr<StateStore>> StateStore::open(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return Error("creating state directory " + dir.string() + ": " + ec.message(), Error::Kind::kIo);
+  if (ec)
+    return Error("creating state directory " + dir.string() + ": " + ec.message(),
+                 Error::Kind::kIo);
   const auto file = dir / "serve.db";
   std::unique_ptr<StateStore> s(new StateStore());
   auto d = open_connection(file, "FULL");
   if (!d) return d.error();
   s->durable_ = *d;
-  auto st = s->exec(s->durable_,
-                    "BEGIN IMMEDIATE;"
-                    "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL);"
-                    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-                    "CREATE TABLE IF NOT EXISTS models(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-                    " name TEXT UNIQUE NOT NULL, spec TEXT NOT NULL);"
-                    "CREATE TABLE IF NOT EXISTS plans(id INTEGER PRIMARY KEY, record TEXT NOT NULL);"
-                    "CREATE TABLE IF NOT EXISTS telemetry(model TEXT PRIMARY KEY,"
-                    " summary TEXT NOT NULL);"
-                    "INSERT INTO schema_version(version) SELECT 1"
-                    " WHERE NOT EXISTS (SELECT 1 FROM schema_version);"
-                    "COMMIT;");
+  auto st =
+      s->exec(s->durable_,
+              "BEGIN IMMEDIATE;"
+              "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL);"
+              "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+              "CREATE TABLE IF NOT EXISTS models(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+              " name TEXT UNIQUE NOT NULL, spec TEXT NOT NULL);"
+              "CREATE TABLE IF NOT EXISTS plans(id INTEGER PRIMARY KEY, record TEXT NOT NULL);"
+              "CREATE TABLE IF NOT EXISTS telemetry(model TEXT PRIMARY KEY,"
+              " summary TEXT NOT NULL);"
+              "INSERT INTO schema_version(version) SELECT 1"
+              " WHERE NOT EXISTS (SELECT 1 FROM schema_version);"
+              "COMMIT;");
   if (!st) return st.error().wrap("initialising " + file.string());
   {
     Stmt q(s->durable_, "SELECT MAX(version) FROM schema_version");
@@ -132,8 +135,9 @@ Result<StoredState> StateStore::load(std::size_t max_plans) const {
     while (q.step() == SQLITE_ROW) out.models.push_back({q.text(1), q.text(2), q.integer(0)});
   }
   {
-    Stmt q(durable_, "SELECT id, record FROM (SELECT id, record FROM plans ORDER BY id DESC LIMIT ?)"
-                     " ORDER BY id");
+    Stmt q(durable_,
+           "SELECT id, record FROM (SELECT id, record FROM plans ORDER BY id DESC LIMIT ?)"
+           " ORDER BY id");
     if (!q.ok()) return db_error(durable_, "loading plans");
     q.bind(1, static_cast<std::int64_t>(max_plans));
     while (q.step() == SQLITE_ROW) out.plans.push_back({q.integer(0), q.text(1)});

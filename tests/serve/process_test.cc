@@ -1,19 +1,19 @@
 // End-to-end tests of the real `corun serve` binary as a subprocess: register, breach,
 // re-plan, kill -9, restart; and a kill -9 in the middle of load that must lose nothing that
 // was acknowledged. Bounded: every wait has a deadline and every child is reaped.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -44,6 +44,7 @@ class ServerProcess {
     log_ = dir / "serve.log";
     pid_ = ::fork();
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
       const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
         ::dup2(fd, 1);
@@ -93,9 +94,7 @@ class ServerProcess {
   std::filesystem::path log_;
 };
 
-json get(int port, const std::string& path) {
-  return raw_http(port, request("GET", path)).json();
-}
+json get(int port, const std::string& path) { return raw_http(port, request("GET", path)).json(); }
 
 // Polls GET /v1/plan until `pred` holds or 60 s pass.
 template <class Pred>
@@ -144,12 +143,13 @@ TEST(ServeProcess, BreachReplansAndKill9RestartKeepsModelsAndPlan) {
     const std::int64_t id = first["id"];
 
     // cam0's SLA is 50 ms p95; report 120 ms under the plan in force.
-    const auto t = raw_http(
-        port, request("POST", "/v1/telemetry",
-                      json({{"model", "cam0"}, {"plan_id", id}, {"latency_ms_p95", 120.0},
-                            {"throughput", 30.0}})
-                          .dump(),
-                      kToken));
+    const auto t = raw_http(port, request("POST", "/v1/telemetry",
+                                          json({{"model", "cam0"},
+                                                {"plan_id", id},
+                                                {"latency_ms_p95", 120.0},
+                                                {"throughput", 30.0}})
+                                              .dump(),
+                                          kToken));
     ASSERT_EQ(t.status, 202) << t.body;
     EXPECT_EQ(t.json()["breaches"], 1);
     plan = wait_plan(port, [&](const json& p) { return p["id"].get<std::int64_t>() > id; });

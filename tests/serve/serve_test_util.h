@@ -8,11 +8,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
@@ -43,9 +42,7 @@ struct RawResponse {
   int status = 0;  ///< 0 = no answer (connection refused, closed or timed out)
   std::string head;
   std::string body;
-  [[nodiscard]] nlohmann::json json() const {
-    return nlohmann::json::parse(body, nullptr, false);
-  }
+  [[nodiscard]] nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
 };
 
 /// Sends `request` bytes as-is to 127.0.0.1:port and reads until the server closes or the
@@ -113,9 +110,8 @@ inline std::string request(const std::string& method, const std::string& target,
 inline const char* kCam0 =
     R"({"name":"cam0","model":"yolo11n","knobs":{"imgsz":[320,480,640],"skip_rate":[0,0.5]},)"
     R"("demand":{"fps":30},"sla":{"latency_ms_p95":50}})";
-inline const char* kCam1 =
-    R"({"name":"cam1","model":"yolo11s","knobs":{"imgsz":[320,640]},)"
-    R"("demand":{"fps":15},"sla":{"latency_ms_p95":80}})";
+inline const char* kCam1 = R"({"name":"cam1","model":"yolo11s","knobs":{"imgsz":[320,640]},)"
+                           R"("demand":{"fps":15},"sla":{"latency_ms_p95":80}})";
 inline const char* kChat =
     R"({"name":"chat","model":"qwen2.5-0.5b","knobs":{"precision":["fp16","awq"],)"
     R"("request_concurrency":[1,2]},"demand":{"rps":1,"prompt_tokens":256,"output_tokens":64},)"

@@ -1,15 +1,15 @@
 // In-process tests of the serve layer: the API through a real loopback HttpServer, hostile
 // input, the monitor (breach -> re-plan, margins) and recovery from the state directory.
 // These run under ASan/UBSan too (asan preset).
+#include "corun/serve/service.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <thread>
 
 #include "corun/catalog/catalog.h"
 #include "corun/serve/server.h"
-#include "corun/serve/service.h"
 #include "serve_test_util.h"
 
 namespace corun::serve {
@@ -70,7 +70,8 @@ std::vector<HostileCase> hostile_cases() {
   std::string nested(2000, '[');
   nested += std::string(2000, ']');
   std::string many = "[";
-  for (int i = 0; i < 300; ++i) many += std::string(i ? "," : "") + R"({"model":"cam0","throughput":1})";
+  for (int i = 0; i < 300; ++i)
+    many += std::string(i ? "," : "") + R"({"model":"cam0","throughput":1})";
   many += "]";
   const std::string cam0_bad_demand =
       R"({"name":"camx","model":"yolo11n","knobs":{"imgsz":[320]},"demand":{"fps":-1}})";
@@ -90,13 +91,15 @@ std::vector<HostileCase> hostile_cases() {
        "invalid_spec", "knbos"},
       {"negative demand", post("/v1/models", cam0_bad_demand), 422, "invalid_spec", "demand.fps"},
       {"unknown knob value",
-       post("/v1/models", R"({"name":"x","model":"yolo11n","knobs":{"imgsz":["huge"]},"demand":{"fps":1}})"),
+       post("/v1/models",
+            R"({"name":"x","model":"yolo11n","knobs":{"imgsz":["huge"]},"demand":{"fps":1}})"),
        422, "invalid_spec", ""},
       {"path-like model name",
        post("/v1/models", R"({"name":"../etc","model":"yolo11n","demand":{"fps":1}})"), 422,
        "invalid_spec", "name"},
       {"overlong model name",
-       post("/v1/models", R"({"name":")" + std::string(100, 'a') + R"(","model":"yolo11n","demand":{"fps":1}})"),
+       post("/v1/models",
+            R"({"name":")" + std::string(100, 'a') + R"(","model":"yolo11n","demand":{"fps":1}})"),
        422, "invalid_spec", "name"},
       {"duplicate model", post("/v1/models", kCam0), 409, "duplicate_model", "name"},
       {"missing token", request("POST", "/v1/models", kCam1, ""), 401, "missing_token", ""},
@@ -135,18 +138,20 @@ std::vector<HostileCase> hostile_cases() {
        "unknown_field", "latncy_ms_p95"},
       {"sample without model", post("/v1/telemetry", R"({"throughput":5})"), 400, "missing_field",
        "model"},
-      {"sample without metric", post("/v1/telemetry", R"({"model":"cam0"})"), 400,
-       "missing_field", ""},
+      {"sample without metric", post("/v1/telemetry", R"({"model":"cam0"})"), 400, "missing_field",
+       ""},
       {"model of wrong type", post("/v1/telemetry", R"({"model":7,"throughput":5})"), 400,
        "bad_type", "model"},
-      {"plan_id of wrong type", post("/v1/telemetry", R"({"model":"cam0","plan_id":"x","throughput":5})"),
-       400, "bad_type", "plan_id"},
+      {"plan_id of wrong type",
+       post("/v1/telemetry", R"({"model":"cam0","plan_id":"x","throughput":5})"), 400, "bad_type",
+       "plan_id"},
       {"too many samples", post("/v1/telemetry", many), 413, "too_many_samples", ""},
       {"bad sample in a batch",
-       post("/v1/telemetry", R"([{"model":"cam0","throughput":1},{"model":"cam0","throughput":"x"}])"),
+       post("/v1/telemetry",
+            R"([{"model":"cam0","throughput":1},{"model":"cam0","throughput":"x"}])"),
        400, "bad_type", "[1].throughput"},
-      {"demand of wrong type", request("PUT", "/v1/models/cam0/demand", R"({"fps":"fast"})", t), 422,
-       "invalid_spec", "demand.fps"},
+      {"demand of wrong type", request("PUT", "/v1/models/cam0/demand", R"({"fps":"fast"})", t),
+       422, "invalid_spec", "demand.fps"},
       {"demand key of another family", request("PUT", "/v1/models/cam0/demand", R"({"rps":1})", t),
        422, "invalid_spec", ""},
       {"demand not an object", request("PUT", "/v1/models/cam0/demand", "[30]", t), 400, "bad_type",
@@ -163,7 +168,8 @@ std::vector<HostileCase> hostile_cases() {
       {"double slash", request("GET", "/v1//models"), 400, "bad_path", ""},
       {"NUL in path", request("GET", "/v1/models/cam0%00.json"), 404, "not_found", ""},
       {"unknown route", request("GET", "/v2/models"), 404, "not_found", ""},
-      {"method not allowed", request("PATCH", "/v1/models", "{}", t), 405, "method_not_allowed", ""},
+      {"method not allowed", request("PATCH", "/v1/models", "{}", t), 405, "method_not_allowed",
+       ""},
       {"delete the plan", request("DELETE", "/v1/plan", "", t), 405, "method_not_allowed", ""},
       {"GET replan", request("GET", "/v1/replan"), 405, "method_not_allowed", ""},
       {"replan with parameters", post("/v1/replan", R"({"now":true})"), 400, "unexpected_body", ""},
@@ -238,9 +244,9 @@ TEST_F(ServeHttpTest, HostileRequestsGetTheRight4xxAndLeaveTheServerHealthy) {
 }
 
 TEST_F(ServeHttpTest, SpecErrorsNameTheFieldAndSuggestTheNearestKey) {
-  const auto r = raw_http(server_->port(),
-                          request("POST", "/v1/models",
-                                  R"({"name":"x","model":"yolo11n","demnd":{"fps":1}})", kToken));
+  const auto r = raw_http(
+      server_->port(),
+      request("POST", "/v1/models", R"({"name":"x","model":"yolo11n","demnd":{"fps":1}})", kToken));
   ASSERT_EQ(r.status, 422);
   const std::string msg = r.json()["error"]["message"];
   EXPECT_NE(msg.find("demnd"), std::string::npos) << msg;
@@ -271,8 +277,9 @@ TEST(ServeService, RegistersPlansReactsToBreachesAndRecovers) {
     const std::int64_t id = plan["id"];
 
     // Observed latency twice the SLA under the plan in force: a breach, a re-plan, more margin.
-    const auto t = call(*s, "POST", "/v1/telemetry",
-                        json({{"model", "cam1"}, {"plan_id", id}, {"latency_ms_p95", 160.0}}).dump());
+    const auto t =
+        call(*s, "POST", "/v1/telemetry",
+             json({{"model", "cam1"}, {"plan_id", id}, {"latency_ms_p95", 160.0}}).dump());
     ASSERT_EQ(t.status, 202) << t.body;
     EXPECT_EQ(body_of(t)["breaches"], 1);
     ASSERT_TRUE(s->wait_for_plan(id, 30000));
@@ -285,12 +292,14 @@ TEST(ServeService, RegistersPlansReactsToBreachesAndRecovers) {
     EXPECT_GT(tel["models"]["cam1"]["error_ewma"].get<double>(), 0.0);
 
     // A sample for an older plan is stale: counted, no breach.
-    const auto stale = call(*s, "POST", "/v1/telemetry",
-                            json({{"model", "cam1"}, {"plan_id", id}, {"latency_ms_p95", 500.0}}).dump());
+    const auto stale =
+        call(*s, "POST", "/v1/telemetry",
+             json({{"model", "cam1"}, {"plan_id", id}, {"latency_ms_p95", 500.0}}).dump());
     EXPECT_EQ(body_of(stale)["breaches"], 0);
 
     const auto metrics = call(*s, "GET", "/metrics");
-    EXPECT_NE(metrics.body.find("corun_serve_sla_breaches_total{model=\"cam1\"} 1"), std::string::npos)
+    EXPECT_NE(metrics.body.find("corun_serve_sla_breaches_total{model=\"cam1\"} 1"),
+              std::string::npos)
         << metrics.body;
     EXPECT_NE(metrics.body.find("corun_serve_decision_latency_seconds_count"), std::string::npos);
     plan_before_restart = after;

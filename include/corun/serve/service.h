@@ -1,16 +1,15 @@
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -63,7 +62,7 @@ struct ServiceOptions {
   /// After an observed breach the model's margin grows to the observed under-prediction plus
   /// this much (as the online controller does).
   double breach_margin_step = 0.05;
-  double error_ewma_alpha = 0.05;  ///< weight of one sample in the per-model error average
+  double error_ewma_alpha = 0.05;        ///< weight of one sample in the per-model error average
   std::size_t history_in_memory = 1000;  ///< plans kept for /v1/plan/history
 };
 
@@ -172,20 +171,20 @@ class Service {
   std::mutex mutate_mutex_;
   /// Guards the in-memory state below; held only for short, allocation-light sections.
   mutable std::mutex state_mutex_;
-  std::vector<Registered> models_;                       // GUARDED_BY(state_mutex_)
-  std::unordered_map<std::string, std::size_t> index_;   // GUARDED_BY(state_mutex_)
-  std::uint64_t generation_ = 0;                         // GUARDED_BY(state_mutex_)
-  nlohmann::json plan_;                                  // GUARDED_BY(state_mutex_)
+  std::vector<Registered> models_;                             // GUARDED_BY(state_mutex_)
+  std::unordered_map<std::string, std::size_t> index_;         // GUARDED_BY(state_mutex_)
+  std::uint64_t generation_ = 0;                               // GUARDED_BY(state_mutex_)
+  nlohmann::json plan_;                                        // GUARDED_BY(state_mutex_)
   std::unordered_map<std::string, Predicted> plan_predicted_;  // GUARDED_BY(state_mutex_)
   std::unordered_map<std::string, std::int32_t> plan_local_;   // GUARDED_BY(state_mutex_)
-  std::vector<nlohmann::json> history_;                  // GUARDED_BY(state_mutex_)
+  std::vector<nlohmann::json> history_;                        // GUARDED_BY(state_mutex_)
   std::unordered_map<std::string, ModelTelemetry> telemetry_;  // GUARDED_BY(state_mutex_)
-  bool telemetry_dirty_ = false;                         // GUARDED_BY(state_mutex_)
-  bool replan_pending_ = false;                          // GUARDED_BY(state_mutex_)
-  std::string replan_reason_;                            // GUARDED_BY(state_mutex_)
-  bool replanning_ = false;                              // GUARDED_BY(state_mutex_)
-  bool stopping_ = false;                                // GUARDED_BY(state_mutex_)
-  std::string last_plan_error_;                          // GUARDED_BY(state_mutex_)
+  bool telemetry_dirty_ = false;                               // GUARDED_BY(state_mutex_)
+  bool replan_pending_ = false;                                // GUARDED_BY(state_mutex_)
+  std::string replan_reason_;                                  // GUARDED_BY(state_mutex_)
+  bool replanning_ = false;                                    // GUARDED_BY(state_mutex_)
+  bool stopping_ = false;                                      // GUARDED_BY(state_mutex_)
+  std::string last_plan_error_;                                // GUARDED_BY(state_mutex_)
   std::condition_variable planner_cv_;
   std::condition_variable plan_cv_;
   std::condition_variable flusher_cv_;

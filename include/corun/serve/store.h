@@ -29,9 +29,9 @@ struct StoredPlan {
 
 /// @brief Everything a restarted server reloads.
 struct StoredState {
-  std::string device;                      ///< device the state was created with ("" = new)
-  std::vector<StoredModel> models;         ///< in registration order
-  std::vector<StoredPlan> plans;           ///< the most recent ones, oldest first
+  std::string device;               ///< device the state was created with ("" = new)
+  std::vector<StoredModel> models;  ///< in registration order
+  std::vector<StoredPlan> plans;    ///< the most recent ones, oldest first
   std::vector<std::pair<std::string, std::string>> telemetry;  ///< model -> summary JSON
 };
 
