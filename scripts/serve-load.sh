@@ -27,3 +27,7 @@ echo "== serve load: 5600 requests/s target (5040 telemetry posts/s + 560 plan q
 echo "== serve load: as fast as possible, 4 connections, ${seconds}s, re-plan every 100 ms"
 "$load" --port "$port" --token-file "$state/db/token" --models "$models" --connections 4 \
   --rate 0 --seconds "$seconds" --replan-ms 100 | tee out/bench/serve-load-max.json
+# The server's own view: decision latency histogram, requests by route and status.
+curl -s "http://127.0.0.1:$port/metrics" >out/bench/serve-metrics.txt || true
+grep -E '^corun_serve_(decision_latency_seconds_(sum|count)|replans_total|telemetry_samples_total)' \
+  out/bench/serve-metrics.txt || true

@@ -347,6 +347,7 @@ Status Service::restore(const StoredState& st) {
   }
   if (!history_.empty()) {
     plan_ = history_.back();
+    plan_body_ = std::make_shared<const std::string>(plan_body(plan_));
     plan_id_ = plan_.value("id", std::int64_t{0});
     if (plan_.contains("models") && plan_["models"].is_object()) {
       for (const auto& [name, m] : plan_["models"].items()) {
@@ -1065,18 +1066,28 @@ Status Service::plan_once(const std::string& reason) {
   if (!ok) return ok;
   metrics_.observe_decision(seconds);
   metrics_.count_replan();
+  // Everything is built outside the lock; the critical section only moves and swaps, so a
+  // planner descheduled there (it runs at low priority) holds request handlers up the least.
+  std::unordered_map<std::string, std::int32_t> local;
+  std::unordered_map<std::string, Predicted> preds;
+  for (std::size_t m = 0; m < n; ++m) {
+    local[w.models[m].name] = config[m];
+    preds[w.models[m].name] = predicted[m];
+  }
+  auto body = std::make_shared<const std::string>(plan_body(rec));
+  json copy = rec;
   {
     std::lock_guard lock(state_mutex_);
-    plan_ = rec;
-    plan_local_.clear();
-    plan_predicted_.clear();
-    for (std::size_t m = 0; m < n; ++m) {
-      plan_local_[w.models[m].name] = config[m];
-      plan_predicted_[w.models[m].name] = predicted[m];
-    }
-    history_.push_back(rec);
-    if (history_.size() > options_.history_in_memory) history_.erase(history_.begin());
+    plan_local_.swap(local);
+    plan_predicted_.swap(preds);
+    plan_.swap(rec);
+    history_.push_back(std::move(copy));
+    if (history_.size() > options_.history_in_memory) history_.pop_front();
     plan_id_ = id;
+  }
+  {
+    std::lock_guard lock(plan_body_mutex_);
+    plan_body_.swap(body);
   }
   plan_cv_.notify_all();
   return {};
@@ -1089,14 +1100,26 @@ bool Service::wait_for_plan(std::int64_t after, int timeout_ms) {
   }) && plan_id_.load() > after;
 }
 
+std::string Service::plan_body(const json& plan) {
+  return plan.dump(-1, ' ', true, json::error_handler_t::replace) + "\n";
+}
+
 HttpResponse Service::get_plan() {
-  std::lock_guard lock(state_mutex_);
-  if (plan_.is_null()) {
+  // The hottest read: the serialised plan is shared, so no JSON work and no state lock here.
+  std::shared_ptr<const std::string> body;
+  {
+    std::lock_guard lock(plan_body_mutex_);
+    body = plan_body_;
+  }
+  if (!body) {
+    std::lock_guard lock(state_mutex_);
     return error({404, "no_plan",
                   models_.empty() ? "no models are registered" : "the first plan is being computed",
                   ""});
   }
-  return json_response(200, plan_);
+  HttpResponse r;
+  r.body = *body;
+  return r;
 }
 
 HttpResponse Service::get_history(const HttpRequest& req) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -132,6 +133,7 @@ class Service {
   HttpResponse route(const HttpRequest& req, std::size_t& route_index);
   HttpResponse error(const ApiError& e) const;
   static HttpResponse json_response(int status, const nlohmann::json& body);
+  static std::string plan_body(const nlohmann::json& plan);
   Result<nlohmann::json> parse_body(const HttpRequest& req, ApiError& err) const;
   bool authorised(const HttpRequest& req) const;
 
@@ -177,7 +179,7 @@ class Service {
   nlohmann::json plan_;                                        // GUARDED_BY(state_mutex_)
   std::unordered_map<std::string, Predicted> plan_predicted_;  // GUARDED_BY(state_mutex_)
   std::unordered_map<std::string, std::int32_t> plan_local_;   // GUARDED_BY(state_mutex_)
-  std::vector<nlohmann::json> history_;                        // GUARDED_BY(state_mutex_)
+  std::deque<nlohmann::json> history_;                        // GUARDED_BY(state_mutex_)
   std::unordered_map<std::string, ModelTelemetry> telemetry_;  // GUARDED_BY(state_mutex_)
   bool telemetry_dirty_ = false;                               // GUARDED_BY(state_mutex_)
   bool replan_pending_ = false;                                // GUARDED_BY(state_mutex_)
@@ -185,6 +187,9 @@ class Service {
   bool replanning_ = false;                                    // GUARDED_BY(state_mutex_)
   bool stopping_ = false;                                      // GUARDED_BY(state_mutex_)
   std::string last_plan_error_;                                // GUARDED_BY(state_mutex_)
+  /// The plan in force, serialised once when it is published; GET /v1/plan shares it.
+  std::mutex plan_body_mutex_;
+  std::shared_ptr<const std::string> plan_body_;  // GUARDED_BY(plan_body_mutex_)
   std::condition_variable planner_cv_;
   std::condition_variable plan_cv_;
   std::condition_variable flusher_cv_;
