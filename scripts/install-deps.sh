@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ git make pkg-config
+  cmake ninja-build g++ git make pkg-config ccache
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libsqlite3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   libxgboost-dev

@@ -8,13 +8,14 @@
 #include <fstream>
 #include <sstream>
 
-
 namespace corun {
 
 Status write_file_atomic(const std::filesystem::path& path, std::string_view content) {
   const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  const std::string tmp =
-      (dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+  // Built by append: GCC 12 reports a false -Wrestrict on `"." + std::string` at -O3.
+  std::string tmp_name(".");
+  tmp_name.append(path.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
+  const std::string tmp = (dir / tmp_name).string();
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     return Error("cannot write " + path.string() + ": " + std::strerror(errno), Error::Kind::kIo);

@@ -1,5 +1,5 @@
 // The torch-cpu testbed against real libtorch runs: tiny models, short windows. Workers are
-// exec'd from the corun binary (CORUN_BINARY), as in production.
+// exec'd as the corun-torch-worker program (CORUN_TORCH_WORKER), as in production.
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@ namespace {
 
 TorchBedOptions options() {
   TorchBedOptions o;
-  o.worker_exe = CORUN_BINARY;
+  o.worker_exe = CORUN_TORCH_WORKER;
   return o;
 }
 
@@ -104,7 +104,7 @@ TEST(TorchBed, ThreadsFollowSmShare) {
 }
 
 TEST(TorchBed, RegistersWithMakeTestbed) {
-  register_torch_testbeds(CORUN_BINARY);
+  register_torch_testbeds(CORUN_TORCH_WORKER);
   auto tb = make_testbed("torch-cpu");
   ASSERT_TRUE(tb.ok()) << tb.error().what();
   EXPECT_EQ((*tb)->name(), "torch-cpu");

@@ -15,10 +15,10 @@ namespace corun {
 
 /// @brief How the torch testbed runs its workers.
 struct TorchBedOptions {
-  /// Program exec'd for each worker, with `worker_args` (default: this executable with
-  /// the hidden verb `__torch-worker`).
+  /// Program exec'd for each worker, with `worker_args`: the corun-torch-worker program,
+  /// which the corun binary finds next to itself.
   std::string worker_exe;
-  std::vector<std::string> worker_args = {"__torch-worker"};
+  std::vector<std::string> worker_args;
   std::string device = "cpu";     ///< torch::Device of every worker: "cpu" or "cuda"
   double setup_timeout_s = 120;  ///< building and warming up a model, per measurement
   double grace_s = 20;           ///< after the window, before a silent worker is killed
