@@ -18,7 +18,7 @@ const bool registered = register_command({
                              workload_hash;
         std::uint64_t seed = 1;
         int folds = 5;
-        bool json = false;
+        bool json = false, monotone = false;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("dataset", f->dataset, "dataset written by corun profile")->required();
@@ -26,6 +26,10 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--regressor", f->regressor, "mlp | gbdt | linear")->capture_default_str();
       sub.add_option("--out", f->out, "model file (JSON)")->required();
+      sub.add_flag("--monotone", f->monotone,
+                   "constrain latencies to grow (throughput to fall) with the co-runners' "
+                   "aggregate demand (gbdt with meanfield or pairwise); exact search then "
+                   "proves optimality");
       sub.add_option("--seed", f->seed, "seed of the training")->capture_default_str();
       sub.add_option("--folds", f->folds,
                      "cross-validation folds of the error model (0: in-sample residuals)")
@@ -56,6 +60,7 @@ const bool registered = register_command({
         surrogate::FitOptions options;
         options.kind = *kind;
         options.regressor = *reg;
+        options.monotone = f->monotone;
         options.seed = f->seed;
         options.calibration_folds = f->folds;
         data->provenance.seed = f->seed;

@@ -1,92 +1,209 @@
-// corun run FILE: corun's main job. For now it measures the workload on the testbed, each model
-// alone and all together, and prints the co-location table; the online scheduler replaces this.
+// corun run FILE: corun's main job. Profile the workload (standalone passes and a MeanField
+// co-run campaign, cached in a resumable dataset), fit the surrogate (reused when unchanged),
+// then run the workload's timeline online: re-plan on every event and measured SLA breach,
+// apply each plan to the testbed, and report predicted against measured, interval by interval.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 
 #include "command.h"
 #include "common.h"
+#include "corun/core/atomic_file.h"
+#include "corun/core/strings.h"
+#include "corun/runtime/controller.h"
+#include "corun/runtime/pipeline.h"
+#include "corun/runtime/report.h"
+#include "corun/runtime/surrogate_source.h"
+#include "corun/space/space.h"
 
 namespace corun::cli {
 namespace {
 
-std::string sla_text(const ModelSpec& m) {
+// "cam0 640/0.33 -> 480/0.33; chat ..." for the models whose configuration changed.
+std::string plan_change(const Workload& w, const JointConfig& before, const JointConfig& after) {
   std::string out;
-  auto add = [&](const char* name, const std::optional<double>& v) {
-    if (v) out += (out.empty() ? "" : " ") + std::string(name) + "<=" + fixed(*v, 0);
-  };
-  add("p95", m.sla.latency_ms_p95);
-  add("ttft", m.sla.ttft_ms_p95);
-  add("tpot", m.sla.tpot_ms_p95);
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    if (m < before.size() && before[m] == after[m]) continue;
+    if (!out.empty()) out += "; ";
+    out += w.models[m].name + " ";
+    out += after[m] == kAbsent ? "off" : w.models[m].describe(static_cast<std::size_t>(after[m]));
+  }
   return out.empty() ? "-" : out;
 }
 
-// Whether a measured model meets its SLA (ground truth only).
-bool meets_sla(const ModelSpec& spec, const ModelMetrics& mm) {
-  if (!mm.ok()) return false;
-  if (spec.sla.latency_ms_p95 && mm.latency_ms_p95 > *spec.sla.latency_ms_p95) return false;
-  if (spec.sla.ttft_ms_p95 && mm.ttft_ms_p95 && *mm.ttft_ms_p95 > *spec.sla.ttft_ms_p95) {
-    return false;
+std::string sla_status(const Workload& w, const IntervalRecord& r) {
+  std::string out;
+  for (std::size_t m = 0; m < r.breach.size(); ++m) {
+    if (!r.breach[m]) continue;
+    out += (out.empty() ? "BREACH " : ",") + w.models[m].name;
   }
-  if (spec.sla.tpot_ms_p95 && mm.tpot_ms_p95 && *mm.tpot_ms_p95 > *spec.sla.tpot_ms_p95) {
-    return false;
-  }
-  if (spec.sla.min_throughput && mm.throughput < *spec.sla.min_throughput) return false;
-  return true;
+  return out.empty() ? "ok" : out;
 }
 
-// The metric an SLA is most about: TPOT for LLMs, p95 latency otherwise.
-double headline(const ModelMetrics& mm) {
-  return mm.tpot_ms_p95 ? *mm.tpot_ms_p95 : mm.latency_ms_p95;
+std::string thousands(std::uint64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 const bool registered = register_command({
     "run",
-    "Run corun's main job on a workload (measure alone vs co-located, print the table)",
+    "corun's main job: profile, fit, then schedule the workload's timeline online",
     [](CLI::App& sub) {
       struct Flags {
-        std::string file, catalog, testbed = "sim";
-        std::uint64_t seed = 1;
+        std::string file, testbed = "sim", solver = "ga", regressor = "mlp", out, model,
+                          catalog;
+        std::uint64_t seed = 1, budget = 0, repeats = 3;
+        int threads = 2;
+        bool json = false, quiet = false, monotone = false;
       };
       auto f = std::make_shared<Flags>();
-      sub.add_option("file", f->file, "workload YAML")->required();
+      sub.add_option("file", f->file, "workload YAML (its timeline is run; none = one interval)")
+          ->required();
       sub.add_option("--testbed", f->testbed, "testbed: sim")->capture_default_str();
+      sub.add_option("--solver", f->solver, "exhaustive, ga, exact, greedy or hillclimb")
+          ->capture_default_str();
+      sub.add_option("--regressor", f->regressor, "surrogate regressor: mlp, gbdt or linear")
+          ->capture_default_str();
+      sub.add_option("--budget", f->budget, "co-run profiling samples (default 20 x models)");
+      sub.add_flag("--monotone", f->monotone,
+                   "fit the surrogate monotone in the co-runners' demand (needs --regressor "
+                   "gbdt; makes the exact solver's optimality proof valid)");
+      sub.add_option("--repeats", f->repeats, "standalone profiling passes")
+          ->capture_default_str();
+      sub.add_option("--surrogate", f->model,
+                     "use this fitted surrogate instead of profiling and fitting");
+      sub.add_option("--out", f->out,
+                     "directory for dataset.db, surrogate.json, report.json and report.html "
+                     "(default out/run/NAME)");
       sub.add_option("--seed", f->seed, "seed")->capture_default_str();
+      sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_flag("--json", f->json, "print the report JSON instead of the table");
+      sub.add_flag("--quiet", f->quiet, "no progress bars");
       return std::function<int()>([f] {
+        auto catalog = load_catalog(f->catalog);
+        if (!catalog) return report_error(catalog.error());
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
+        auto text = read_file(f->file);
+        if (!text) return report_error(text.error());
         auto testbed = make_testbed(f->testbed);
         if (!testbed) return report_error(testbed.error());
-        const std::size_t n = w->models.size();
-        const JointConfig all(n, 0);
-        const Measurement together = (*testbed)->measure(*w, all, {10, f->seed});
-        std::printf("corun run: %s on %s (%s testbed), %zu models, each at its first local "
-                    "configuration\n\n",
-                    w->file.c_str(), w->device.display_name.c_str(),
-                    std::string((*testbed)->name()).c_str(), n);
-        Table t({"model", "catalog", "config", "alone ms", "co-run ms", "slowdown", "SLA",
-                 "status"});
-        for (std::size_t i = 0; i < n; ++i) {
-          JointConfig alone(n, kAbsent);
-          alone[i] = 0;
-          const Measurement solo = (*testbed)->measure(*w, alone, {10, f->seed});
-          const ModelMetrics* a = solo.models.empty() ? nullptr : &solo.models[0];
-          const ModelMetrics* c = nullptr;
-          for (const auto& mm : together.models) c = mm.model == i ? &mm : c;
-          const bool ok = a && c && a->ok() && c->ok();
-          t.add({w->models[i].name, w->models[i].arch.name, w->models[i].describe(0),
-                 ok ? fixed(headline(*a)) : "-", ok ? fixed(headline(*c)) : "-",
-                 ok ? "+" + fixed(100 * (headline(*c) / headline(*a) - 1), 0) + "%" : "-",
-                 sla_text(w->models[i]),
-                 c == nullptr ? "not run" : (!c->ok() ? c->error : meets_sla(w->models[i], *c) ? "ok" : "BREACH")});
+        if (!make_solver(f->solver)) return report_error(make_solver(f->solver).error());
+        const auto regressor = surrogate::parse_regressor(f->regressor);
+        if (!regressor) {
+          return report_error(Error("--regressor: unknown '" + f->regressor + "'" +
+                                    did_you_mean(f->regressor, surrogate::regressor_names())));
         }
-        std::printf("%s", t.render().c_str());
-        std::printf("\ngpu (co-run): sm %.0f%%  bw %.0f%%  vram %.1f/%.0f GB  power %.0f W  clock "
-                    "%.0f MHz\n",
-                    100 * together.gpu.sm_util, 100 * together.gpu.mem_bw_util,
-                    together.gpu.vram_used_gb, w->device.vram_gb, together.gpu.power_w,
-                    together.gpu.clock_mhz);
-        std::printf("(LLM rows show TPOT p95; others latency p95.)\n");
-        return together.ok() ? kExitOk : kExitFailure;
+        const std::string name = std::filesystem::path(f->file).stem().string();
+        const std::filesystem::path out = f->out.empty() ? "out/run/" + name : f->out;
+        const double interval = w->timeline.interval_s > 0 ? w->timeline.interval_s : 10;
+        std::FILE* log = f->json ? stderr : stdout;
+        const bool terminal = ::isatty(::fileno(stderr)) != 0;
+
+        const ConfigSpace space(*w);
+        std::fprintf(log, "corun run: %s on %s (%s testbed), %zu models, %s joint configurations\n",
+                     f->file.c_str(), w->device.display_name.c_str(), f->testbed.c_str(),
+                     w->models.size(), thousands(space.joint_count()).c_str());
+
+        std::optional<surrogate::Surrogate> s;
+        if (!f->model.empty()) {
+          auto loaded = surrogate::Surrogate::load(f->model);
+          if (!loaded) return report_error(loaded.error());
+          if (auto st = loaded->check_workload(*w); !st.ok()) {
+            return report_error(st.error().wrap(f->model + " does not fit " + f->file));
+          }
+          s = std::move(*loaded);
+          std::fprintf(log, "surrogate: %s (given)\n", f->model.c_str());
+        } else {
+          PipelineOptions po;
+          po.dataset = out / "dataset.db";
+          po.model = out / "surrogate.json";
+          po.testbed = f->testbed;
+          po.seed = f->seed;
+          po.corun_budget = f->budget;
+          po.standalone_repeats = f->repeats;
+          po.window_s = interval;
+          po.regressor = *regressor;
+          po.monotone = f->monotone;
+          po.catalog = *catalog;
+          po.log = f->quiet ? nullptr : stderr;
+          po.terminal = terminal;
+          auto p = profile_and_fit(*w, *text, **testbed, po);
+          if (!p) return report_error(p.error());
+          std::fprintf(log,
+                       "profile: %llu standalone + %llu co-run measurements (%llu + %llu taken "
+                       "now, the rest cached in %s)\n",
+                       static_cast<unsigned long long>(p->standalone_total),
+                       static_cast<unsigned long long>(p->corun_total),
+                       static_cast<unsigned long long>(p->standalone_measured),
+                       static_cast<unsigned long long>(p->corun_measured),
+                       po.dataset.string().c_str());
+          if (p->model_reused) {
+            std::fprintf(log, "surrogate: meanfield/%s reused from %s\n", f->regressor.c_str(),
+                         po.model.string().c_str());
+          } else {
+            std::fprintf(log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
+                         f->regressor.c_str(), p->fit_s, po.model.string().c_str());
+          }
+          s = std::move(p->surrogate);
+        }
+
+        SurrogateSource source(std::move(*s), **testbed, {3, interval, f->seed});
+        ControllerOptions co;
+        co.solver = f->solver;
+        co.seed = f->seed;
+        co.threads = f->threads;
+        Table t({"t (s)", "event", "decision", "plan change", "utility pred/meas", "SLA"});
+        JointConfig last;
+        auto on_interval = [&](const IntervalRecord& r) {
+          if (!r.replanned && r.events.empty() && std::none_of(r.breach.begin(), r.breach.end(),
+                                                               [](bool b) { return b; })) {
+            last = r.plan;
+            return;  // a quiet interval: summarised at the end
+          }
+          std::string events = join(r.events, ", ");
+          if (r.replanned && events.empty()) events = r.reason;
+          const std::string decision =
+              r.replanned ? f->solver + " " + fixed(r.decision_ms, 1) + " ms" : "-";
+          const std::string change = r.replanned ? plan_change(*w, last, r.plan) : "-";
+          t.add({fixed(r.t_s, 0), events.empty() ? "-" : events, decision, change,
+                 fixed(r.predicted_utility, 3) + " / " + fixed(r.measured_utility, 3),
+                 sla_status(*w, r)});
+          if (!f->json && !terminal) {
+            // Piped output streams one line per decision as it happens.
+            std::fprintf(log, "t=%-5s %-24s %-14s %s | utility %s/%s | %s\n",
+                         fixed(r.t_s, 0).c_str(), (events.empty() ? "-" : events).c_str(),
+                         decision.c_str(), change.c_str(), fixed(r.predicted_utility, 3).c_str(),
+                         fixed(r.measured_utility, 3).c_str(), sla_status(*w, r).c_str());
+          }
+          last = r.plan;
+        };
+        auto report = run_online(*w, **testbed, source, co, on_interval);
+        if (!report) return report_error(report.error());
+        if (!f->json && terminal) std::fprintf(log, "\n%s", t.render().c_str());
+
+        if (auto st = write_report(*report, *w, out); !st.ok()) return report_error(st.error());
+        const nlohmann::json j = report_json(*report, *w);
+        const auto& sum = j.at("summary");
+        std::fprintf(log,
+                     "\nsummary: %zu intervals of %s s, %zu decisions (p50 %.1f ms, p99 %.1f ms), "
+                     "%zu standalone re-profiling measurements, mean measured utility %.3f, %zu "
+                     "measured SLA violation(s) (model-intervals)\n",
+                     report->intervals.size(), fixed(interval, 0).c_str(),
+                     sum.at("decisions").get<std::size_t>(),
+                     sum.at("decision_ms_p50").get<double>(),
+                     sum.at("decision_ms_p99").get<double>(), source.standalone_measurements(),
+                     sum.at("mean_measured_utility").get<double>(), report->sla_violations());
+        std::fprintf(log, "report: %s, %s\n", (out / "report.json").string().c_str(),
+                     (out / "report.html").string().c_str());
+        if (f->json) std::printf("%s\n", j.dump().c_str());
+        return report->sla_violations() == 0 ? kExitOk : kExitFailure;
       });
     },
 });

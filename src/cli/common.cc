@@ -72,6 +72,20 @@ nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlo
 
 }  // namespace
 
+std::string sla_text(const ModelSpec& m) {
+  std::string out;
+  auto add = [&](const char* name, const std::optional<double>& v) {
+    if (v) out += (out.empty() ? "" : " ") + std::string(name) + "<=" + fixed(*v, 0);
+  };
+  add("p95", m.sla.latency_ms_p95);
+  add("ttft", m.sla.ttft_ms_p95);
+  add("tpot", m.sla.tpot_ms_p95);
+  if (m.sla.min_throughput) {
+    out += (out.empty() ? "" : " ") + std::string("thr>=") + fixed(*m.sla.min_throughput, 0);
+  }
+  return out.empty() ? "-" : out;
+}
+
 nlohmann::json to_json(const Measurement& m) {
   nlohmann::json j;
   j["testbed"] = m.testbed;

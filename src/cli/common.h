@@ -31,6 +31,9 @@ Result<JointConfig> parse_config_flag(const Workload& w, const std::string& conf
 /// @brief The JSON form of a measurement (schema in docs/formats.md).
 nlohmann::json to_json(const Measurement& m);
 
+/// @brief A model's SLA in one short cell: "p95<=60 ttft<=800 tpot<=60", or "-".
+std::string sla_text(const ModelSpec& m);
+
 /// @brief A plain text table with aligned columns.
 class Table {
  public:

@@ -49,7 +49,7 @@ class ExactSolver final : public Solver {
     r.solver = "exact";
     r.stats.evaluated = seed_plan->stats.evaluated + s.evaluated;
     r.stats.nodes = s.nodes;
-    r.stats.proved_optimal = s.nodes < kNodeBudget;
+    r.stats.proved_optimal = s.nodes < kNodeBudget && agg->monotone();
     r.stats.elapsed_ms = detail::ms_since(start);
     return r;
   }

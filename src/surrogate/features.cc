@@ -208,6 +208,30 @@ Result<FeatureMap> FeatureMap::build(SurrogateKind kind, const Workload& w,
   return f;
 }
 
+std::vector<std::size_t> FeatureMap::aggregate_inputs(std::size_t m) const {
+  switch (kind_) {
+    case SurrogateKind::kJoint:
+      return {};
+    case SurrogateKind::kPairwise:
+      return {1, 3};  // others' SM and DRAM utilisation
+    case SurrogateKind::kMeanField:
+    case SurrogateKind::kCrossModel:
+      break;
+  }
+  // The aggregate block closes every vector (see fill()).
+  constexpr std::size_t kAggregateFeatures = 9;
+  std::vector<std::size_t> out;
+  for (std::size_t k = models_[m].dim - kAggregateFeatures; k < models_[m].dim; ++k) {
+    out.push_back(k);
+  }
+  return out;
+}
+
+Totals FeatureMap::contribution(std::size_t m, std::size_t l) const {
+  const PerModel& pm = models_[m];
+  return {1.0, pm.sm[l], pm.bw[l], pm.vram_gb[l], pm.power_w[l], pm.occ[l]};
+}
+
 Totals FeatureMap::totals(std::span<const std::int32_t> c) const {
   Totals t;
   for (std::size_t m = 0; m < models_.size() && m < c.size(); ++m) {

@@ -321,7 +321,7 @@ Result<std::unique_ptr<XgbDMatrix>> make_dmatrix(const Matrix& x, const double* 
 }
 
 Result<std::unique_ptr<XgbBooster>> train_booster(DMatrixHandle train, const GbdtOptions& o,
-                                                  std::uint64_t seed) {
+                                                  std::uint64_t seed, std::size_t output) {
   auto b = std::make_unique<XgbBooster>();
   if (XGBoosterCreate(&train, 1, &b->h) != 0) return xgb_error("creating a booster");
   const auto num = [](double v) {
@@ -346,6 +346,16 @@ Result<std::unique_ptr<XgbBooster>> train_booster(DMatrixHandle train, const Gbd
   };
   for (const auto& [k, v] : params) {
     if (XGBoosterSetParam(b->h, k.c_str(), v.c_str()) != 0) return xgb_error("parameter " + k);
+  }
+  if (output < o.monotone.size() && !o.monotone[output].empty()) {
+    std::string c = "(";
+    for (std::size_t i = 0; i < o.monotone[output].size(); ++i) {
+      c += (i ? "," : "") + std::to_string(o.monotone[output][i]);
+    }
+    c += ")";
+    if (XGBoosterSetParam(b->h, "monotone_constraints", c.c_str()) != 0) {
+      return xgb_error("parameter monotone_constraints");
+    }
   }
   for (int i = 0; i < o.rounds; ++i) {
     if (XGBoosterUpdateOneIter(b->h, i, train) != 0) return xgb_error("training");
@@ -400,7 +410,7 @@ Result<GbdtModel> fit_gbdt(const Matrix& x, const Matrix& y, const GbdtOptions& 
   for (std::size_t k = 0; k < y.cols; ++k) {
     auto d = make_dmatrix(x, y.data.data() + k, y.cols);
     if (!d) return d.error();
-    auto b = train_booster((*d)->h, o, derive_seed(seed, {k}));
+    auto b = train_booster((*d)->h, o, derive_seed(seed, {k}), k);
     if (!b) return b.error();
     if (auto s = export_trees((*b)->h, m); !s.ok()) return s.error();
   }
@@ -416,7 +426,7 @@ Result<std::vector<float>> xgboost_reference_predict(const Matrix& x_train, cons
   for (std::size_t k = 0; k < y_train.cols; ++k) {
     auto d = make_dmatrix(x_train, y_train.data.data() + k, y_train.cols);
     if (!d) return d.error();
-    auto b = train_booster((*d)->h, o, derive_seed(seed, {k}));
+    auto b = train_booster((*d)->h, o, derive_seed(seed, {k}), k);
     if (!b) return b.error();
     bst_ulong len = 0;
     const float* res = nullptr;

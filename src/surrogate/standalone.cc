@@ -8,6 +8,21 @@ namespace corun::surrogate {
 
 Result<StandaloneTable> StandaloneTable::from_samples(
     const Workload& w, std::span<const profile::SampleRecord> samples) {
+  return build(w, samples, nullptr);
+}
+
+Result<StandaloneTable> StandaloneTable::refreshed(
+    const Workload& w, std::span<const profile::SampleRecord> samples) const {
+  if (profiles_.size() != w.models.size()) {
+    return Error("standalone table has " + std::to_string(profiles_.size()) +
+                 " models, the workload " + std::to_string(w.models.size()));
+  }
+  return build(w, samples, this);
+}
+
+Result<StandaloneTable> StandaloneTable::build(const Workload& w,
+                                               std::span<const profile::SampleRecord> samples,
+                                               const StandaloneTable* base) {
   StandaloneTable t;
   t.idle_power_w_ = w.device.idle_power_w;
   t.tdp_w_ = w.device.tdp_w > 0 ? w.device.tdp_w : 1;
@@ -86,6 +101,10 @@ Result<StandaloneTable> StandaloneTable::from_samples(
     for (std::size_t l = 0; l < acc[m].size(); ++l) {
       const Acc& a = acc[m][l];
       StandaloneProfile& p = t.profiles_[m][l];
+      if (a.seen == 0 && base != nullptr && l < base->profiles_[m].size()) {
+        p = base->profiles_[m][l];  // not remeasured: keep the previous profile
+        continue;
+      }
       if (a.seen == 0) {
         return Error("standalone profile misses model '" + w.models[m].name + "' in " +
                      w.models[m].describe(l) + " (rerun the standalone campaign)");

@@ -171,15 +171,35 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
                                  Provenance provenance) {
   auto fm = FeatureMap::build(o.kind, w, standalone);
   if (!fm) return fm.error();
+  if (o.monotone && (o.regressor != RegressorKind::kGbdt ||
+                     (o.kind != SurrogateKind::kMeanField && o.kind != SurrogateKind::kPairwise))) {
+    // The cross-model regressor shares one output between latencies and throughput, which
+    // need opposite constraints; the joint kind has no aggregate inputs.
+    return Error("monotone fitting needs the gbdt regressor and the meanfield or pairwise "
+                 "surrogate");
+  }
+  // Per head: +1 on the aggregate inputs of latency outputs, -1 on those of throughput.
+  auto constrained = [&](std::size_t m, const std::vector<Target>& targets) {
+    RegressorOptions ro = o.regressor_options;
+    if (!o.monotone) return ro;
+    const auto agg = fm->aggregate_inputs(m);
+    for (Target t : targets) {
+      std::vector<int> c(fm->dim(m), 0);
+      for (std::size_t k : agg) c[k] = is_latency(t) ? 1 : -1;
+      ro.gbdt.monotone.push_back(std::move(c));
+    }
+    return ro;
+  };
   Surrogate s;
   s.kind_ = o.kind;
   s.regressor_kind_ = o.regressor;
+  s.monotone_ = o.monotone;
   s.provenance_ = std::move(provenance);
   s.provenance_.standalone_measurements = standalone.measurements();
   s.provenance_.corun_samples = corun.size();
   s.standalone_ = standalone;
   for (const auto& m : w.models) {
-    s.signature_.push_back({m.name, m.arch.name, m.arch.family, m.knobs});
+    s.signature_.push_back({m.name, m.arch.name, m.arch.family, m.knobs, m.demand});
   }
   if (!w.models.empty()) s.feature_names_ = fm->names(0);
 
@@ -254,11 +274,11 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
     const Matrix x = to_matrix(rows.x, rows.n, dim, h.x_mean, h.x_scale);
     const Matrix y = to_matrix(rows.y, rows.n, k, h.y_mean, h.y_scale);
     const std::uint64_t seed = derive_seed(o.seed, {m});
-    auto reg = Regressor::fit(o.regressor, x, y, o.regressor_options, seed);
+    const RegressorOptions ro = constrained(m, h.targets);
+    auto reg = Regressor::fit(o.regressor, x, y, ro, seed);
     if (!reg) return reg.error().wrap("fitting model '" + w.models[m].name + "'");
     std::vector<float> pred;
-    auto source =
-        out_of_fold(o.regressor, x, y, *reg, o.regressor_options, o.calibration_folds, seed, pred);
+    auto source = out_of_fold(o.regressor, x, y, *reg, ro, o.calibration_folds, seed, pred);
     if (!source) return source.error();
     for (std::size_t c = 0; c < k; ++c) {
       std::vector<double> res(rows.n);
@@ -311,6 +331,7 @@ nlohmann::json Surrogate::to_json() const {
   j["git_hash"] = std::string(git_hash());
   j["surrogate"] = std::string(to_string(kind_));
   j["regressor"] = std::string(to_string(regressor_kind_));
+  j["monotone"] = monotone_;
   j["testbed"] = provenance_.testbed;
   j["device"] = provenance_.device;
   j["seed"] = provenance_.seed;
@@ -327,7 +348,12 @@ nlohmann::json Surrogate::to_json() const {
     j["models"].push_back({{"name", sig.name},
                            {"catalog_model", sig.catalog_model},
                            {"family", std::string(corun::to_string(sig.family))},
-                           {"knobs", knobs}});
+                           {"knobs", knobs},
+                           {"demand",
+                            {{"fps", sig.demand.fps},
+                             {"rps", sig.demand.rps},
+                             {"prompt_tokens", sig.demand.prompt_tokens},
+                             {"output_tokens", sig.demand.output_tokens}}}});
   }
   j["feature_names"] = feature_names_;
   j["standalone"] = standalone_.to_json();
@@ -371,6 +397,7 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
     const auto reg = parse_regressor(j.at("regressor").get<std::string>());
     if (!reg) return Error("regressor: unknown '" + j.at("regressor").get<std::string>() + "'");
     s.regressor_kind_ = *reg;
+    s.monotone_ = j.value("monotone", false);
     s.provenance_.testbed = j.at("testbed").get<std::string>();
     s.provenance_.device = j.at("device").get<std::string>();
     s.provenance_.seed = j.at("seed").get<std::uint64_t>();
@@ -398,6 +425,13 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
         if (!id)
           return Error("models[].knobs: unknown knob '" + k.at("knob").get<std::string>() + "'");
         sig.knobs.push_back({*id, k.at("values").get<std::vector<double>>()});
+      }
+      if (m.contains("demand")) {  // absent in files written before demands were recorded
+        const auto& d = m.at("demand");
+        sig.demand.fps = d.value("fps", 0.0);
+        sig.demand.rps = d.value("rps", 0.0);
+        sig.demand.prompt_tokens = d.value("prompt_tokens", 0);
+        sig.demand.output_tokens = d.value("output_tokens", 0);
       }
       s.signature_.push_back(std::move(sig));
     }
@@ -477,16 +511,20 @@ Result<Surrogate> Surrogate::load(const std::filesystem::path& path) {
 // ---------------------------------------------------------------------------------------------
 // Compiled form.
 
-Result<CompiledSurrogate> CompiledSurrogate::compile(const Surrogate& s, const Workload& w) {
+Result<CompiledSurrogate> CompiledSurrogate::compile(const Surrogate& s, const Workload& w,
+                                                     const StandaloneTable* standalone) {
   if (auto st = s.check_workload(w); !st.ok()) return st.error();
-  auto fm = FeatureMap::build(s.kind(), w, s.standalone());
+  auto fm = FeatureMap::build(s.kind(), w, standalone != nullptr ? *standalone : s.standalone());
   if (!fm) return fm.error();
   CompiledSurrogate c;
   c.features_ = std::move(*fm);
   c.regressors_ = s.regressors();
   c.models_ = w.models.size();
   c.ratio_ = predicts_ratio(s.kind());
+  c.monotone_ = s.monotone();
   c.upper95_.assign(c.models_ * kTargetCount, 1.0f);
+  c.q50_.assign(c.models_ * kTargetCount, 0.0);
+  c.rmse_.assign(c.models_ * kTargetCount, 0.0);
   for (const Head& h : s.heads()) {
     CHead ch;
     ch.model = h.model;
@@ -499,8 +537,10 @@ Result<CompiledSurrogate> CompiledSurrogate::compile(const Surrogate& s, const W
     ch.feature_target = h.targets.front();
     for (std::size_t k = 0; k < h.targets.size(); ++k) {
       ch.targets.push_back(static_cast<std::size_t>(h.targets[k]));
-      c.upper95_[h.model * kTargetCount + static_cast<std::size_t>(h.targets[k])] =
-          static_cast<float>(std::exp(h.error[k].q95));
+      const std::size_t slot = h.model * kTargetCount + static_cast<std::size_t>(h.targets[k]);
+      c.upper95_[slot] = static_cast<float>(std::exp(h.error[k].q95));
+      c.q50_[slot] = h.error[k].q50;
+      c.rmse_[slot] = h.error[k].rmse;
     }
     ch.x_mean.assign(h.x_mean.begin(), h.x_mean.end());
     for (double v : h.x_scale) ch.x_inv_scale.push_back(static_cast<float>(1.0 / v));
@@ -520,6 +560,7 @@ CompiledSurrogate::Workspace CompiledSurrogate::make_workspace() const {
   ws.z.resize(kChunk * std::max<std::size_t>(max_out_, 1));
   ws.totals.resize(kChunk);
   ws.rows.resize(kChunk);
+  ws.config.assign(models_, kAbsent);
   ws.scratch.h1.resize(256);
   ws.scratch.h2.resize(256);
   return ws;
@@ -570,6 +611,36 @@ void CompiledSurrogate::predict(std::span<const std::int32_t> configs, std::span
       }
     }
   }
+}
+
+void CompiledSurrogate::predict_given(std::size_t m, std::size_t l, const Totals& others,
+                                      std::span<float> out, Workspace& ws) const {
+  CORUN_CHECK(mean_field() && m < models_ && out.size() >= kTargetCount);
+  if (ws.totals.empty() || ws.x.size() < max_dim_ || ws.z.size() < max_out_ ||
+      ws.config.size() != models_) {
+    ws = make_workspace();
+  }
+  std::fill_n(out.begin(), kTargetCount, std::numeric_limits<float>::quiet_NaN());
+  if (ratio_ && !features_.standalone_ok(m, l)) return;
+  const Totals self = features_.contribution(m, l);
+  const Totals all{others.count + self.count,         others.sm + self.sm,
+                   others.bw + self.bw,               others.vram_gb + self.vram_gb,
+                   others.power_w + self.power_w,     others.occupancy + self.occupancy};
+  ws.config[m] = static_cast<std::int32_t>(l);  // fill() reads only the model's own entry
+  for (const CHead& h : heads_) {
+    if (h.model != m) continue;
+    float* x = ws.x.data();
+    features_.fill(m, ws.config, all, h.feature_target, x);
+    for (std::size_t k = 0; k < h.dim; ++k) x[k] = (x[k] - h.x_mean[k]) * h.x_inv_scale[k];
+    regressors_[h.regressor].predict(x, 1, ws.z.data(), ws.scratch);
+    for (std::size_t k = 0; k < h.targets.size(); ++k) {
+      const std::size_t t = h.targets[k];
+      float v = ws.z[k] * h.y_scale[k] + h.y_mean[k];
+      if (ratio_) v += static_cast<float>(features_.log_base(m, l, static_cast<Target>(t)));
+      out[t] = std::exp(v);
+    }
+  }
+  ws.config[m] = kAbsent;
 }
 
 }  // namespace corun::surrogate

@@ -135,12 +135,61 @@ TEST(Cli, ConfigFlagSelectsKnobValues) {
             l["models"][0]["latency_ms_p50"].get<double>());
 }
 
-TEST(Cli, RunPrintsTheCoLocationTable) {
-  const RunResult r = run("run " + kSrc + "/workloads/paper-n5.yaml");
-  ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* s : {"chat", "cam3", "alone ms", "co-run ms", "gpu (co-run)"}) {
+// The main job end to end on the paper-like workload (no timeline: one interval): profiles,
+// fits, plans, measures, writes the reports; a second run reuses the dataset and the model.
+TEST(Cli, RunProfilesFitsPlansAndReports) {
+  const auto out = temp_dir() / "run-paper-n5";
+  std::filesystem::remove_all(out);
+  const RunResult r = run("run " + kSrc + "/workloads/paper-n5.yaml --quiet --out " + out.string());
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  for (const char* s : {"78,732 joint configurations", "144 standalone + 100 co-run", "fitted",
+                        "t=0", "start", "summary:", "report.html"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
+  EXPECT_TRUE(std::filesystem::exists(out / "report.html"));
+  std::ifstream f(out / "report.json");
+  const auto j = nlohmann::json::parse(f);
+  ASSERT_EQ(j.at("intervals").size(), 1u);
+  EXPECT_EQ(j.at("intervals")[0].at("models").size(), 5u);
+  EXPECT_EQ(r.code == 0, j.at("summary").at("sla_violations").get<int>() == 0);
+
+  const RunResult again =
+      run("run " + kSrc + "/workloads/paper-n5.yaml --quiet --out " + out.string());
+  EXPECT_NE(again.out.find("(0 + 0 taken now"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("reused"), std::string::npos) << again.out;
+
+  // One decision with the fitted surrogate: exact agrees with exhaustive on N = 5.
+  const std::string model = (out / "surrogate.json").string();
+  const RunResult ex = run("plan " + kSrc + "/workloads/paper-n5.yaml --surrogate " + model +
+                           " --solver exhaustive --json");
+  const RunResult ga = run("plan " + kSrc + "/workloads/paper-n5.yaml --surrogate " + model +
+                           " --solver ga --measure --json");
+  ASSERT_NE(ex.code, 2) << ex.err;
+  ASSERT_NE(ga.code, 2) << ga.err;
+  const auto je = nlohmann::json::parse(ex.out);
+  const auto jg = nlohmann::json::parse(ga.out);
+  EXPECT_EQ(je.at("search").at("evaluated").get<std::uint64_t>(), 78732u);
+  EXPECT_TRUE(je.at("search").at("proved_optimal").get<bool>());
+  EXPECT_LE(jg.at("predicted_utility").get<double>(),
+            je.at("predicted_utility").get<double>() + 1e-9);
+  EXPECT_TRUE(jg.at("measured").contains("sla_violations"));
+  EXPECT_EQ(jg.at("models").size(), 5u);
+}
+
+TEST(Cli, PlanRejectsASurrogateOfAnotherWorkload) {
+  const auto out = temp_dir() / "run-paper-n2";
+  std::filesystem::remove_all(out);
+  const RunResult r = run("run " + kSrc + "/workloads/paper-n2.yaml --quiet --regressor linear --out " +
+                          out.string());
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  const RunResult p = run("plan " + kSrc + "/workloads/paper-n5.yaml --surrogate " +
+                          (out / "surrogate.json").string());
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.err.find("does not fit"), std::string::npos) << p.err;
+  const RunResult bad = run("plan " + kSrc + "/workloads/paper-n2.yaml --surrogate " +
+                            (out / "surrogate.json").string() + " --solver gaa");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("ga"), std::string::npos) << bad.err;
 }
 
 }  // namespace

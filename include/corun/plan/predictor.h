@@ -35,6 +35,9 @@ class Predictor {
 /// aggregate never lowers a latency nor raises a throughput. The exact solver relies on this.
 class AggregatePredictor : public Predictor {
  public:
+  /// @brief Whether the monotonicity above is guaranteed (by construction or by a constrained
+  /// fit). When it is not, the exact solver's answer is a heuristic, not a proof.
+  [[nodiscard]] virtual bool monotone() const { return true; }
   /// @brief Dimensions of the aggregate state.
   [[nodiscard]] virtual std::size_t aggregate_dims() const = 0;
   /// @brief The additive contribution of model `m` in local configuration `l`.

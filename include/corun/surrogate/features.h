@@ -63,6 +63,15 @@ class FeatureMap {
     return models_[m].names;
   }
 
+  /// @brief What model m in local configuration l adds to Totals (count 1 and its standalone
+  /// demand); totals() is the sum of these over the running models.
+  [[nodiscard]] Totals contribution(std::size_t m, std::size_t l) const;
+
+  /// @brief Indices of model m's features that grow with the other models' aggregate demand
+  /// (never shrink when a co-runner is added or moves to a heavier configuration); empty for
+  /// the joint kind, whose features are not aggregates.
+  [[nodiscard]] std::vector<std::size_t> aggregate_inputs(std::size_t m) const;
+
   /// @brief Sums over the running models of candidate `c`.
   [[nodiscard]] Totals totals(std::span<const std::int32_t> c) const;
 

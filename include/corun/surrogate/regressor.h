@@ -76,6 +76,9 @@ struct GbdtOptions {
   double colsample = 1.0;
   double min_child_weight = 1.0;
   double lambda = 1.0;
+  /// Per output, per input: +1 (prediction non-decreasing in that input), -1 (non-increasing)
+  /// or 0; empty = unconstrained. Passed to XGBoost as monotone_constraints.
+  std::vector<std::vector<int>> monotone;
 };
 
 /// @brief Trees exported from XGBoost into flat arrays: one ensemble per output. A node goes

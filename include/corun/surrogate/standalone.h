@@ -48,6 +48,12 @@ class StandaloneTable {
   static Result<StandaloneTable> from_samples(const Workload& w,
                                               std::span<const profile::SampleRecord> samples);
 
+  /// @brief This table with the (model, configuration) entries that `samples` cover replaced
+  /// by their new measurements (e.g. a model re-profiled alone after its demand changed);
+  /// entries without samples keep their profile.
+  [[nodiscard]] Result<StandaloneTable> refreshed(
+      const Workload& w, std::span<const profile::SampleRecord> samples) const;
+
   /// @brief A table for `w` in which nothing was profiled (every entry failed with "not
   /// profiled standalone"): what the joint surrogate, which never reads it, is given when a
   /// dataset holds no standalone campaign.
@@ -70,6 +76,10 @@ class StandaloneTable {
   static Result<StandaloneTable> from_json(const nlohmann::json& j);
 
  private:
+  static Result<StandaloneTable> build(const Workload& w,
+                                       std::span<const profile::SampleRecord> samples,
+                                       const StandaloneTable* base);
+
   std::vector<std::vector<StandaloneProfile>> profiles_;
   double idle_power_w_ = 0;
   double tdp_w_ = 1;

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
@@ -64,6 +66,9 @@ struct ModelSignature {
   std::string catalog_model;
   ModelFamily family = ModelFamily::kVision;
   std::vector<KnobSpec> knobs;
+  /// The demand the standalone profile was measured at; a planner re-profiles the model alone
+  /// when the workload's demand differs.
+  Demand demand;
 };
 
 /// @brief Fitting settings.
@@ -77,6 +82,11 @@ struct FitOptions {
   /// kCrossModel only: models whose co-run rows are not trained on (onboarding: a model only
   /// profiled standalone); predictions for them come from the shared regressor.
   std::vector<std::size_t> withheld_models;
+  /// Constrain every latency prediction to be non-decreasing, and throughput non-increasing,
+  /// in the others' aggregate features (FeatureMap::aggregate_inputs), so that adding or
+  /// growing a co-runner never helps anyone: what the exact solver's pruning assumes. GBDT
+  /// only (XGBoost monotone constraints).
+  bool monotone = false;
 };
 
 /// @brief A fitted surrogate: feature kind, per-head standardisation, regressors and error
@@ -92,6 +102,9 @@ class Surrogate {
 
   [[nodiscard]] SurrogateKind kind() const { return kind_; }
   [[nodiscard]] RegressorKind regressor_kind() const { return regressor_kind_; }
+  /// @brief Whether it was fitted with FitOptions::monotone (exact search is then provably
+  /// optimal under it).
+  [[nodiscard]] bool monotone() const { return monotone_; }
   [[nodiscard]] const Provenance& provenance() const { return provenance_; }
   [[nodiscard]] const StandaloneTable& standalone() const { return standalone_; }
   [[nodiscard]] const std::vector<Head>& heads() const { return heads_; }
@@ -111,6 +124,7 @@ class Surrogate {
  private:
   SurrogateKind kind_ = SurrogateKind::kMeanField;
   RegressorKind regressor_kind_ = RegressorKind::kMlp;
+  bool monotone_ = false;
   Provenance provenance_;
   StandaloneTable standalone_;
   std::vector<ModelSignature> signature_;
@@ -134,10 +148,15 @@ class CompiledSurrogate {
     std::vector<float> z;  ///< kChunk x max outputs
     std::vector<Totals> totals;
     std::vector<std::uint32_t> rows;  ///< candidate of each filled row
+    std::vector<std::int32_t> config;  ///< models() entries, for predict_given()
     RegressorScratch scratch;
   };
 
-  static Result<CompiledSurrogate> compile(const Surrogate& s, const Workload& w);
+  /// @brief Compiles `s` for `w`. `standalone` replaces the surrogate's own standalone table
+  /// (same models and configurations) when models were re-profiled alone since the fit, e.g.
+  /// after a demand or context change; the regressors are reused as they are.
+  static Result<CompiledSurrogate> compile(const Surrogate& s, const Workload& w,
+                                           const StandaloneTable* standalone = nullptr);
 
   [[nodiscard]] std::size_t models() const { return models_; }
   [[nodiscard]] Workspace make_workspace() const;
@@ -148,10 +167,32 @@ class CompiledSurrogate {
   /// absent, or its configuration never ran alone (ratio kinds cannot predict it).
   void predict(std::span<const std::int32_t> configs, std::span<float> out, Workspace& ws) const;
 
+  /// @brief Whether a model's prediction depends on the others only through the additive
+  /// Totals of their standalone profiles (every kind but joint); then predict_given() applies.
+  [[nodiscard]] bool mean_field() const { return features_.kind() != SurrogateKind::kJoint; }
+  /// @brief Whether the surrogate was fitted monotone in the aggregate inputs.
+  [[nodiscard]] bool monotone() const { return monotone_; }
+  /// @brief Model m's additive contribution to the aggregate state in local configuration l.
+  [[nodiscard]] Totals contribution(std::size_t m, std::size_t l) const {
+    return features_.contribution(m, l);
+  }
+  /// @brief Predicts model m in local configuration l when the other running models add up to
+  /// `others` (mean_field() kinds only); writes kTargetCount values, NaN as in predict().
+  void predict_given(std::size_t m, std::size_t l, const Totals& others, std::span<float> out,
+                     Workspace& ws) const;
+
   /// @brief exp(q95) of the error model for (model, target): multiply a prediction by it to
   /// get a 95 % upper bound. 1 when the target does not apply.
   [[nodiscard]] float upper95_factor(std::size_t model, Target t) const {
     return upper95_[model * kTargetCount + static_cast<std::size_t>(t)];
+  }
+  /// @brief A one-sided upper bound at `z` standard deviations: the larger of exp(q95) and
+  /// exp(q50 + z * rmse) of the log residuals (z = 3.09 for 99.9 % under a normal tail). Planners
+  /// that must hold an SLA over many intervals need more than a 95 % bound: at 95 % one
+  /// model-interval in twenty may breach. 1 when the target does not apply.
+  [[nodiscard]] float upper_factor(std::size_t model, Target t, double z) const {
+    const std::size_t k = model * kTargetCount + static_cast<std::size_t>(t);
+    return std::max(upper95_[k], static_cast<float>(std::exp(q50_[k] + z * rmse_[k])));
   }
 
  private:
@@ -168,10 +209,12 @@ class CompiledSurrogate {
   std::vector<CHead> heads_;
   std::vector<Regressor> regressors_;
   std::vector<float> upper95_;
+  std::vector<double> q50_, rmse_;  ///< per model x target, of the log residuals (0 if n/a)
   std::size_t models_ = 0;
   std::size_t max_dim_ = 0;
   std::size_t max_out_ = 0;
   bool ratio_ = true;
+  bool monotone_ = false;
 };
 
 }  // namespace corun::surrogate

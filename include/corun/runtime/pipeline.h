@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string_view>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/result.h"
+#include "corun/spec/workload.h"
+#include "corun/surrogate/surrogate.h"
+#include "corun/testbed/testbed.h"
+
+namespace corun {
+
+/// @brief How the main job obtains its surrogate: which campaigns, where they are cached, what
+/// is fitted.
+struct PipelineOptions {
+  std::filesystem::path dataset;  ///< SQLite dataset: created, or resumed and reused
+  std::filesystem::path model;    ///< surrogate file: reused when it matches, else (re)written
+  std::string testbed = "sim";    ///< name recorded in the campaigns
+  std::uint64_t seed = 1;
+  std::uint64_t corun_budget = 0;        ///< co-run samples; 0 = 20 x models
+  std::uint64_t standalone_repeats = 3;  ///< passes over every local configuration alone
+  double window_s = 10;
+  surrogate::SurrogateKind kind = surrogate::SurrogateKind::kMeanField;
+  surrogate::RegressorKind regressor = surrogate::RegressorKind::kMlp;
+  bool monotone = false;  ///< FitOptions::monotone (gbdt only)
+  const Catalog* catalog = nullptr;  ///< the workload's catalog (nullptr: the built-in one)
+  std::FILE* log = nullptr;  ///< progress and step lines (nullptr: silent)
+  bool terminal = false;     ///< draw progress bars in place
+};
+
+/// @brief What the pipeline did.
+struct PipelineResult {
+  surrogate::Surrogate surrogate;
+  std::uint64_t standalone_total = 0, standalone_measured = 0;  ///< measured now, not cached
+  std::uint64_t corun_total = 0, corun_measured = 0;
+  bool model_reused = false;
+  double fit_s = 0;
+};
+
+/// @brief Profiles `w` (standalone passes, then a MeanField co-run campaign; both resume from
+/// the cached dataset, so a second run measures nothing), then fits the surrogate, or reuses
+/// the model file when it was fitted on exactly these samples with these settings.
+/// @param workload_text the workload file's text (stored with the campaigns).
+Result<PipelineResult> profile_and_fit(const Workload& w, std::string_view workload_text,
+                                       const Testbed& testbed, const PipelineOptions& options);
+
+}  // namespace corun

@@ -1,0 +1,93 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "corun/core/result.h"
+#include "corun/plan/predictor.h"
+#include "corun/runtime/controller.h"
+#include "corun/surrogate/surrogate.h"
+#include "corun/testbed/testbed.h"
+
+namespace corun {
+
+/// @brief A compiled surrogate seen through the plan layer's Predictor interface: batched,
+/// allocation-free per candidate (workspaces are pooled per concurrent caller). A model whose
+/// local configuration never ran alone is predicted as unusable (latencies 1e9 ms, throughput
+/// 0), so no plan picks it. For MeanField surrogates it is also an AggregatePredictor (the
+/// aggregate state is the others' standalone count, SM, bandwidth, VRAM, power and occupancy),
+/// which the exact solver needs; its optimality proof holds when the regressor is monotone in
+/// those inputs (Surrogate::monotone()); otherwise exact search is a heuristic.
+class SurrogatePredictor final : public AggregatePredictor {
+ public:
+  explicit SurrogatePredictor(surrogate::CompiledSurrogate compiled);
+  ~SurrogatePredictor() override;
+
+  [[nodiscard]] std::size_t models() const override { return compiled_.models(); }
+  void predict(std::span<const std::int32_t> configs, std::size_t rows,
+               std::span<Predicted> out) const override;
+
+  [[nodiscard]] bool monotone() const override { return compiled_.monotone(); }
+  [[nodiscard]] std::size_t aggregate_dims() const override;
+  void contribution(std::size_t m, std::int32_t l, std::span<float> out) const override;
+  [[nodiscard]] Predicted predict_given(std::size_t m, std::int32_t l,
+                                        std::span<const float> others) const override;
+
+  [[nodiscard]] const surrogate::CompiledSurrogate& compiled() const { return compiled_; }
+
+  struct Pool;  ///< workspaces of concurrent callers (implementation detail)
+
+ private:
+  surrogate::CompiledSurrogate compiled_;
+  std::unique_ptr<Pool> pool_;
+};
+
+/// @brief How a SurrogateSource keeps its standalone profiles current.
+struct SurrogateSourceOptions {
+  /// Repeats averaged per configuration when a model is re-profiled alone (as `corun profile
+  /// --plan standalone --repeats`).
+  int standalone_repeats = 3;
+  double window_s = 10;
+  std::uint64_t seed = 1;
+  /// One-sided confidence of the SLA margins: each constrained latency is planned at the
+  /// error model's upper bound at this level (CompiledSurrogate::upper_factor). A timeline of
+  /// 30 intervals x 5 models is 150 chances to breach, so 0.95 is not enough.
+  double confidence = 0.999;
+};
+
+/// @brief z such that a standard normal stays below it with probability `p` (0 < p < 1).
+double normal_quantile(double p);
+
+/// @brief The production predictor source: a fitted surrogate plus standalone profiles. When a
+/// model's demand (rate, prompt or output length) differs from the one its standalone profile
+/// was measured at, the source re-profiles that model alone on the testbed — local-count x
+/// repeats measurements, linear in N — and recompiles; the regressors are not refitted.
+/// Margins are the error model's upper bounds (at SurrogateSourceOptions::confidence) on the
+/// latencies each SLA constrains.
+class SurrogateSource final : public PredictorSource {
+ public:
+  /// @param s fitted surrogate for the workload's models (checked against each workload)
+  /// @param testbed where standalone profiles are re-measured (kept by reference)
+  SurrogateSource(surrogate::Surrogate s, const Testbed& testbed, SurrogateSourceOptions options);
+
+  Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override;
+  std::vector<double> margins(const Workload& current) override;
+
+  /// @brief Standalone measurements taken since construction (re-profiling cost).
+  [[nodiscard]] std::size_t standalone_measurements() const { return measurements_; }
+  /// @brief How many times a model was re-profiled alone.
+  [[nodiscard]] std::size_t refreshes() const { return refreshes_; }
+
+ private:
+  surrogate::Surrogate surrogate_;
+  const Testbed& testbed_;
+  SurrogateSourceOptions options_;
+  surrogate::StandaloneTable table_;
+  std::vector<Demand> profiled_;  ///< per model: the demand table_ was measured at
+  std::vector<float> upper_;      ///< per model x target bound factors, from the last compile
+  std::size_t measurements_ = 0;
+  std::size_t refreshes_ = 0;
+};
+
+}  // namespace corun

@@ -1,0 +1,171 @@
+// corun plan FILE --surrogate MODEL.json --solver S: one planning decision for a workload as it
+// is now — the plan, what the surrogate predicts for it, the margins kept, search statistics,
+// and with --measure what the testbed observes when the plan runs.
+#include <cstdio>
+
+#include "command.h"
+#include "common.h"
+#include "corun/plan/objective.h"
+#include "corun/plan/solver.h"
+#include "corun/runtime/controller.h"
+#include "corun/runtime/surrogate_source.h"
+
+namespace corun::cli {
+namespace {
+
+nlohmann::json predicted_json(const ModelSpec& m, const Predicted& p) {
+  if (m.arch.family == ModelFamily::kLlm) {
+    return {{"ttft_ms_p95", p.ttft_ms_p95}, {"tpot_ms_p95", p.tpot_ms_p95},
+            {"throughput", p.throughput}};
+  }
+  return {{"latency_ms_p95", p.latency_ms_p95}, {"throughput", p.throughput}};
+}
+
+std::string headline(const ModelSpec& m, const Predicted& p) {
+  if (m.arch.family == ModelFamily::kLlm) {
+    return "ttft " + fixed(p.ttft_ms_p95, 0) + " tpot " + fixed(p.tpot_ms_p95, 1);
+  }
+  return "p95 " + fixed(p.latency_ms_p95, 1);
+}
+
+const bool registered = register_command({
+    "plan",
+    "Choose every model's configuration with a fitted surrogate and a solver",
+    [](CLI::App& sub) {
+      struct Flags {
+        std::string file, model, solver = "ga", testbed = "sim", catalog;
+        std::uint64_t seed = 1;
+        int threads = 2;
+        double window_s = 10;
+        bool json = false, measure = false;
+      };
+      auto f = std::make_shared<Flags>();
+      sub.add_option("file", f->file, "workload YAML")->required();
+      sub.add_option("--surrogate", f->model, "surrogate model file written by corun fit")
+          ->required();
+      sub.add_option("--solver", f->solver, "exhaustive, ga, exact, greedy or hillclimb")
+          ->capture_default_str();
+      sub.add_option("--seed", f->seed, "seed of the solver and of the measurement")
+          ->capture_default_str();
+      sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
+      sub.add_option("--testbed", f->testbed,
+                     "testbed for re-profiling changed demands and for --measure")
+          ->capture_default_str();
+      sub.add_option("--window", f->window_s, "measurement window in seconds")
+          ->capture_default_str();
+      sub.add_flag("--measure", f->measure, "also run the plan on the testbed and report it");
+      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_flag("--json", f->json, "print JSON");
+      return std::function<int()>([f] {
+        auto w = load_workload_file(f->file, f->catalog);
+        if (!w) return report_error(w.error());
+        auto s = surrogate::Surrogate::load(f->model);
+        if (!s) return report_error(s.error());
+        auto solver = make_solver(f->solver);
+        if (!solver) return report_error(solver.error());
+        auto testbed = make_testbed(f->testbed);
+        if (!testbed) return report_error(testbed.error());
+        if (auto st = s->check_workload(*w); !st.ok()) {
+          return report_error(st.error().wrap(f->model + " does not fit " + f->file));
+        }
+        SurrogateSource source(std::move(*s), **testbed, {3, f->window_s, f->seed});
+        auto predictor = source.predictor_for(*w);
+        if (!predictor) return report_error(predictor.error());
+        std::vector<bool> active;
+        for (const auto& m : w->models) active.push_back(m.active);
+        const std::vector<double> margins = source.margins(*w);
+        PlanProblem problem(*w, active, **predictor, margins);
+        auto r = (*solver)->solve(problem, {f->seed, f->threads, std::nullopt});
+        if (!r) return report_error(r.error());
+
+        std::optional<Measurement> measured;
+        if (f->measure) measured = (*testbed)->measure(*w, r->config, {f->window_s, f->seed});
+        double measured_utility = 0;
+        std::size_t breaches = 0;
+        nlohmann::json models = nlohmann::json::array();
+        Table t({"model", "config", "predicted", "margin", "SLA", measured ? "measured" : "",
+                 measured ? "status" : ""});
+        for (std::size_t m = 0; m < w->models.size(); ++m) {
+          const ModelSpec& spec = w->models[m];
+          nlohmann::json jm = {{"name", spec.name}, {"active", spec.active}};
+          if (r->config[m] == kAbsent) {
+            jm["config"] = nullptr;
+            models.push_back(std::move(jm));
+            t.add({spec.name, "(not running)", "-", "-", "-", "", ""});
+            continue;
+          }
+          const auto l = r->config[m];
+          jm["config"] = spec.describe(static_cast<std::size_t>(l));
+          jm["local_index"] = l;
+          jm["predicted"] = predicted_json(spec, r->predicted[m]);
+          jm["margin"] = margins[m];
+          std::string meas = "", status = "";
+          if (measured) {
+            const ModelMetrics* mm = nullptr;
+            for (const auto& x : measured->models) mm = x.model == m ? &x : mm;
+            if (mm != nullptr) {
+              const bool ok = measured_meets_sla(spec, *mm);
+              breaches += ok ? 0 : 1;
+              if (mm->ok()) {
+                measured_utility += problem.model_utility(m, l, as_predicted(*mm));
+                jm["measured"] = predicted_json(spec, as_predicted(*mm));
+                meas = headline(spec, as_predicted(*mm));
+              } else {
+                jm["measured"] = {{"error", mm->error}};
+                meas = mm->error;
+              }
+              jm["meets_sla"] = ok;
+              status = ok ? "ok" : "BREACH";
+            }
+          }
+          models.push_back(std::move(jm));
+          t.add({spec.name, spec.describe(static_cast<std::size_t>(l)),
+                 headline(spec, r->predicted[m]), "+" + fixed(100 * margins[m], 0) + "%",
+                 sla_text(spec), meas, status});
+        }
+        nlohmann::json out = {
+            {"workload", w->file},
+            {"device", w->device.name},
+            {"surrogate", f->model},
+            {"solver", r->solver},
+            {"feasible", r->feasible},
+            {"predicted_utility", r->utility},
+            {"models", models},
+            {"search",
+             {{"evaluated", r->stats.evaluated},
+              {"nodes", r->stats.nodes},
+              {"elapsed_ms", r->stats.elapsed_ms},
+              {"proved_optimal", r->stats.proved_optimal},
+              {"candidates", problem.candidate_count()}}},
+            {"standalone_remeasured", source.standalone_measurements()}};
+        if (measured) {
+          out["measured"] = {{"testbed", measured->testbed},
+                             {"utility", measured_utility},
+                             {"sla_violations", breaches},
+                             {"gpu", to_json(*measured)["gpu"]}};
+        }
+        if (f->json) {
+          std::printf("%s\n", out.dump().c_str());
+        } else {
+          std::printf("corun plan: %s on %s, solver %s: %s, predicted utility %.3f\n",
+                      w->file.c_str(), w->device.display_name.c_str(), r->solver.c_str(),
+                      r->feasible ? "feasible" : "NO FEASIBLE PLAN (least violating shown)",
+                      r->utility);
+          std::printf("%s", t.render().c_str());
+          std::printf("search: %llu of %llu candidates evaluated in %.1f ms%s\n",
+                      static_cast<unsigned long long>(r->stats.evaluated),
+                      static_cast<unsigned long long>(problem.candidate_count()),
+                      r->stats.elapsed_ms, r->stats.proved_optimal ? " (proved optimal)" : "");
+          if (measured) {
+            std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n",
+                        measured->testbed.c_str(), measured_utility, breaches);
+          }
+        }
+        if (!r->feasible) return kExitFailure;
+        return breaches == 0 ? kExitOk : kExitFailure;
+      });
+    },
+});
+
+}  // namespace
+}  // namespace corun::cli

@@ -1,0 +1,210 @@
+#include "corun/runtime/surrogate_source.h"
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+#include "corun/core/check.h"
+#include "corun/core/rng.h"
+#include "corun/profile/dataset.h"
+
+namespace corun {
+
+using surrogate::CompiledSurrogate;
+using surrogate::Target;
+using surrogate::kTargetCount;
+
+// Workspaces of concurrent callers: predict() is const and called from several solver threads,
+// so each call borrows one (allocated once, reused) instead of allocating per call.
+struct SurrogatePredictor::Pool {
+  std::mutex mu;
+  std::vector<std::unique_ptr<CompiledSurrogate::Workspace>> free;
+  std::vector<float> unused;
+};
+
+namespace {
+
+constexpr float kUnusable = 1e9f;  // ms: breaks any SLA, stays finite in sums
+constexpr std::size_t kAggregateDims = 6;  // count, sm, bw, vram, power, occupancy
+
+class Borrowed {
+ public:
+  Borrowed(SurrogatePredictor::Pool& pool, const CompiledSurrogate& c) : pool_(pool) {
+    std::lock_guard lock(pool_.mu);
+    if (!pool_.free.empty()) {
+      ws_ = std::move(pool_.free.back());
+      pool_.free.pop_back();
+    }
+    if (!ws_) ws_ = std::make_unique<CompiledSurrogate::Workspace>(c.make_workspace());
+  }
+  ~Borrowed() {
+    std::lock_guard lock(pool_.mu);
+    pool_.free.push_back(std::move(ws_));
+  }
+  Borrowed(const Borrowed&) = delete;
+  Borrowed& operator=(const Borrowed&) = delete;
+  CompiledSurrogate::Workspace& operator*() { return *ws_; }
+
+ private:
+  SurrogatePredictor::Pool& pool_;
+  std::unique_ptr<CompiledSurrogate::Workspace> ws_;
+};
+
+// Natural-unit targets of one model (NaN = does not apply or never ran alone) to Predicted.
+Predicted to_predicted(const float* t, bool running) {
+  Predicted p;
+  if (!running) return p;
+  const float lat = t[static_cast<std::size_t>(Target::kLatencyP95)];
+  const float ttft = t[static_cast<std::size_t>(Target::kTtftP95)];
+  const float tpot = t[static_cast<std::size_t>(Target::kTpotP95)];
+  const float thr = t[static_cast<std::size_t>(Target::kThroughput)];
+  const bool any = std::isfinite(lat) || std::isfinite(ttft) || std::isfinite(tpot);
+  if (!any) {
+    // The configuration never ran alone (e.g. out of memory): no plan may choose it.
+    p.latency_ms_p95 = p.ttft_ms_p95 = p.tpot_ms_p95 = kUnusable;
+    return p;
+  }
+  p.latency_ms_p95 = std::isfinite(lat) ? lat : 0;
+  p.ttft_ms_p95 = std::isfinite(ttft) ? ttft : 0;
+  p.tpot_ms_p95 = std::isfinite(tpot) ? tpot : 0;
+  p.throughput = std::isfinite(thr) ? thr : 0;
+  return p;
+}
+
+bool same_demand(const Demand& a, const Demand& b) {
+  return a.fps == b.fps && a.rps == b.rps && a.prompt_tokens == b.prompt_tokens &&
+         a.output_tokens == b.output_tokens;
+}
+
+}  // namespace
+
+double normal_quantile(double p) {
+  CORUN_CHECK(p > 0 && p < 1);
+  // Bisection on the normal CDF: 60 halvings of [-10, 10] are exact to double precision.
+  double lo = -10, hi = 10;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+SurrogatePredictor::SurrogatePredictor(CompiledSurrogate compiled)
+    : compiled_(std::move(compiled)), pool_(std::make_unique<Pool>()) {}
+
+SurrogatePredictor::~SurrogatePredictor() = default;
+
+void SurrogatePredictor::predict(std::span<const std::int32_t> configs, std::size_t rows,
+                                 std::span<Predicted> out) const {
+  const std::size_t n = models();
+  CORUN_CHECK(configs.size() >= rows * n && out.size() >= rows * n);
+  Borrowed ws(*pool_, compiled_);
+  // Chunks keep the natural-unit buffer bounded whatever the batch size.
+  constexpr std::size_t kBatch = CompiledSurrogate::kChunk;
+  thread_local std::vector<float> buf;
+  buf.resize(kBatch * n * kTargetCount);
+  for (std::size_t begin = 0; begin < rows; begin += kBatch) {
+    const std::size_t count = std::min(kBatch, rows - begin);
+    compiled_.predict(configs.subspan(begin * n, count * n), buf, *ws);
+    for (std::size_t i = 0; i < count; ++i) {
+      for (std::size_t m = 0; m < n; ++m) {
+        out[(begin + i) * n + m] = to_predicted(buf.data() + (i * n + m) * kTargetCount,
+                                                configs[(begin + i) * n + m] != kAbsent);
+      }
+    }
+  }
+}
+
+std::size_t SurrogatePredictor::aggregate_dims() const { return kAggregateDims; }
+
+void SurrogatePredictor::contribution(std::size_t m, std::int32_t l, std::span<float> out) const {
+  CORUN_CHECK(out.size() >= kAggregateDims && l >= 0);
+  const surrogate::Totals t = compiled_.contribution(m, static_cast<std::size_t>(l));
+  out[0] = static_cast<float>(t.count);
+  out[1] = static_cast<float>(t.sm);
+  out[2] = static_cast<float>(t.bw);
+  out[3] = static_cast<float>(t.vram_gb);
+  out[4] = static_cast<float>(t.power_w);
+  out[5] = static_cast<float>(t.occupancy);
+}
+
+Predicted SurrogatePredictor::predict_given(std::size_t m, std::int32_t l,
+                                            std::span<const float> others) const {
+  CORUN_CHECK(others.size() >= kAggregateDims && l >= 0);
+  const surrogate::Totals o{others[0], others[1], others[2], others[3], others[4], others[5]};
+  std::array<float, kTargetCount> t{};
+  Borrowed ws(*pool_, compiled_);
+  compiled_.predict_given(m, static_cast<std::size_t>(l), o, t, *ws);
+  return to_predicted(t.data(), true);
+}
+
+SurrogateSource::SurrogateSource(surrogate::Surrogate s, const Testbed& testbed,
+                                 SurrogateSourceOptions options)
+    : surrogate_(std::move(s)),
+      testbed_(testbed),
+      options_(options),
+      table_(surrogate_.standalone()) {
+  for (const auto& sig : surrogate_.signature()) profiled_.push_back(sig.demand);
+}
+
+Result<std::unique_ptr<Predictor>> SurrogateSource::predictor_for(const Workload& current) {
+  if (auto st = surrogate_.check_workload(current); !st.ok()) return st.error();
+  // Re-profile alone every model whose demand moved since its profile was measured.
+  std::vector<profile::SampleRecord> samples;
+  std::vector<std::size_t> changed;
+  for (std::size_t m = 0; m < current.models.size(); ++m) {
+    if (same_demand(current.models[m].demand, profiled_[m])) continue;
+    changed.push_back(m);
+    const std::size_t locals = current.models[m].local_config_count();
+    for (std::size_t l = 0; l < locals; ++l) {
+      for (int r = 0; r < std::max(1, options_.standalone_repeats); ++r) {
+        profile::SampleRecord rec;
+        rec.index = samples.size();
+        rec.config.assign(current.models.size(), kAbsent);
+        rec.config[m] = static_cast<std::int32_t>(l);
+        rec.measurement_seed = derive_seed(
+            options_.seed, {0x5354414eULL, refreshes_, m, l, static_cast<std::uint64_t>(r)});
+        rec.measurement =
+            testbed_.measure(current, rec.config, {options_.window_s, rec.measurement_seed});
+        samples.push_back(std::move(rec));
+      }
+    }
+  }
+  if (!changed.empty()) {
+    auto t = table_.refreshed(current, samples);
+    if (!t) return t.error().wrap("re-profiling changed models alone");
+    table_ = std::move(*t);
+    measurements_ += samples.size();
+    ++refreshes_;
+    for (std::size_t m : changed) profiled_[m] = current.models[m].demand;
+  }
+  auto compiled = CompiledSurrogate::compile(surrogate_, current, &table_);
+  if (!compiled) return compiled.error();
+  const double z = normal_quantile(options_.confidence);
+  upper_.assign(current.models.size() * kTargetCount, 1.0f);
+  for (std::size_t m = 0; m < current.models.size(); ++m) {
+    for (Target t : surrogate::kAllTargets) {
+      upper_[m * kTargetCount + static_cast<std::size_t>(t)] = compiled->upper_factor(m, t, z);
+    }
+  }
+  return std::unique_ptr<Predictor>(std::make_unique<SurrogatePredictor>(std::move(*compiled)));
+}
+
+std::vector<double> SurrogateSource::margins(const Workload& current) {
+  std::vector<double> out(current.models.size(), 0.0);
+  if (upper_.size() != current.models.size() * kTargetCount) return out;
+  for (std::size_t m = 0; m < current.models.size(); ++m) {
+    const Sla& sla = current.models[m].sla;
+    auto use = [&](const std::optional<double>& limit, Target t) {
+      if (!limit) return;
+      const double f = upper_[m * kTargetCount + static_cast<std::size_t>(t)];
+      if (std::isfinite(f)) out[m] = std::max(out[m], f - 1.0);
+    };
+    use(sla.latency_ms_p95, Target::kLatencyP95);
+    use(sla.ttft_ms_p95, Target::kTtftP95);
+    use(sla.tpot_ms_p95, Target::kTpotP95);
+  }
+  return out;
+}
+
+}  // namespace corun
