@@ -115,6 +115,29 @@ Result<WorkerJob> decode_job(const std::string& line) {
   }
 }
 
+std::string encode_go(const WorkerGo& go) {
+  return json{{"go", {{"window_s", go.window_s}, {"seed", go.seed}}}}.dump();
+}
+
+Result<WorkerGo> decode_go(const std::string& line) {
+  try {
+    const json j = json::parse(line).at("go");
+    WorkerGo go;
+    go.window_s = j.at("window_s");
+    go.seed = j.at("seed");
+    return go;
+  } catch (const std::exception& e) {
+    return Error(std::string("bad start line: ") + e.what());
+  }
+}
+
+std::string worker_key(const WorkerJob& job) {
+  WorkerJob k = job;
+  k.window_s = 0;
+  k.seed = 0;
+  return encode_job(k);
+}
+
 std::string encode_report(const WorkerReport& r) {
   const json j = {{"error", r.error},       {"latency_ms", r.latency_ms},
                   {"ttft_ms", r.ttft_ms},   {"tpot_ms", r.tpot_ms},

@@ -39,9 +39,11 @@ int online_cores() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-/// One worker process and what the parent knows about it.
+/// One worker process and what the parent knows about it during one measurement.
 struct Worker {
   std::size_t model = 0;
+  std::string key;      ///< torchbed::worker_key of its job
+  bool reused = false;  ///< taken from the idle pool: built, warm, no "ready" line to wait for
   pid_t pid = -1;
   int to_child = -1;
   int from_child = -1;
@@ -208,8 +210,73 @@ std::string short_config(const std::string& cfg) {
 
 }  // namespace
 
+namespace {
+
+/// A worker kept between measurements: blocked reading its next start line (no CPU), its
+/// model built and warm.
+struct IdleWorker {
+  pid_t pid = -1;
+  int to_child = -1;
+  int from_child = -1;
+  std::string key;
+  std::uint64_t last_use = 0;
+};
+
+void stop(const IdleWorker& w) {
+  ::close(w.to_child);
+  ::kill(w.pid, SIGKILL);
+  int status = 0;
+  ::waitpid(w.pid, &status, 0);
+  ::close(w.from_child);
+}
+
+}  // namespace
+
 struct TorchTestbed::State {
-  std::mutex measure_mutex;  ///< one co-run at a time on this machine
+  /// One co-run at a time on this machine; also guards `idle` and `uses`.
+  std::mutex measure_mutex;
+  std::vector<IdleWorker> idle;  // GUARDED_BY(measure_mutex)
+  std::uint64_t uses = 0;        // GUARDED_BY(measure_mutex)
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+    for (const auto& w : idle) stop(w);
+  }
+
+  /// Takes an idle worker built for `key`, if one is alive.
+  bool take(const std::string& key, Worker& wk) {
+    std::erase_if(idle, [](const IdleWorker& w) {
+      int status = 0;
+      if (::waitpid(w.pid, &status, WNOHANG) == 0) return false;
+      ::close(w.to_child);
+      ::close(w.from_child);
+      return true;
+    });
+    const auto it =
+        std::find_if(idle.begin(), idle.end(), [&](const IdleWorker& w) { return w.key == key; });
+    if (it == idle.end()) return false;
+    wk.pid = it->pid;
+    wk.to_child = it->to_child;
+    wk.from_child = it->from_child;
+    wk.reused = true;
+    idle.erase(it);
+    return true;
+  }
+
+  /// Keeps a worker that served its window cleanly; stops the least recently used ones
+  /// beyond `capacity`.
+  void keep(const Worker& wk, int capacity) {
+    idle.push_back({wk.pid, wk.to_child, wk.from_child, wk.key, ++uses});
+    while (static_cast<int>(idle.size()) > std::max(0, capacity)) {
+      const auto lru = std::min_element(idle.begin(), idle.end(), [](const auto& a, const auto& b) {
+        return a.last_use < b.last_use;
+      });
+      stop(*lru);
+      idle.erase(lru);
+    }
+  }
 };
 
 int torch_threads_for(double sm_share, int cores) {
@@ -307,6 +374,8 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
 
   std::lock_guard<std::mutex> lock(state_->measure_mutex);
   for (std::size_t k = 0; k < ws.size(); ++k) {
+    ws[k].key = torchbed::worker_key(jobs[k]);
+    if (state_->take(ws[k].key, ws[k])) continue;
     ws[k].error = spawn(ws[k], options_);
     if (ws[k].error.empty() && !write_all(ws[k].to_child, torchbed::encode_job(jobs[k]) + "\n")) {
       ws[k].error = "worker closed its input before the job was sent";
@@ -315,7 +384,9 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
   // Barrier: every worker has built and warmed up its model (or failed) before any starts.
   const auto setup_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(options_.setup_timeout_s));
-  auto ready = [](const Worker& wk) { return !wk.error.empty() || !wk.lines.empty() || wk.eof; };
+  auto ready = [](const Worker& wk) {
+    return wk.reused || !wk.error.empty() || !wk.lines.empty() || wk.eof;
+  };
   while (Clock::now() < setup_deadline && !std::all_of(ws.begin(), ws.end(), ready)) pump(ws, 50);
   bool all_ready = true;
   for (auto& wk : ws) {
@@ -323,6 +394,7 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
       all_ready = false;
       continue;
     }
+    if (wk.reused) continue;
     if (wk.lines.empty()) {
       wk.error = wk.eof ? "worker exited during setup"
                         : "worker hung: not ready after " + format_number(options_.setup_timeout_s) +
@@ -344,13 +416,16 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
   const auto deadline = t0 + window + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.grace_s));
   if (all_ready) {
-    for (auto& wk : ws) {
-      if (!write_all(wk.to_child, "go\n")) wk.error = "worker closed its input before the start";
+    for (std::size_t k = 0; k < ws.size(); ++k) {
+      const std::string go = torchbed::encode_go({options.window_s, jobs[k].seed}) + "\n";
+      if (!write_all(ws[k].to_child, go)) {
+        ws[k].error = "worker closed its input before the start";
+      }
     }
     for (auto& wk : ws) sample(wk);
     auto pending = [&] {
       return std::any_of(ws.begin(), ws.end(), [](const Worker& wk) {
-        return wk.error.empty() && wk.lines.empty() && !wk.eof;
+        return wk.error.empty() && !wk.reported && !wk.eof;
       });
     };
     while (pending() && Clock::now() < deadline) {
@@ -361,6 +436,7 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
       for (auto& wk : ws) {
         if (!wk.lines.empty() && !wk.reported) {
           auto rep = torchbed::decode_report(wk.lines.front());
+          wk.lines.erase(wk.lines.begin());
           if (rep) {
             wk.report = std::move(*rep);
             wk.reported = true;
@@ -372,8 +448,13 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
       }
     }
   }
-  // Kill whatever is still running (hung, or released by a failed barrier) and reap all.
+  // Keep the workers that served their window cleanly for the next measurement; kill
+  // whatever else is still running (hung, or released by a failed barrier) and reap it.
   for (auto& wk : ws) {
+    if (wk.reported && wk.error.empty() && !wk.eof && wk.lines.empty() && wk.buffer.empty()) {
+      state_->keep(wk, options_.max_idle_workers);
+      continue;
+    }
     if (wk.to_child >= 0) ::close(wk.to_child);
     if (wk.pid <= 0) continue;
     int status = 0;
@@ -465,6 +546,7 @@ void register_torch_testbeds(const std::string& worker_exe) {
 #ifdef CORUN_TORCH_CUDA
     TorchBedOptions g = o;
     g.device = "cuda";
+    g.max_idle_workers = 0;  // an idle worker would keep its device memory and context
     register_testbed("torch-cuda", [g] { return std::make_unique<TorchTestbed>(g); });
 #endif
   });

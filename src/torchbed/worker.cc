@@ -122,7 +122,7 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
                const std::vector<double>& arr, WorkerReport& r) {
   struct Active {
     int slot;
-    Clock::time_point arrival, first_token;
+    Clock::time_point arrival, first_token, last_token;
     int produced;
   };
   const int prompt = std::max(1, job.demand.prompt_tokens);
@@ -147,7 +147,7 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
       }
       const auto first = Clock::now();
       r.ttft_ms.push_back(ms_since(arrival, first));
-      active.push_back({slot, arrival, first, 1});
+      active.push_back({slot, arrival, first, first, 1});
       r.served += 1;
       if (Clock::now() >= end) break;
     }
@@ -168,7 +168,10 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
         decode_cost(job.arch, static_cast<int>(active.size()), mean_context, p).bytes;
     r.served += static_cast<double>(active.size());
     const auto now = Clock::now();
-    for (auto& a : active) ++a.produced;
+    for (auto& a : active) {
+      ++a.produced;
+      a.last_token = now;
+    }
     std::erase_if(active, [&](const Active& a) {
       if (a.produced < output) return false;
       r.latency_ms.push_back(ms_since(a.arrival, now));
@@ -176,6 +179,16 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
       model.close_sequence(a.slot);
       return true;
     });
+  }
+  // A request still decoding when the window closes has shown its token gaps so far: count
+  // them, or a window shorter than one request's decode would see no TPOT at all (and a
+  // slow configuration would look fast by losing its slowest requests).
+  // The worker serves further windows: free the caches of the unfinished requests.
+  for (const auto& a : active) {
+    if (a.produced >= 2) {
+      r.tpot_ms.push_back(ms_since(a.first_token, a.last_token) / (a.produced - 1));
+    }
+    model.close_sequence(a.slot);
   }
 }
 
@@ -220,21 +233,30 @@ int torch_worker_main(int in_fd, int out_fd) {
     return 1;
   }
   if (!write_line(out_fd, R"({"ready":true})")) return 3;
-  if (!read_line(in_fd, line) || line != "go") return 3;
-  const auto t0 = Clock::now();
-  Rng rng(derive_seed(job->seed, {0x70726367ULL}));
-  const std::vector<double> arr = arrivals(*job, rng);
-  try {
-    if (job->arch.family == ModelFamily::kLlm) {
-      serve_llm(*job, **model, t0, arr, r);
-    } else {
-      serve_batches(*job, **model, t0, arr, r);
+  // One window per start line, until the parent closes our input (it keeps idle workers
+  // for later measurements of the same model and settings).
+  while (read_line(in_fd, line)) {
+    auto go = torchbed::decode_go(line);
+    if (!go) return 3;
+    const auto t0 = Clock::now();
+    job->window_s = go->window_s;
+    Rng rng(derive_seed(go->seed, {0x70726367ULL}));
+    const std::vector<double> arr = arrivals(*job, rng);
+    WorkerReport window;
+    try {
+      if (job->arch.family == ModelFamily::kLlm) {
+        serve_llm(*job, **model, t0, arr, window);
+      } else {
+        serve_batches(*job, **model, t0, arr, window);
+      }
+    } catch (const std::exception& e) {
+      window.error = std::string("inference failed: ") + e.what();
     }
-  } catch (const std::exception& e) {
-    r.error = std::string("inference failed: ") + e.what();
+    window.torch_config = torchbed::torch_config();
+    if (!write_line(out_fd, torchbed::encode_report(window))) return 3;
+    if (!window.error.empty()) return 1;
   }
-  r.torch_config = torchbed::torch_config();
-  return write_line(out_fd, torchbed::encode_report(r)) ? 0 : 3;
+  return 0;
 }
 
 std::string torch_build_info() { return torchbed::torch_config(); }

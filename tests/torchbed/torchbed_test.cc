@@ -47,14 +47,30 @@ Settings vision(int imgsz, double sm_share = 50, int batch = 1) {
   return s;
 }
 
-/// A decoder small enough that attention over a long context costs as much as its weights.
+/// A decoder whose weights are tiny (hidden 128) but whose KV cache is wide (16 heads of 64):
+/// one decode step is a fixed cost of about a hundred eager ops (milliseconds on a loaded
+/// core) plus attention over 16 · 64 · context keys and values per layer (8 MB of cache
+/// read per layer at 1024 tokens), so the context shows in TPOT. A wide cache at a moderate
+/// context rather than a narrow one at a long context: prefill attention grows with the
+/// square of the context, decode attention linearly, and the prefill must fit the window.
 ModelArch tiny_decoder() {
   ModelArch a;
   a.name = "tiny-decoder";
   a.family = ModelFamily::kLlm;
   a.precisions = {Precision::kFp32};
-  a.decoder = {2, 256, 4, 4, 64, 512, 1024, true, true, 0};
+  a.decoder = {2, 128, 16, 16, 64, 256, 1024, true, true, 0};
   return a;
+}
+
+Workload tiny_llm(int prompt_tokens, int output_tokens) {
+  ModelSpec m;
+  m.name = "chat";
+  m.arch = tiny_decoder();
+  m.base.precision = Precision::kFp32;
+  m.base.sm_share = 50;
+  m.base.prefill_chunk = 512;
+  m.demand = {0, 0, prompt_tokens, output_tokens};
+  return workload({m});
 }
 
 Measurement measure_all(const Testbed& tb, const Workload& w, double window_s) {
@@ -138,26 +154,21 @@ TEST(TorchBed, LatencyGrowsWithCorunners) {
   ASSERT_TRUE(crowded.ok()) << crowded.error;
   EXPECT_GT(crowded.models[0].latency_ms_p50, 1.3 * alone.models[0].latency_ms_p50)
       << alone.models[0].latency_ms_p50 << " vs " << crowded.models[0].latency_ms_p50;
-  // The aggregate state sees the co-runners.
-  EXPECT_GT(crowded.gpu.sm_util, alone.gpu.sm_util);
+  // The aggregate state sees the co-runners: more threads want a core, more memory is
+  // resident. Not sm_util (CPU-seconds per core-second): the kernel shares the CPU fairly
+  // between sessions (autogroups), so on a host where other sessions compile, one busy
+  // thread alone may already get all the CPU that this session gets, crowded or not.
+  EXPECT_GT(crowded.gpu.clock_mhz, 1.5 * alone.gpu.clock_mhz)
+      << alone.gpu.clock_mhz << " vs " << crowded.gpu.clock_mhz;
+  EXPECT_GT(crowded.gpu.sm_util, 0);
   EXPECT_GT(crowded.gpu.vram_used_gb, alone.gpu.vram_used_gb);
   EXPECT_GT(crowded.gpu.mem_bw_util, 0);
 }
 
 TEST(TorchBed, TpotGrowsWithContext) {
   const TorchTestbed tb(options());
-  auto llm = [](int prompt) {
-    ModelSpec m;
-    m.name = "chat";
-    m.arch = tiny_decoder();
-    m.base.precision = Precision::kFp32;
-    m.base.sm_share = 50;
-    m.base.prefill_chunk = 512;
-    m.demand = {0, 0, prompt, 12};
-    return workload({m});
-  };
-  const auto short_ctx = measure_all(tb, llm(16), 1.5);
-  const auto long_ctx = measure_all(tb, llm(1536), 1.5);
+  const auto short_ctx = measure_all(tb, tiny_llm(16, 12), 1.5);
+  const auto long_ctx = measure_all(tb, tiny_llm(1024, 12), 1.5);
   ASSERT_TRUE(short_ctx.ok()) << short_ctx.error;
   ASSERT_TRUE(long_ctx.ok()) << long_ctx.error;
   const auto& s = short_ctx.models[0];
@@ -165,6 +176,20 @@ TEST(TorchBed, TpotGrowsWithContext) {
   ASSERT_TRUE(s.tpot_ms_p95 && l.tpot_ms_p95 && s.ttft_ms_p95 && l.ttft_ms_p95);
   EXPECT_GT(*l.tpot_ms_p95, 1.2 * *s.tpot_ms_p95) << *s.tpot_ms_p95 << " vs " << *l.tpot_ms_p95;
   EXPECT_GT(*l.ttft_ms_p95, 5 * *s.ttft_ms_p95);
+}
+
+TEST(TorchBed, KeptWorkerServesLaterWindows) {
+  const TorchTestbed tb(options());
+  // 400 output tokens take longer than the window: no request completes, yet the token gaps
+  // of the request still decoding are TPOT samples. The same worker (kept idle between
+  // measurements) serves all three windows, each from a fresh KV cache.
+  for (int i = 0; i < 3; ++i) {
+    const auto m = measure_all(tb, tiny_llm(32, 400), 0.4);
+    ASSERT_TRUE(m.ok()) << i << ": " << m.error;
+    ASSERT_TRUE(m.models[0].tpot_ms_p95);
+    EXPECT_LT(*m.models[0].tpot_ms_p95, 400) << i;
+    EXPECT_GT(m.models[0].throughput, 0) << i;
+  }
 }
 
 TEST(TorchBed, CrashedWorkerIsAFailedMeasurement) {

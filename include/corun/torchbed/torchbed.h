@@ -23,6 +23,12 @@ struct TorchBedOptions {
   double setup_timeout_s = 120;  ///< building and warming up a model, per measurement
   double grace_s = 20;           ///< after the window, before a silent worker is killed
   int cores = 0;                 ///< CPU cores (0: the online count); scales `threads`
+  /// Workers kept alive between measurements, blocked on their input, so that the next
+  /// measurement of the same model and settings skips starting a process and building the
+  /// model (seconds on two cores). 24 covers the local configurations of a four-model
+  /// workload; a scaled zoo model holds 100-300 MB. 0: a fresh process per model and
+  /// measurement (torch-cuda: idle workers would keep their device memory and contexts).
+  int max_idle_workers = 24;
 };
 
 /// @brief Threads a model's worker runs with: the CPU analogue of its `sm_share` cap,
@@ -45,8 +51,10 @@ ModelArch scale_for_cpu(const ModelArch& arch);
 /// bytes of the work done (catalog cost functions) / (window · host bandwidth),
 /// vram_used_gb = summed resident memory, clock_mhz = mean runnable worker threads
 /// (power_w stays 0). A crashed, failing or hung worker is killed and reported as a failed
-/// measurement with its reason. measure() is const; calls are serialised (two co-runs at
-/// once would measure each other).
+/// measurement with its reason. Workers that served a window cleanly are kept (up to
+/// `max_idle_workers`, least recently used stopped first) and reused by later measurements
+/// of the same model and settings; the destructor stops them. measure() is const; calls are
+/// serialised (two co-runs at once would measure each other).
 class TorchTestbed final : public Testbed {
  public:
   explicit TorchTestbed(TorchBedOptions options);
