@@ -4,8 +4,10 @@
 BUILD_DIR := build/dev
 CORUN := $(BUILD_DIR)/corun
 
+# The main job on the paper-like N = 5 workload with a timeline of arrivals, departures and
+# demand changes; the report lands in out/run/random-churn/report.html.
 run: build
-	$(CORUN) run workloads/paper-n5.yaml
+	$(CORUN) run workloads/scenarios/random-churn.yaml
 
 test: build asan
 	ctest --preset dev

@@ -14,4 +14,7 @@ echo "== tools profile"
 echo "== eval surrogate: MeanField vs joint and pairwise, N = 2..6 (docs/results/surrogate.md)"
 "$corun" eval surrogate workloads/paper-n6.yaml workloads/mix-l4.yaml workloads/mix-a100.yaml \
   --n 2..6 --seeds 3 --json --markdown docs/results/surrogate.md >out/eval/surrogate.json
+echo "== eval scheduler: 8 scenarios x 4 solvers online (docs/results/scheduler.md)"
+"$corun" eval scheduler --scenarios workloads/scenarios --solvers ga,exhaustive,greedy,hillclimb \
+  --out out/eval/scheduler --json --markdown docs/results/scheduler.md >out/eval/scheduler.json
 echo "eval: JSON in out/eval/"

@@ -123,10 +123,10 @@ const bool registered = register_command({
       struct Flags {
         std::vector<std::string> files;
         std::string scenarios, solvers = "ga,exhaustive,greedy,hillclimb", testbed = "sim",
-                               regressor = "mlp", out = "out/eval/scheduler", markdown, catalog;
+                               regressor = "gbdt", out = "out/eval/scheduler", markdown, catalog;
         std::uint64_t seed = 1, budget = 0;
         int threads = 2;
-        bool json = false, no_oracle = false, quiet = false, monotone = false;
+        bool json = false, no_oracle = false, quiet = false, unconstrained = false;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("files", f->files, "scenario workload files (with a timeline)");
@@ -136,9 +136,9 @@ const bool registered = register_command({
       sub.add_option("--regressor", f->regressor, "surrogate regressor: mlp, gbdt or linear")
           ->capture_default_str();
       sub.add_option("--budget", f->budget, "co-run profiling samples (default 20 x models)");
-      sub.add_flag("--monotone", f->monotone,
-                   "fit the surrogate monotone in the co-runners' demand (needs --regressor "
-                   "gbdt; makes the exact solver's optimality proof valid)");
+      sub.add_flag("--unconstrained", f->unconstrained,
+                   "do not constrain the gbdt surrogate to be monotone in the co-runners' "
+                   "demand (the exact solver's optimality proof needs the constraint)");
       sub.add_option("--out", f->out, "cache directory for datasets and surrogates")
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "seed")->capture_default_str();
@@ -203,7 +203,7 @@ const bool registered = register_command({
           po.corun_budget = f->budget;
           po.window_s = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
           po.regressor = *regressor;
-          po.monotone = f->monotone;
+          po.monotone = *regressor == surrogate::RegressorKind::kGbdt && !f->unconstrained;
           po.catalog = *catalog;
           po.log = log;
           po.terminal = terminal;
@@ -237,13 +237,19 @@ const bool registered = register_command({
           const std::filesystem::path md(f->markdown);
           const std::string svg_stem = md.stem().string();
           std::string command = "corun eval scheduler --scenarios " + f->scenarios + " --solvers " +
-                                f->solvers + " --seed " + std::to_string(f->seed) + " --json";
+                                f->solvers + " --regressor " + f->regressor +
+                                (f->unconstrained ? " --unconstrained" : "") + " --seed " +
+                                std::to_string(f->seed) + " --json";
           for (const auto& file : f->files) command += " " + file;
           command += " --markdown " + f->markdown;
           const ConfigSpace space(scenarios.front());
           const std::string setup =
               "Testbed `" + f->testbed + "` (" + scenarios.front().device.display_name + "); " +
-              "surrogate: MeanField/" + f->regressor + " fitted per scenario on 20·N co-run and " +
+              "surrogate: MeanField/" + f->regressor +
+              (*regressor == surrogate::RegressorKind::kGbdt && !f->unconstrained
+                   ? " (monotone in the co-runners' aggregate)"
+                   : "") +
+              " fitted per scenario on 20·N co-run and " +
               "3 standalone passes (cached in " + f->out + "); re-plans at the start, after every "
               "timeline event and after a measured breach; GA warm-started from the plan in "
               "force. The first scenario has " + std::to_string(space.joint_count()) +

@@ -49,7 +49,11 @@ Result<std::vector<eval::SurrogateSpec>> parse_surrogates(const std::string& s) 
   for (const auto& part : split(s, ',')) {
     const auto colon = part.find(':');
     const std::string kind = part.substr(0, colon);
-    const std::string reg = colon == std::string::npos ? "mlp" : part.substr(colon + 1);
+    std::string reg = colon == std::string::npos ? "mlp" : part.substr(colon + 1);
+    const std::string kMonotone = "-monotone";
+    const bool monotone =
+        reg.size() > kMonotone.size() && reg.ends_with(kMonotone);
+    if (monotone) reg.resize(reg.size() - kMonotone.size());
     const auto k = surrogate::parse_surrogate(kind);
     if (!k) {
       return Error("--surrogates: unknown surrogate '" + kind + "'" +
@@ -63,7 +67,13 @@ Result<std::vector<eval::SurrogateSpec>> parse_surrogates(const std::string& s) 
     if (*k == surrogate::SurrogateKind::kCrossModel) {
       return Error("--surrogates: crossmodel is evaluated by the onboarding section");
     }
-    out.push_back({*k, *r});
+    if (monotone && (*r != surrogate::RegressorKind::kGbdt ||
+                     (*k != surrogate::SurrogateKind::kMeanField &&
+                      *k != surrogate::SurrogateKind::kPairwise))) {
+      return Error("--surrogates: '" + part +
+                   "': only gbdt with meanfield or pairwise can be fitted monotone");
+    }
+    out.push_back({*k, *r, monotone});
   }
   return out;
 }
@@ -102,7 +112,8 @@ const bool registered = register_command({
                      "passes of the standalone profile, averaged")
           ->check(CLI::Range(1, 20))
           ->capture_default_str();
-      sub.add_option("--surrogates", f->surrogates, "comma list of KIND:REGRESSOR")
+      sub.add_option("--surrogates", f->surrogates,
+                     "comma list of KIND:REGRESSOR (gbdt-monotone: the constrained GBDT)")
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "base seed")->capture_default_str();
       sub.add_option("--window", f->window_s, "measurement window, seconds")

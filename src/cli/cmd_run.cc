@@ -55,11 +55,11 @@ const bool registered = register_command({
     "corun's main job: profile, fit, then schedule the workload's timeline online",
     [](CLI::App& sub) {
       struct Flags {
-        std::string file, testbed = "sim", solver = "ga", regressor = "mlp", out, model,
+        std::string file, testbed = "sim", solver = "ga", regressor = "gbdt", out, model,
                           catalog;
         std::uint64_t seed = 1, budget = 0, repeats = 3;
         int threads = 2;
-        bool json = false, quiet = false, monotone = false;
+        bool json = false, quiet = false, unconstrained = false;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "workload YAML (its timeline is run; none = one interval)")
@@ -70,9 +70,9 @@ const bool registered = register_command({
       sub.add_option("--regressor", f->regressor, "surrogate regressor: mlp, gbdt or linear")
           ->capture_default_str();
       sub.add_option("--budget", f->budget, "co-run profiling samples (default 20 x models)");
-      sub.add_flag("--monotone", f->monotone,
-                   "fit the surrogate monotone in the co-runners' demand (needs --regressor "
-                   "gbdt; makes the exact solver's optimality proof valid)");
+      sub.add_flag("--unconstrained", f->unconstrained,
+                   "do not constrain the gbdt surrogate to be monotone in the co-runners' "
+                   "demand (the exact solver's optimality proof needs the constraint)");
       sub.add_option("--repeats", f->repeats, "standalone profiling passes")
           ->capture_default_str();
       sub.add_option("--surrogate", f->model,
@@ -130,7 +130,7 @@ const bool registered = register_command({
           po.standalone_repeats = f->repeats;
           po.window_s = interval;
           po.regressor = *regressor;
-          po.monotone = f->monotone;
+          po.monotone = *regressor == surrogate::RegressorKind::kGbdt && !f->unconstrained;
           po.catalog = *catalog;
           po.log = f->quiet ? nullptr : stderr;
           po.terminal = terminal;

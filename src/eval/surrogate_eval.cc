@@ -319,6 +319,7 @@ TaskResult run_task(const Workload& full, const Testbed& testbed, const Surrogat
       surrogate::FitOptions fit;
       fit.kind = spec.kind;
       fit.regressor = spec.regressor;
+      fit.monotone = spec.monotone;
       fit.regressor_options = o.regressor_options;
       fit.seed = derive_seed(seed, {kFitStream, k, budget});
       fit.calibration_folds =
@@ -328,7 +329,7 @@ TaskResult run_task(const Workload& full, const Testbed& testbed, const Surrogat
       if (!s) {
         r.error = s.error()
                       .wrap(std::string(surrogate::to_string(spec.kind)) + "/" +
-                            std::string(surrogate::to_string(spec.regressor)) + " at budget " +
+                            spec.regressor_label() + " at budget " +
                             std::to_string(budget))
                       .what();
         return r;
@@ -481,7 +482,7 @@ Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed
     for (std::size_t k = 0; k < o.surrogates.size(); ++k) {
       const SurrogateSpec& spec = o.surrogates[k];
       BudgetNeeded need{n, std::string(surrogate::to_string(spec.kind)),
-                        std::string(surrogate::to_string(spec.regressor)), std::nullopt,
+                        spec.regressor_label(), std::nullopt,
                         std::nullopt};
       for (int mult : mults) {
         SurrogateEvalRow row;

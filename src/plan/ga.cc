@@ -42,7 +42,7 @@ class GaSolver final : public Solver {
     if (act.empty()) return Error("no active models to plan");
     const std::size_t n = p.models();
     Rng rng(derive_seed(o.seed, {0x6761}));
-    detail::Evaluator eval(p);
+    detail::Evaluator eval(p, 256, o.threads);
 
     // Lighter = lower quality: for every model, its local configurations by quality.
     std::vector<std::vector<std::int32_t>> by_quality(n);

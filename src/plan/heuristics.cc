@@ -94,7 +94,7 @@ class HillClimbSolver final : public Solver {
     if (act.empty()) return Error("no active models to plan");
     const std::size_t n = p.models();
     Rng rng(derive_seed(o.seed, {0x6863}));
-    detail::Evaluator eval(p);
+    detail::Evaluator eval(p, 256, o.threads);
     constexpr int kRadius = 3;
     constexpr int kStarts = 3;
 

@@ -18,7 +18,12 @@ namespace corun::detail {
 /// Not thread-safe: one per thread.
 class Evaluator {
  public:
-  explicit Evaluator(const PlanProblem& p, std::size_t batch = 256);
+  /// @param threads batches of at least kParallelRows missing candidates are predicted on this
+  /// many threads (the predictor is thread-safe), the rest on the caller's.
+  explicit Evaluator(const PlanProblem& p, std::size_t batch = 256, int threads = 1);
+
+  /// @brief Smallest batch worth a second thread (starting one costs tens of microseconds).
+  static constexpr std::size_t kParallelRows = 32;
 
   /// @brief Fitness (PlanProblem::Score::fitness) of each of `rows` configurations.
   void fitness(std::span<const std::int32_t> configs, std::size_t rows, std::span<double> out);
@@ -29,6 +34,7 @@ class Evaluator {
  private:
   const PlanProblem* p_;
   std::size_t n_;
+  int threads_;
   std::vector<std::int32_t> pending_;
   std::vector<Predicted> predicted_;
   std::unordered_map<std::uint64_t, double> memo_;

@@ -1,6 +1,7 @@
 #include "corun/plan/solver.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "corun/core/strings.h"
 #include "search.h"
@@ -43,8 +44,8 @@ PlanResult evaluate_plan(const PlanProblem& problem, const JointConfig& config,
 
 namespace detail {
 
-Evaluator::Evaluator(const PlanProblem& p, std::size_t batch)
-    : p_(&p), n_(p.models()), predicted_(batch * p.models()) {
+Evaluator::Evaluator(const PlanProblem& p, std::size_t batch, int threads)
+    : p_(&p), n_(p.models()), threads_(std::max(1, threads)), predicted_(batch * p.models()) {
   pending_.reserve(batch * n_);
 }
 
@@ -78,7 +79,20 @@ void Evaluator::fitness(std::span<const std::int32_t> configs, std::size_t rows,
       const auto row = configs.subspan(miss[start + i] * n_, n_);
       pending_.insert(pending_.end(), row.begin(), row.end());
     }
-    p_->predictor().predict(pending_, count, std::span<Predicted>(predicted_).first(count * n_));
+    const std::span<Predicted> out_rows = std::span<Predicted>(predicted_).first(count * n_);
+    if (threads_ > 1 && count >= kParallelRows) {
+      // Two halves, one on a helper thread: solvers that search sequentially (GA, greedy,
+      // hill climbing) get the same thread budget as the exhaustive sweep.
+      const std::size_t half = count / 2;
+      const std::span<const std::int32_t> all(pending_);
+      std::thread helper([&] {
+        p_->predictor().predict(all.first(half * n_), half, out_rows.first(half * n_));
+      });
+      p_->predictor().predict(all.subspan(half * n_), count - half, out_rows.subspan(half * n_));
+      helper.join();
+    } else {
+      p_->predictor().predict(pending_, count, out_rows);
+    }
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t r = miss[start + i];
       const auto s = p_->score(std::span<const std::int32_t>(pending_).subspan(i * n_, n_),

@@ -18,6 +18,12 @@ namespace corun::eval {
 struct SurrogateSpec {
   surrogate::SurrogateKind kind = surrogate::SurrogateKind::kMeanField;
   surrogate::RegressorKind regressor = surrogate::RegressorKind::kMlp;
+  bool monotone = false;  ///< FitOptions::monotone; reported as regressor "gbdt-monotone"
+
+  /// @brief The regressor column of the results: "mlp", "gbdt", "gbdt-monotone", ...
+  [[nodiscard]] std::string regressor_label() const {
+    return std::string(surrogate::to_string(regressor)) + (monotone ? "-monotone" : "");
+  }
 };
 
 /// @brief The surrogates `corun eval surrogate` compares by default: MeanField with its MLP and

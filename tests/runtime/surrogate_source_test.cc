@@ -1,0 +1,187 @@
+// The surrogate-backed predictor source: batched and aggregate predictions agree, demand changes
+// re-profile only the changed model, margins follow the error model, monotone fits are monotone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/rng.h"
+#include "corun/plan/objective.h"
+#include "corun/plan/solver.h"
+#include "corun/profile/campaign.h"
+#include "corun/runtime/surrogate_source.h"
+
+namespace corun {
+namespace {
+
+Workload three_models() {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: chat
+    model: qwen2.5-1.5b
+    knobs: {precision: [fp16, awq], request_concurrency: [1, 2, 4]}
+    demand: {rps: 1.0, prompt_tokens: 512, output_tokens: 128}
+    sla: {ttft_ms_p95: 1500, tpot_ms_p95: 60}
+  - name: cam0
+    model: yolo11s
+    knobs: {imgsz: [320, 480, 640], skip_rate: [0, 0.5]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 60}
+  - name: cam1
+    model: yolo11m
+    knobs: {imgsz: [320, 640]}
+    demand: {fps: 15}
+)",
+                          "<test>", Catalog::default_catalog());
+  EXPECT_TRUE(w.ok()) << w.error().what();
+  return *w;
+}
+
+// Fitted once per regressor: one standalone pass and 20·N co-runs on the simulator.
+surrogate::Surrogate fitted(const Workload& w, surrogate::RegressorKind reg, bool monotone) {
+  auto tb = make_testbed("sim");
+  EXPECT_TRUE(tb.ok());
+  auto table = surrogate::StandaloneTable::from_samples(
+      w, profile::measure_plan(w, **tb, profile::Plan::kStandalone, 1, 3, 10));
+  EXPECT_TRUE(table.ok());
+  const auto corun = profile::measure_plan(w, **tb, profile::Plan::kMeanField, 60, 3, 10);
+  surrogate::FitOptions o;
+  o.regressor = reg;
+  o.monotone = monotone;
+  o.regressor_options.gbdt.rounds = 60;
+  auto s = surrogate::Surrogate::fit(w, *table, corun, o, {});
+  EXPECT_TRUE(s.ok()) << s.error().what();
+  return *s;
+}
+
+TEST(NormalQuantile, MatchesTables) {
+  // Standard normal table values (e.g. Abramowitz & Stegun, Table 26.5).
+  EXPECT_NEAR(normal_quantile(0.5), 0.0, 1e-9);
+  EXPECT_NEAR(normal_quantile(0.95), 1.644854, 1e-5);
+  EXPECT_NEAR(normal_quantile(0.975), 1.959964, 1e-5);
+  EXPECT_NEAR(normal_quantile(0.999), 3.090232, 1e-5);
+  EXPECT_NEAR(normal_quantile(0.05), -1.644854, 1e-5);
+}
+
+TEST(SurrogatePredictor, BatchedAndAggregateFormsAgree) {
+  const Workload w = three_models();
+  auto compiled =
+      surrogate::CompiledSurrogate::compile(fitted(w, surrogate::RegressorKind::kMlp, false), w);
+  ASSERT_TRUE(compiled.ok()) << compiled.error().what();
+  const SurrogatePredictor p(std::move(*compiled));
+  const ConfigSpace space(w);
+  Rng rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    JointConfig c(w.models.size());
+    for (std::size_t m = 0; m < c.size(); ++m) {
+      c[m] = rng.below(4) == 0 ? kAbsent
+                               : static_cast<std::int32_t>(rng.below(space.local_counts()[m]));
+    }
+    std::vector<Predicted> batch(w.models.size());
+    p.predict(c, 1, batch);
+    for (std::size_t m = 0; m < c.size(); ++m) {
+      if (c[m] == kAbsent) {
+        EXPECT_EQ(batch[m].latency_ms_p95, 0.0f);
+        continue;
+      }
+      std::vector<float> others(p.aggregate_dims(), 0.0f), part(p.aggregate_dims());
+      for (std::size_t j = 0; j < c.size(); ++j) {
+        if (j == m || c[j] == kAbsent) continue;
+        p.contribution(j, c[j], part);
+        for (std::size_t k = 0; k < others.size(); ++k) others[k] += part[k];
+      }
+      const Predicted one = p.predict_given(m, c[m], others);
+      EXPECT_NEAR(one.latency_ms_p95, batch[m].latency_ms_p95, 1e-3 * batch[m].latency_ms_p95);
+      EXPECT_NEAR(one.ttft_ms_p95, batch[m].ttft_ms_p95, 1e-3 * batch[m].ttft_ms_p95);
+      EXPECT_NEAR(one.throughput, batch[m].throughput, 1e-3 * batch[m].throughput);
+    }
+  }
+}
+
+TEST(SurrogateSource, DemandChangeReprofilesOnlyThatModel) {
+  Workload w = three_models();
+  auto tb = make_testbed("sim");
+  ASSERT_TRUE(tb.ok());
+  SurrogateSource source(fitted(w, surrogate::RegressorKind::kLinear, false), **tb, {2, 10, 5});
+  auto before = source.predictor_for(w);
+  ASSERT_TRUE(before.ok()) << before.error().what();
+  EXPECT_EQ(source.standalone_measurements(), 0u);  // profiled at these demands already
+
+  w.models[1].demand.fps = 10;  // cam0 slows down: its standalone profile is stale
+  auto after = source.predictor_for(w);
+  ASSERT_TRUE(after.ok()) << after.error().what();
+  EXPECT_EQ(source.standalone_measurements(), 6u * 2u);  // cam0's 6 configurations x 2 repeats
+  EXPECT_EQ(source.refreshes(), 1u);
+  const JointConfig c = {0, 5, 1};
+  std::vector<Predicted> a(3), b(3);
+  (*before)->predict(c, 1, a);
+  (*after)->predict(c, 1, b);
+  EXPECT_NEAR(b[1].throughput, 10.0f * 0.5f, 1.0f);  // skip_rate 0.5 of 10 fps
+  EXPECT_NEAR(a[1].throughput, 30.0f * 0.5f, 2.0f);
+
+  auto again = source.predictor_for(w);  // nothing changed since: nothing measured
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(source.standalone_measurements(), 12u);
+}
+
+TEST(SurrogateSource, MarginsCoverOnlyConstrainedLatencies) {
+  Workload w = three_models();
+  auto tb = make_testbed("sim");
+  ASSERT_TRUE(tb.ok());
+  SurrogateSource source(fitted(w, surrogate::RegressorKind::kLinear, false), **tb, {1, 10, 5});
+  ASSERT_TRUE(source.predictor_for(w).ok());
+  const auto m = source.margins(w);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_GT(m[0], 0.0);
+  EXPECT_GT(m[1], 0.0);
+  EXPECT_EQ(m[2], 0.0);  // cam1 has no SLA
+  // A lower confidence keeps less headroom.
+  SurrogateSource loose(fitted(w, surrogate::RegressorKind::kLinear, false), **tb,
+                        {1, 10, 5, 0.6});
+  ASSERT_TRUE(loose.predictor_for(w).ok());
+  EXPECT_LE(loose.margins(w)[0], m[0]);
+}
+
+TEST(SurrogateSource, MonotoneGbdtNeverImprovesWithMoreLoad) {
+  const Workload w = three_models();
+  auto compiled = surrogate::CompiledSurrogate::compile(
+      fitted(w, surrogate::RegressorKind::kGbdt, true), w);
+  ASSERT_TRUE(compiled.ok()) << compiled.error().what();
+  const SurrogatePredictor p(std::move(*compiled));
+  EXPECT_TRUE(p.monotone());
+  Rng rng(3);
+  const ConfigSpace space(w);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t m = rng.below(w.models.size());
+    const auto l = static_cast<std::int32_t>(rng.below(space.local_counts()[m]));
+    std::vector<float> lo(p.aggregate_dims()), hi(p.aggregate_dims());
+    for (std::size_t k = 0; k < lo.size(); ++k) {
+      lo[k] = static_cast<float>(rng.uniform() * (k == 0 ? 2 : 1));
+      hi[k] = lo[k] + static_cast<float>(rng.uniform() * 0.5);
+    }
+    const Predicted a = p.predict_given(m, l, lo);
+    const Predicted b = p.predict_given(m, l, hi);
+    EXPECT_GE(b.latency_ms_p95, a.latency_ms_p95 * (1 - 1e-5f));
+    EXPECT_GE(b.ttft_ms_p95, a.ttft_ms_p95 * (1 - 1e-5f));
+    EXPECT_GE(b.tpot_ms_p95, a.tpot_ms_p95 * (1 - 1e-5f));
+    EXPECT_LE(b.throughput, a.throughput * (1 + 1e-5f));
+  }
+}
+
+TEST(ExactSolver, AgreesWithExhaustiveOnAMonotoneSurrogate) {
+  const Workload w = three_models();
+  auto compiled = surrogate::CompiledSurrogate::compile(
+      fitted(w, surrogate::RegressorKind::kGbdt, true), w);
+  ASSERT_TRUE(compiled.ok());
+  const SurrogatePredictor p(std::move(*compiled));
+  const PlanProblem problem(w, {true, true, true}, p, {0.2, 0.2, 0.0});
+  auto ex = (*make_solver("exhaustive"))->solve(problem, {1, 2, std::nullopt});
+  auto exact = (*make_solver("exact"))->solve(problem, {1, 2, std::nullopt});
+  ASSERT_TRUE(ex.ok() && exact.ok());
+  EXPECT_TRUE(exact->stats.proved_optimal);
+  EXPECT_NEAR(exact->utility, ex->utility, 1e-9 * std::max(1.0, ex->utility));
+  EXPECT_EQ(exact->feasible, ex->feasible);
+}
+
+}  // namespace
+}  // namespace corun
