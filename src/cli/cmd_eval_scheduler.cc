@@ -126,6 +126,7 @@ const bool registered = register_command({
                                regressor = "gbdt", out = "out/eval/scheduler", markdown, catalog;
         std::uint64_t seed = 1, budget = 0;
         int threads = 2;
+        double confidence = 0.9999;
         bool json = false, no_oracle = false, quiet = false, unconstrained = false;
       };
       auto f = std::make_shared<Flags>();
@@ -142,6 +143,10 @@ const bool registered = register_command({
       sub.add_option("--out", f->out, "cache directory for datasets and surrogates")
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "seed")->capture_default_str();
+      sub.add_option("--confidence", f->confidence,
+                     "one-sided confidence of the SLA margins (the error model's upper bound)")
+          ->check(CLI::Range(0.5, 0.999999))
+          ->capture_default_str();
       sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
       sub.add_flag("--no-oracle", f->no_oracle, "skip the exhaustive sweep on the testbed");
       sub.add_option("--markdown", f->markdown, "also write this Markdown report (+ two SVGs)");
@@ -214,11 +219,12 @@ const bool registered = register_command({
         }
         const Testbed& tb = **testbed;
         const std::uint64_t seed = f->seed;
+        const double confidence = f->confidence;
         SourceFactory factory = [&](const Workload& w) -> Result<std::unique_ptr<PredictorSource>> {
           const double window = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
           return std::unique_ptr<PredictorSource>(
               std::make_unique<SurrogateSource>(fitted.at(w.file), tb,
-                                                SurrogateSourceOptions{3, window, seed}));
+                                                SurrogateSourceOptions{3, window, seed, confidence}));
         };
         opt.seed = f->seed;
         opt.threads = f->threads;
@@ -239,7 +245,8 @@ const bool registered = register_command({
           std::string command = "corun eval scheduler --scenarios " + f->scenarios + " --solvers " +
                                 f->solvers + " --regressor " + f->regressor +
                                 (f->unconstrained ? " --unconstrained" : "") + " --seed " +
-                                std::to_string(f->seed) + " --json";
+                                std::to_string(f->seed) + " --confidence " +
+                                format_number(f->confidence) + " --json";
           for (const auto& file : f->files) command += " " + file;
           command += " --markdown " + f->markdown;
           const ConfigSpace space(scenarios.front());

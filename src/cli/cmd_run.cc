@@ -59,6 +59,7 @@ const bool registered = register_command({
                           catalog;
         std::uint64_t seed = 1, budget = 0, repeats = 3;
         int threads = 2;
+        double confidence = 0.9999;
         bool json = false, quiet = false, unconstrained = false;
       };
       auto f = std::make_shared<Flags>();
@@ -81,6 +82,10 @@ const bool registered = register_command({
                      "directory for dataset.db, surrogate.json, report.json and report.html "
                      "(default out/run/NAME)");
       sub.add_option("--seed", f->seed, "seed")->capture_default_str();
+      sub.add_option("--confidence", f->confidence,
+                     "one-sided confidence of the SLA margins (the error model's upper bound)")
+          ->check(CLI::Range(0.5, 0.999999))
+          ->capture_default_str();
       sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
       sub.add_flag("--json", f->json, "print the report JSON instead of the table");
@@ -154,7 +159,8 @@ const bool registered = register_command({
           s = std::move(p->surrogate);
         }
 
-        SurrogateSource source(std::move(*s), **testbed, {3, interval, f->seed});
+        SurrogateSource source(std::move(*s), **testbed,
+                               {3, interval, f->seed, f->confidence});
         ControllerOptions co;
         co.solver = f->solver;
         co.seed = f->seed;

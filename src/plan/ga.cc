@@ -7,6 +7,7 @@
 //   elitism: the best 2 survive unchanged;
 //   repair: an infeasible child moves one random gene to a lower-quality (lighter) local
 //   configuration, up to 2 times, keeping the change only if fitness improves;
+//   each generation, and each repair round, is evaluated as one batch;
 //   warm start: the plan in force and 7 of its one-gene mutants seed the population;
 //   polish: the best individual is improved by steepest-ascent one-gene moves, then two-gene
 //   moves (N <= 12), until none helps: the answer is a local optimum of that neighbourhood.
@@ -126,23 +127,37 @@ class GaSolver final : public Solver {
           }
         }
         mutate(child);
-        double f = eval.fitness(child);
-        for (int t = 0; t < kRepairTries && f < -1e5; ++t) {
-          const std::size_t m = act[rng.below(act.size())];
-          const std::size_t r = rank[m][static_cast<std::size_t>(child[m])];
-          if (r == 0) continue;
-          JointConfig fixed = child;
-          fixed[m] = by_quality[m][rng.below(r)];
-          const double ff = eval.fitness(fixed);
-          if (ff > f) {
-            child = std::move(fixed);
-            f = ff;
-          }
-        }
         next.push_back(std::move(child));
       }
+      // The whole generation is evaluated as one batch, then infeasible children are repaired
+      // in rounds, each round one batch of candidate fixes.
+      std::vector<double> next_fit;
+      evaluate_all(next, next_fit);
+      for (int t = 0; t < kRepairTries; ++t) {
+        std::vector<std::size_t> who;
+        std::vector<JointConfig> fixes;
+        for (std::size_t i = kElite; i < next.size(); ++i) {
+          if (next_fit[i] >= -1e5) continue;
+          const std::size_t m = act[rng.below(act.size())];
+          const std::size_t r = rank[m][static_cast<std::size_t>(next[i][m])];
+          if (r == 0) continue;
+          JointConfig fixed = next[i];
+          fixed[m] = by_quality[m][rng.below(r)];
+          who.push_back(i);
+          fixes.push_back(std::move(fixed));
+        }
+        if (fixes.empty()) break;
+        std::vector<double> fix_fit;
+        evaluate_all(fixes, fix_fit);
+        for (std::size_t k = 0; k < fixes.size(); ++k) {
+          if (fix_fit[k] > next_fit[who[k]]) {
+            next[who[k]] = std::move(fixes[k]);
+            next_fit[who[k]] = fix_fit[k];
+          }
+        }
+      }
       pop = std::move(next);
-      evaluate_all(pop, fit);
+      fit = std::move(next_fit);
       const double b = fit[best_of()];
       if (b > best_fit + 1e-12) {
         best_fit = b;

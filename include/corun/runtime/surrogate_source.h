@@ -51,9 +51,10 @@ struct SurrogateSourceOptions {
   double window_s = 10;
   std::uint64_t seed = 1;
   /// One-sided confidence of the SLA margins: each constrained latency is planned at the
-  /// error model's upper bound at this level (CompiledSurrogate::upper_factor). A timeline of
-  /// 30 intervals x 5 models is 150 chances to breach, so 0.95 is not enough.
-  double confidence = 0.999;
+  /// error model's upper bound at this level (CompiledSurrogate::upper_factor). Eight
+  /// timelines of 30 intervals x 5 models are 1,200 chances to breach: expecting none needs a
+  /// per-interval breach probability well below 1/1,200, hence 99.99 %.
+  double confidence = 0.9999;
 };
 
 /// @brief z such that a standard normal stays below it with probability `p` (0 < p < 1).
