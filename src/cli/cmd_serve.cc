@@ -58,7 +58,7 @@ const bool registered = register_command({
     [](CLI::App& sub) {
       struct Flags {
         std::string state, host = "127.0.0.1", port_file, token_file, device = "rtx3090", workload,
-                           solver = "ga", catalog;
+                           solver = "ga", catalog, surrogate;
         int port = 8080, threads = 8, flush_ms = 1000, min_replan_ms = 200;
         std::uint64_t seed = 1;
         double margin = 0.1;
@@ -80,6 +80,9 @@ const bool registered = register_command({
       sub.add_option("--solver", f->solver, "ga, exhaustive, exact, greedy, hillclimb")
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "seed of the solver and the twin")->capture_default_str();
+      sub.add_option("--surrogate", f->surrogate,
+                     "fitted surrogate (corun fit / corun run) used while the registered models "
+                     "are the ones it was fitted on; the twin otherwise");
       sub.add_option("--margin", f->margin, "latency margin of the twin predictor")
           ->check(CLI::Range(0.0, 5.0))
           ->capture_default_str();
@@ -113,7 +116,14 @@ const bool registered = register_command({
         if (!catalog) return report_error(catalog.error());
         auto token = load_token(f->token_file, f->state);
         if (!token) return report_error(token.error());
-        auto source = serve::make_twin_source(f->margin, f->seed);
+        Result<std::unique_ptr<PredictorSource>> source = Error("unset");
+        if (f->surrogate.empty()) {
+          source = serve::make_twin_source(f->margin, f->seed);
+        } else {
+          auto s = surrogate::Surrogate::load(f->surrogate);
+          if (!s) return report_error(s.error());
+          source = serve::make_surrogate_source(std::move(*s), f->margin, f->seed);
+        }
         if (!source) return report_error(source.error());
         serve::ServiceOptions so;
         so.state_dir = f->state;

@@ -12,9 +12,11 @@
 #include <limits>
 
 #include "corun/core/atomic_file.h"
+#include "corun/core/check.h"
 #include "corun/core/rng.h"
 #include "corun/core/strings.h"
 #include "corun/plan/objective.h"
+#include "corun/runtime/surrogate_source.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/testbed/testbed.h"
 
@@ -229,7 +231,142 @@ class TwinSource final : public PredictorSource {
   std::uint64_t seed_;
 };
 
+std::unique_ptr<Testbed> sim_testbed() {
+  auto t = make_testbed("sim");
+  CORUN_CHECK(t.ok());
+  return std::move(*t);
+}
+
+// Registrations arrive as JSON objects, whose keys (the knobs) come back sorted: the same
+// knobs as the surrogate's, in another order, number local configurations differently. This
+// view gives a workload the surrogate's knob order and maps local indices between the two.
+struct KnobOrder {
+  Workload reordered;                             // `current` with the surrogate's knob order
+  std::vector<std::vector<std::int32_t>> to_fit;  // [model][service local] -> surrogate local
+};
+
+std::optional<KnobOrder> match_knob_order(const Workload& current,
+                                          const surrogate::Surrogate& s) {
+  const auto& sig = s.signature();
+  if (sig.size() != current.models.size()) return std::nullopt;
+  KnobOrder k{current, {}};
+  for (std::size_t m = 0; m < sig.size(); ++m) {
+    ModelSpec& spec = k.reordered.models[m];
+    if (spec.knobs.size() != sig[m].knobs.size()) return std::nullopt;
+    std::vector<KnobSpec> ordered;
+    for (const auto& want : sig[m].knobs) {
+      auto it = std::find_if(spec.knobs.begin(), spec.knobs.end(),
+                             [&](const KnobSpec& have) { return have.id == want.id; });
+      if (it == spec.knobs.end()) return std::nullopt;
+      ordered.push_back(*it);
+    }
+    const ModelSpec original = current.models[m];
+    spec.knobs = std::move(ordered);
+    std::vector<std::int32_t> map(original.local_config_count());
+    for (std::size_t l = 0; l < map.size(); ++l) {
+      std::vector<std::pair<std::string, std::string>> assign;
+      const Settings st = original.settings(l);
+      for (const auto& knob : original.knobs) {
+        assign.emplace_back(knob_decl(knob.id).name, format_knob_value(knob.id, st.get(knob.id)));
+      }
+      auto idx = spec.find_config(assign);
+      if (!idx) return std::nullopt;
+      map[l] = static_cast<std::int32_t>(*idx);
+    }
+    k.to_fit.push_back(std::move(map));
+  }
+  if (!s.check_workload(k.reordered).ok()) return std::nullopt;
+  return k;
+}
+
+// Predicts in the service's numbering through a predictor in the surrogate's.
+class RenumberedPredictor final : public AggregatePredictor {
+ public:
+  RenumberedPredictor(std::unique_ptr<Predictor> inner,
+                      std::vector<std::vector<std::int32_t>> to_fit)
+      : inner_(std::move(inner)),
+        agg_(dynamic_cast<const AggregatePredictor*>(inner_.get())),
+        to_fit_(std::move(to_fit)) {}
+  [[nodiscard]] std::size_t models() const override { return inner_->models(); }
+  void predict(std::span<const std::int32_t> configs, std::size_t rows,
+               std::span<Predicted> out) const override {
+    std::vector<std::int32_t> mapped(configs.begin(), configs.begin() + rows * models());
+    for (std::size_t i = 0; i < mapped.size(); ++i) mapped[i] = map(i % models(), mapped[i]);
+    inner_->predict(mapped, rows, out);
+  }
+  [[nodiscard]] bool monotone() const override { return agg_ != nullptr && agg_->monotone(); }
+  [[nodiscard]] std::size_t aggregate_dims() const override {
+    return agg_ != nullptr ? agg_->aggregate_dims() : 0;
+  }
+  void contribution(std::size_t m, std::int32_t l, std::span<float> out) const override {
+    CORUN_CHECK(agg_ != nullptr);
+    agg_->contribution(m, map(m, l), out);
+  }
+  [[nodiscard]] Predicted predict_given(std::size_t m, std::int32_t l,
+                                        std::span<const float> others) const override {
+    CORUN_CHECK(agg_ != nullptr);
+    return agg_->predict_given(m, map(m, l), others);
+  }
+
+ private:
+  [[nodiscard]] std::int32_t map(std::size_t m, std::int32_t l) const {
+    return l == kAbsent ? kAbsent : to_fit_[m][static_cast<std::size_t>(l)];
+  }
+  std::unique_ptr<Predictor> inner_;
+  const AggregatePredictor* agg_;
+  std::vector<std::vector<std::int32_t>> to_fit_;
+};
+
+// The surrogate while the registered models match it, the twin otherwise.
+class SurrogateOrTwin final : public PredictorSource {
+ public:
+  SurrogateOrTwin(surrogate::Surrogate s, std::unique_ptr<Testbed> t, double margin,
+                  std::uint64_t seed)
+      : surrogate_(s), testbed_(std::move(t)),
+        fitted_(std::move(s), *testbed_, SurrogateSourceOptions{3, 10, seed}),
+        twin_(sim_testbed(), margin, seed) {}
+  Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override {
+    order_ = match_knob_order(current, surrogate_);
+    if (!order_) {
+      const Status fits = surrogate_.check_workload(current);
+      const std::string reason = fits.ok() ? "" : fits.error().what();
+      if (reason != last_reason_) {
+        std::fprintf(stderr,
+                     "corun serve: planning with the twin: the surrogate does not fit: %s\n",
+                     reason.c_str());
+      }
+      last_reason_ = reason;
+      return twin_.predictor_for(current);
+    }
+    last_reason_.clear();
+    auto inner = fitted_.predictor_for(order_->reordered);
+    if (!inner) return inner.error();
+    return std::unique_ptr<Predictor>(
+        std::make_unique<RenumberedPredictor>(std::move(*inner), order_->to_fit));
+  }
+  std::vector<double> margins(const Workload& current) override {
+    return order_ ? fitted_.margins(order_->reordered) : twin_.margins(current);
+  }
+
+ private:
+  surrogate::Surrogate surrogate_;
+  std::unique_ptr<Testbed> testbed_;  // where changed demands are re-profiled alone
+  SurrogateSource fitted_;
+  TwinSource twin_;
+  std::optional<KnobOrder> order_;  // set while the surrogate fits the registered models
+  std::string last_reason_;
+};
+
 }  // namespace
+
+Result<std::unique_ptr<PredictorSource>> make_surrogate_source(surrogate::Surrogate s,
+                                                               double twin_margin,
+                                                               std::uint64_t seed) {
+  auto t = make_testbed(s.provenance().testbed.empty() ? "sim" : s.provenance().testbed);
+  if (!t) return t.error().wrap("the surrogate's testbed");
+  return std::unique_ptr<PredictorSource>(
+      std::make_unique<SurrogateOrTwin>(std::move(s), std::move(*t), twin_margin, seed));
+}
 
 Result<std::unique_ptr<PredictorSource>> make_twin_source(double margin, std::uint64_t seed) {
   auto t = make_testbed("sim");

@@ -21,6 +21,7 @@
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/controller.h"
+#include "corun/surrogate/surrogate.h"
 #include "corun/serve/metrics.h"
 #include "corun/serve/store.h"
 #include "corun/spec/workload.h"
@@ -74,6 +75,15 @@ using PredictorSourceFactory = std::function<Result<std::unique_ptr<PredictorSou
 /// on the `sim` testbed with one fixed noise seed (TestbedPredictor), with a constant latency
 /// margin per model. Used until a fitted surrogate is given.
 Result<std::unique_ptr<PredictorSource>> make_twin_source(double margin, std::uint64_t seed);
+
+/// @brief A fitted surrogate (corun fit / corun run) for the registered models: while they are
+/// exactly the models it was fitted on (names, catalog models, knob values, in order), plans
+/// use it — with SurrogateSource's re-profiling of changed demands and its error-model margins
+/// — and otherwise the twin above, so that registering a model it does not know never stops
+/// planning.
+Result<std::unique_ptr<PredictorSource>> make_surrogate_source(surrogate::Surrogate s,
+                                                               double twin_margin,
+                                                               std::uint64_t seed);
 
 /// @brief The scheduler as a service: registered models, the plan in force and its history,
 /// telemetry, and a background planner. handle() is the whole HTTP API (docs/serve.md);
