@@ -89,6 +89,9 @@ void register_all() {
     for (const std::string solver : {"ga", "exact", "greedy", "hillclimb", "exhaustive"}) {
       // Exhaustive enumerates every joint configuration: only the N = 5 space is tractable.
       if (solver == "exhaustive" && label != "N5") continue;
+      // Exact search on this GBDT surrogate takes ~10 s at N = 8 and did not finish within
+      // 5 minutes at N = 12 (docs/scheduler.md): left out so that `make bench` stays bounded.
+      if (solver == "exact" && label == "N12") continue;
       benchmark::RegisterBenchmark(("BM_Solve/" + solver + "/" + label).c_str(),
                                    [solver, file](benchmark::State& st) { solve(st, solver, file); })
           ->Unit(benchmark::kMillisecond)
