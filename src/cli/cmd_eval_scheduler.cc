@@ -138,7 +138,7 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--budget", f->budget, "co-run profiling samples (default 20 x models)");
       sub.add_flag("--unconstrained", f->unconstrained,
-                   "do not constrain the gbdt surrogate to be monotone in the co-runners' "
+                   "do not constrain the gbdt or linear surrogate to be monotone in the co-runners' "
                    "demand (the exact solver's optimality proof needs the constraint)");
       sub.add_option("--out", f->out, "cache directory for datasets and surrogates")
           ->capture_default_str();
@@ -208,7 +208,7 @@ const bool registered = register_command({
           po.corun_budget = f->budget;
           po.window_s = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
           po.regressor = *regressor;
-          po.monotone = *regressor == surrogate::RegressorKind::kGbdt && !f->unconstrained;
+          po.monotone = *regressor != surrogate::RegressorKind::kMlp && !f->unconstrained;
           po.catalog = *catalog;
           po.log = log;
           po.terminal = terminal;

@@ -51,8 +51,7 @@ Result<std::vector<eval::SurrogateSpec>> parse_surrogates(const std::string& s) 
     const std::string kind = part.substr(0, colon);
     std::string reg = colon == std::string::npos ? "mlp" : part.substr(colon + 1);
     const std::string kMonotone = "-monotone";
-    const bool monotone =
-        reg.size() > kMonotone.size() && reg.ends_with(kMonotone);
+    const bool monotone = reg.size() > kMonotone.size() && reg.ends_with(kMonotone);
     if (monotone) reg.resize(reg.size() - kMonotone.size());
     const auto k = surrogate::parse_surrogate(kind);
     if (!k) {
@@ -67,11 +66,11 @@ Result<std::vector<eval::SurrogateSpec>> parse_surrogates(const std::string& s) 
     if (*k == surrogate::SurrogateKind::kCrossModel) {
       return Error("--surrogates: crossmodel is evaluated by the onboarding section");
     }
-    if (monotone && (*r != surrogate::RegressorKind::kGbdt ||
-                     (*k != surrogate::SurrogateKind::kMeanField &&
-                      *k != surrogate::SurrogateKind::kPairwise))) {
+    if (monotone &&
+        (*r == surrogate::RegressorKind::kMlp || (*k != surrogate::SurrogateKind::kMeanField &&
+                                                  *k != surrogate::SurrogateKind::kPairwise))) {
       return Error("--surrogates: '" + part +
-                   "': only gbdt with meanfield or pairwise can be fitted monotone");
+                   "': only gbdt or linear with meanfield or pairwise can be fitted monotone");
     }
     out.push_back({*k, *r, monotone});
   }
@@ -112,8 +111,10 @@ const bool registered = register_command({
                      "passes of the standalone profile, averaged")
           ->check(CLI::Range(1, 20))
           ->capture_default_str();
-      sub.add_option("--surrogates", f->surrogates,
-                     "comma list of KIND:REGRESSOR (gbdt-monotone: the constrained GBDT)")
+      sub.add_option(
+             "--surrogates", f->surrogates,
+             "comma list of KIND:REGRESSOR (gbdt-monotone, linear-monotone: constrained to be "
+             "monotone in the co-runners' aggregate)")
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "base seed")->capture_default_str();
       sub.add_option("--window", f->window_s, "measurement window, seconds")

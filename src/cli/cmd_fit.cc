@@ -28,8 +28,8 @@ const bool registered = register_command({
       sub.add_option("--out", f->out, "model file (JSON)")->required();
       sub.add_flag("--monotone", f->monotone,
                    "constrain latencies to grow (throughput to fall) with the co-runners' "
-                   "aggregate demand (gbdt with meanfield or pairwise); exact search then "
-                   "proves optimality");
+                   "aggregate demand (gbdt or linear, with meanfield or pairwise); exact "
+                   "search then proves optimality");
       sub.add_option("--seed", f->seed, "seed of the training")->capture_default_str();
       sub.add_option("--folds", f->folds,
                      "cross-validation folds of the error model (0: in-sample residuals)")

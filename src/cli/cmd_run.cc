@@ -72,7 +72,7 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--budget", f->budget, "co-run profiling samples (default 20 x models)");
       sub.add_flag("--unconstrained", f->unconstrained,
-                   "do not constrain the gbdt surrogate to be monotone in the co-runners' "
+                   "do not constrain the gbdt or linear surrogate to be monotone in the co-runners' "
                    "demand (the exact solver's optimality proof needs the constraint)");
       sub.add_option("--repeats", f->repeats, "standalone profiling passes")
           ->capture_default_str();
@@ -135,7 +135,7 @@ const bool registered = register_command({
           po.standalone_repeats = f->repeats;
           po.window_s = interval;
           po.regressor = *regressor;
-          po.monotone = *regressor == surrogate::RegressorKind::kGbdt && !f->unconstrained;
+          po.monotone = *regressor != surrogate::RegressorKind::kMlp && !f->unconstrained;
           po.catalog = *catalog;
           po.log = f->quiet ? nullptr : stderr;
           po.terminal = terminal;

@@ -3,6 +3,7 @@
 #include <xgboost/c_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -441,7 +442,43 @@ Result<std::vector<float>> xgboost_reference_predict(const Matrix& x_train, cons
 // ---------------------------------------------------------------------------------------------
 // Ridge regression.
 
-LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda) {
+namespace {
+
+// Solves A_FF w_F = b_F (A symmetric positive definite, d x d) for the inputs in `free`;
+// the other entries of `w` are 0.
+std::vector<double> solve_on(const std::vector<double>& a, const std::vector<double>& b,
+                             std::size_t d, const std::vector<std::size_t>& free) {
+  const std::size_t f = free.size();
+  std::vector<double> l(f * f, 0.0), z(f, 0.0), wf(f, 0.0), w(d, 0.0);
+  // Cholesky A_FF = L L'.
+  for (std::size_t j = 0; j < f; ++j) {
+    double s = a[free[j] * d + free[j]];
+    for (std::size_t p = 0; p < j; ++p) s -= l[j * f + p] * l[j * f + p];
+    l[j * f + j] = std::sqrt(std::max(s, 1e-300));
+    for (std::size_t i = j + 1; i < f; ++i) {
+      double t = a[free[i] * d + free[j]];
+      for (std::size_t p = 0; p < j; ++p) t -= l[i * f + p] * l[j * f + p];
+      l[i * f + j] = t / l[j * f + j];
+    }
+  }
+  for (std::size_t i = 0; i < f; ++i) {  // L z = b
+    double t = b[free[i]];
+    for (std::size_t p = 0; p < i; ++p) t -= l[i * f + p] * z[p];
+    z[i] = t / l[i * f + i];
+  }
+  for (std::size_t i = f; i-- > 0;) {  // L' w = z
+    double t = z[i];
+    for (std::size_t p = i + 1; p < f; ++p) t -= l[p * f + i] * wf[p];
+    wf[i] = t / l[i * f + i];
+  }
+  for (std::size_t i = 0; i < f; ++i) w[free[i]] = wf[i];
+  return w;
+}
+
+}  // namespace
+
+LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda,
+                       const std::vector<std::vector<int>>& signs) {
   CORUN_CHECK(x.rows == y.rows && x.rows > 0);
   const std::size_t n = x.rows, d = x.cols, k = y.cols;
   std::vector<double> xm(d, 0.0), ym(k, 0.0);
@@ -461,39 +498,259 @@ LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda) {
     }
   }
   for (std::size_t i = 0; i < d; ++i) a[i * d + i] += lambda * static_cast<double>(n) + 1e-12;
-  // Cholesky A = L L' in place (lower triangle).
-  for (std::size_t j = 0; j < d; ++j) {
-    double s = a[j * d + j];
-    for (std::size_t p = 0; p < j; ++p) s -= a[j * d + p] * a[j * d + p];
-    a[j * d + j] = std::sqrt(std::max(s, 1e-300));
-    for (std::size_t i = j + 1; i < d; ++i) {
-      double t = a[i * d + j];
-      for (std::size_t p = 0; p < j; ++p) t -= a[i * d + p] * a[j * d + p];
-      a[i * d + j] = t / a[j * d + j];
-    }
-  }
   LinearModel m;
   m.in = static_cast<int>(d);
   m.out = static_cast<int>(k);
   m.w.assign(d * k, 0.0);
   m.b.assign(k, 0.0);
-  std::vector<double> z(d);
+  std::vector<double> bo(d);
   for (std::size_t o = 0; o < k; ++o) {
-    for (std::size_t i = 0; i < d; ++i) {  // L z = b
-      double t = b[i * k + o];
-      for (std::size_t p = 0; p < i; ++p) t -= a[i * d + p] * z[p];
-      z[i] = t / a[i * d + i];
-    }
-    for (std::size_t i = d; i-- > 0;) {  // L' w = z
-      double t = z[i];
-      for (std::size_t p = i + 1; p < d; ++p) t -= a[p * d + i] * m.w[p * k + o];
-      m.w[i * k + o] = t / a[i * d + i];
+    for (std::size_t i = 0; i < d; ++i) bo[i] = b[i * k + o];
+    const std::vector<int>* sign = o < signs.size() && !signs[o].empty() ? &signs[o] : nullptr;
+    // Sign constraints by elimination: solve, drop every input whose weight has the wrong
+    // sign (its weight becomes 0, which satisfies the constraint), solve again; at most d
+    // rounds. The result is feasible, not necessarily the constrained least-squares optimum.
+    std::vector<std::size_t> free(d);
+    std::iota(free.begin(), free.end(), 0);
+    std::vector<double> w;
+    for (;;) {
+      w = solve_on(a, bo, d, free);
+      if (sign == nullptr) break;
+      std::vector<std::size_t> kept;
+      for (auto i : free) {
+        if (i < sign->size() && (*sign)[i] != 0 && w[i] * (*sign)[i] < 0) continue;
+        kept.push_back(i);
+      }
+      if (kept.size() == free.size()) break;
+      free = std::move(kept);
     }
     double bias = ym[o];
-    for (std::size_t i = 0; i < d; ++i) bias -= xm[i] * m.w[i * k + o];
+    for (std::size_t i = 0; i < d; ++i) {
+      m.w[i * k + o] = w[i];
+      bias -= xm[i] * w[i];
+    }
     m.b[o] = bias;
   }
   return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packed trees.
+
+namespace {
+
+// Depth of the subtree at `node`, or any value above `limit` once it exceeds it (so that a
+// long chain in a malformed file cannot exhaust the stack).
+int tree_depth(const GbdtModel& m, std::size_t node, int limit) {
+  if (m.feature[node] < 0) return 0;
+  if (limit <= 0) return 1;
+  const int l = tree_depth(m, static_cast<std::size_t>(m.left[node]), limit - 1);
+  if (l >= limit) return l + 1;
+  return 1 + std::max(l, tree_depth(m, static_cast<std::size_t>(m.right[node]), limit - 1));
+}
+
+// Writes the subtree of `node` at position `pos` of a complete tree of `depth` levels.
+void pack_node(const GbdtModel& m, std::size_t node, std::size_t pos, int level, int depth,
+               std::size_t tree, PackedForest& f) {
+  const std::size_t internal = (std::size_t{1} << depth) - 1;
+  if (level == depth) {
+    f.leaf[tree * (internal + 1) + (pos - internal)] = m.threshold[node];
+    return;
+  }
+  if (m.feature[node] < 0) {
+    // A leaf above the bottom: every leaf under it carries its value, whatever the walk does.
+    pack_node(m, node, 2 * pos + 1, level + 1, depth, tree, f);
+    pack_node(m, node, 2 * pos + 2, level + 1, depth, tree, f);
+    return;
+  }
+  const std::size_t k = tree * internal + pos;
+  f.feature[k] = m.feature[node];
+  f.threshold[k] = m.threshold[node];
+  f.default_left[k] = m.default_left[node];
+  pack_node(m, static_cast<std::size_t>(m.left[node]), 2 * pos + 1, level + 1, depth, tree, f);
+  pack_node(m, static_cast<std::size_t>(m.right[node]), 2 * pos + 2, level + 1, depth, tree, f);
+}
+
+// One row through trees [begin, end) of a packed forest, added to `acc` in tree order.
+// Eight trees walk in lockstep so that their dependent loads overlap.
+float walk_packed(const PackedForest& f, const float* xr, std::size_t begin, std::size_t end,
+                  float acc) {
+  const auto depth = static_cast<std::size_t>(f.depth);
+  const std::size_t internal = (std::size_t{1} << depth) - 1;
+  const std::size_t leaves = internal + 1;
+  auto step = [&](std::size_t t, std::size_t node) {
+    const std::size_t k = t * internal + node;
+    const float v = xr[f.feature[k]];
+    // A NaN compares false and takes the default direction, as in the unpacked walk.
+    const bool go_left = (v < f.threshold[k]) | ((v != v) & (f.default_left[k] != 0));
+    return 2 * node + (go_left ? 1 : 2);
+  };
+  constexpr std::size_t kLanes = 8;
+  std::size_t t = begin;
+  for (; t + kLanes <= end; t += kLanes) {
+    std::array<std::size_t, kLanes> node{};
+    for (std::size_t level = 0; level < depth; ++level) {
+      for (std::size_t j = 0; j < kLanes; ++j) node[j] = step(t + j, node[j]);
+    }
+    for (std::size_t j = 0; j < kLanes; ++j) acc += f.leaf[(t + j) * leaves + node[j] - internal];
+  }
+  for (; t < end; ++t) {
+    std::size_t node = 0;
+    for (std::size_t level = 0; level < depth; ++level) node = step(t, node);
+    acc += f.leaf[t * leaves + node - internal];
+  }
+  return acc;
+}
+
+void predict_packed(const GbdtModel& m, const PackedForest& f, const float* x, std::size_t n,
+                    float* y) {
+  const auto no = static_cast<std::size_t>(m.out);
+  const auto ni = static_cast<std::size_t>(m.in);
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t o = 0; o < no; ++o) {
+      y[r * no + o] =
+          walk_packed(f, x + r * ni, static_cast<std::size_t>(m.output_tree_begin[o]),
+                      static_cast<std::size_t>(m.output_tree_begin[o + 1]), m.base_score[o]);
+    }
+  }
+}
+
+}  // namespace
+
+PackedForest PackedForest::pack(const GbdtModel& m) {
+  PackedForest f;
+  int depth = 0;
+  for (auto root : m.tree_begin) {
+    depth = std::max(depth, tree_depth(m, static_cast<std::size_t>(root), kMaxDepth));
+    if (depth > kMaxDepth) return f;
+  }
+  const std::size_t trees = m.tree_begin.size();
+  const std::size_t internal = (std::size_t{1} << depth) - 1;
+  f.depth = depth;
+  f.feature.assign(trees * internal, 0);
+  f.threshold.assign(trees * internal, 0.0f);
+  f.default_left.assign(trees * internal, 0);
+  f.leaf.assign(trees * (internal + 1), 0.0f);
+  for (std::size_t t = 0; t < trees; ++t) {
+    pack_node(m, static_cast<std::size_t>(m.tree_begin[t]), 0, 0, depth, t, f);
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Specialised trees.
+
+namespace {
+
+// Copies the subtree of `node` of `m` into `g` with splits on fixed inputs resolved; returns
+// the index of its copy.
+std::int32_t copy_free(const GbdtModel& m, std::size_t node, const float* x,
+                       std::span<const std::uint8_t> fixed, GbdtModel& g) {
+  while (m.feature[node] >= 0 && fixed[static_cast<std::size_t>(m.feature[node])] != 0) {
+    const float v = x[m.feature[node]];
+    const bool go_left = (v < m.threshold[node]) | ((v != v) & (m.default_left[node] != 0));
+    node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
+  }
+  const auto at = static_cast<std::int32_t>(g.feature.size());
+  g.feature.push_back(m.feature[node]);
+  g.threshold.push_back(m.threshold[node]);
+  g.default_left.push_back(m.default_left[node]);
+  g.left.push_back(-1);
+  g.right.push_back(-1);
+  if (m.feature[node] < 0) return at;
+  const std::int32_t l = copy_free(m, static_cast<std::size_t>(m.left[node]), x, fixed, g);
+  const std::int32_t r = copy_free(m, static_cast<std::size_t>(m.right[node]), x, fixed, g);
+  g.left[static_cast<std::size_t>(at)] = l;
+  g.right[static_cast<std::size_t>(at)] = r;
+  return at;
+}
+
+// Leaf value of each packed tree of `f` for row `xr`, written to leaves[ids[t]].
+void walk_leaves(const PackedForest& f, const float* xr, std::span<const std::int32_t> ids,
+                 float* leaves) {
+  const auto depth = static_cast<std::size_t>(f.depth);
+  const std::size_t internal = (std::size_t{1} << depth) - 1;
+  const std::size_t width = internal + 1;
+  const std::size_t count = ids.size();
+  if (depth == 0) {
+    for (std::size_t t = 0; t < count; ++t) leaves[ids[t]] = f.leaf[t];
+    return;
+  }
+  auto step = [&](std::size_t t, std::size_t node) {
+    const std::size_t k = t * internal + node;
+    const float v = xr[f.feature[k]];
+    const bool go_left = (v < f.threshold[k]) | ((v != v) & (f.default_left[k] != 0));
+    return 2 * node + (go_left ? 1 : 2);
+  };
+  constexpr std::size_t kLanes = 8;
+  std::size_t t = 0;
+  for (; t + kLanes <= count; t += kLanes) {
+    std::array<std::size_t, kLanes> node{};
+    for (std::size_t level = 0; level < depth; ++level) {
+      for (std::size_t j = 0; j < kLanes; ++j) node[j] = step(t + j, node[j]);
+    }
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      leaves[ids[t + j]] = f.leaf[(t + j) * width + node[j] - internal];
+    }
+  }
+  for (; t < count; ++t) {
+    std::size_t node = 0;
+    for (std::size_t level = 0; level < depth; ++level) node = step(t, node);
+    leaves[ids[t]] = f.leaf[t * width + node - internal];
+  }
+}
+
+}  // namespace
+
+void SpecializedForest::predict(const float* x, float* y, std::vector<float>& leaves) const {
+  if (leaves.size() < trees) leaves.resize(trees);
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    walk_leaves(groups[g], x, members[g], leaves.data());
+  for (std::size_t o = 0; o < static_cast<std::size_t>(out); ++o) {
+    float acc = base_score[o];
+    const auto end = static_cast<std::size_t>(output_tree_begin[o + 1]);
+    for (auto t = static_cast<std::size_t>(output_tree_begin[o]); t < end; ++t) acc += leaves[t];
+    y[o] = acc;
+  }
+}
+
+std::optional<SpecializedForest> Regressor::specialize(const float* x,
+                                                       std::span<const std::uint8_t> fixed) const {
+  // Only trees of bounded depth (all that XGBoost grows here): the copy recurses.
+  if (kind_ != RegressorKind::kGbdt || packed_.depth < 0) return std::nullopt;
+  CORUN_CHECK(fixed.size() >= static_cast<std::size_t>(gbdt_.in));
+  const GbdtModel& m = gbdt_;
+  GbdtModel g;  // the specialised trees, unpacked
+  g.in = m.in;
+  g.out = m.out;
+  for (auto root : m.tree_begin) {
+    g.tree_begin.push_back(copy_free(m, static_cast<std::size_t>(root), x, fixed, g));
+  }
+  SpecializedForest f;
+  f.out = m.out;
+  f.base_score = m.base_score;
+  f.output_tree_begin = m.output_tree_begin;
+  f.trees = m.tree_begin.size();
+  std::vector<std::vector<std::int32_t>> by_depth(PackedForest::kMaxDepth + 1);
+  for (std::size_t t = 0; t < f.trees; ++t) {
+    const int d = tree_depth(g, static_cast<std::size_t>(g.tree_begin[t]), PackedForest::kMaxDepth);
+    by_depth[static_cast<std::size_t>(d)].push_back(static_cast<std::int32_t>(t));
+  }
+  for (std::size_t d = 0; d < by_depth.size(); ++d) {
+    if (by_depth[d].empty()) continue;
+    GbdtModel part;
+    part.in = g.in;
+    part.out = 1;
+    part.feature = g.feature;
+    part.threshold = g.threshold;
+    part.default_left = g.default_left;
+    part.left = g.left;
+    part.right = g.right;
+    for (auto t : by_depth[d]) part.tree_begin.push_back(g.tree_begin[static_cast<std::size_t>(t)]);
+    f.groups.push_back(PackedForest::pack(part));
+    f.members.push_back(std::move(by_depth[d]));
+  }
+  return f;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -512,10 +769,11 @@ Result<Regressor> Regressor::fit(RegressorKind kind, const Matrix& x, const Matr
       auto g = fit_gbdt(x, y, options.gbdt, seed);
       if (!g) return g.error();
       r.gbdt_ = std::move(*g);
+      r.packed_ = PackedForest::pack(r.gbdt_);
       break;
     }
     case RegressorKind::kLinear:
-      r.linear_ = fit_linear(x, y, options.ridge_lambda);
+      r.linear_ = fit_linear(x, y, options.ridge_lambda, options.linear_monotone);
       break;
   }
   return r;
@@ -622,6 +880,10 @@ void Regressor::predict(const float* x, std::size_t n, float* y, RegressorScratc
       return;
     }
     case RegressorKind::kGbdt: {
+      if (packed_.depth >= 0) {
+        predict_packed(gbdt_, packed_, x, n, y);
+        return;
+      }
       // Tree-major: one tree's nodes stay in cache while every row of the batch walks it.
       const GbdtModel& m = gbdt_;
       const auto no = static_cast<std::size_t>(m.out);
@@ -796,6 +1058,7 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
           }
         }
         if (!ok) return Error("regressor: GBDT node arrays are inconsistent");
+        r.packed_ = PackedForest::pack(m);
         break;
       }
       case RegressorKind::kLinear: {

@@ -171,12 +171,13 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
                                  Provenance provenance) {
   auto fm = FeatureMap::build(o.kind, w, standalone);
   if (!fm) return fm.error();
-  if (o.monotone && (o.regressor != RegressorKind::kGbdt ||
+  if (o.monotone && (o.regressor == RegressorKind::kMlp ||
                      (o.kind != SurrogateKind::kMeanField && o.kind != SurrogateKind::kPairwise))) {
     // The cross-model regressor shares one output between latencies and throughput, which
     // need opposite constraints; the joint kind has no aggregate inputs.
-    return Error("monotone fitting needs the gbdt regressor and the meanfield or pairwise "
-                 "surrogate");
+    return Error(
+        "monotone fitting needs the gbdt or linear regressor and the meanfield or "
+        "pairwise surrogate");
   }
   // Per head: +1 on the aggregate inputs of latency outputs, -1 on those of throughput.
   auto constrained = [&](std::size_t m, const std::vector<Target>& targets) {
@@ -186,6 +187,7 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
     for (Target t : targets) {
       std::vector<int> c(fm->dim(m), 0);
       for (std::size_t k : agg) c[k] = is_latency(t) ? 1 : -1;
+      ro.linear_monotone.push_back(c);
       ro.gbdt.monotone.push_back(std::move(c));
     }
     return ro;
@@ -551,7 +553,38 @@ Result<CompiledSurrogate> CompiledSurrogate::compile(const Surrogate& s, const W
     c.max_out_ = std::max(c.max_out_, ch.targets.size());
     c.heads_.push_back(std::move(ch));
   }
+  c.specialize(w);
   return c;
+}
+
+void CompiledSurrogate::specialize(const Workload& w) {
+  if (!mean_field()) return;
+  std::size_t total = 0;
+  for (const CHead& h : heads_) {
+    if (regressors_[h.regressor].kind() != RegressorKind::kGbdt) return;
+    total += w.models[h.model].local_config_count();
+  }
+  if (total > kMaxSpecialized) return;
+  std::vector<std::vector<SpecializedForest>> special;
+  std::vector<float> x(max_dim_);
+  std::vector<std::int32_t> config(models_, kAbsent);
+  for (const CHead& h : heads_) {
+    std::vector<std::uint8_t> fixed(h.dim, 1);
+    for (std::size_t k : features_.aggregate_inputs(h.model)) fixed[k] = 0;
+    auto& per_config = special.emplace_back();
+    const std::size_t locals = w.models[h.model].local_config_count();
+    for (std::size_t l = 0; l < locals; ++l) {
+      config[h.model] = static_cast<std::int32_t>(l);
+      features_.fill(h.model, config, features_.contribution(h.model, l), h.feature_target,
+                     x.data());
+      for (std::size_t k = 0; k < h.dim; ++k) x[k] = (x[k] - h.x_mean[k]) * h.x_inv_scale[k];
+      auto f = regressors_[h.regressor].specialize(x.data(), fixed);
+      if (!f) return;
+      per_config.push_back(std::move(*f));
+    }
+    config[h.model] = kAbsent;
+  }
+  special_ = std::move(special);
 }
 
 CompiledSurrogate::Workspace CompiledSurrogate::make_workspace() const {
@@ -623,16 +656,21 @@ void CompiledSurrogate::predict_given(std::size_t m, std::size_t l, const Totals
   std::fill_n(out.begin(), kTargetCount, std::numeric_limits<float>::quiet_NaN());
   if (ratio_ && !features_.standalone_ok(m, l)) return;
   const Totals self = features_.contribution(m, l);
-  const Totals all{others.count + self.count,         others.sm + self.sm,
-                   others.bw + self.bw,               others.vram_gb + self.vram_gb,
-                   others.power_w + self.power_w,     others.occupancy + self.occupancy};
+  const Totals all{others.count + self.count,     others.sm + self.sm,
+                   others.bw + self.bw,           others.vram_gb + self.vram_gb,
+                   others.power_w + self.power_w, others.occupancy + self.occupancy};
   ws.config[m] = static_cast<std::int32_t>(l);  // fill() reads only the model's own entry
-  for (const CHead& h : heads_) {
+  for (std::size_t hi = 0; hi < heads_.size(); ++hi) {
+    const CHead& h = heads_[hi];
     if (h.model != m) continue;
     float* x = ws.x.data();
     features_.fill(m, ws.config, all, h.feature_target, x);
     for (std::size_t k = 0; k < h.dim; ++k) x[k] = (x[k] - h.x_mean[k]) * h.x_inv_scale[k];
-    regressors_[h.regressor].predict(x, 1, ws.z.data(), ws.scratch);
+    if (!special_.empty()) {
+      special_[hi][l].predict(x, ws.z.data(), ws.scratch.h1);
+    } else {
+      regressors_[h.regressor].predict(x, 1, ws.z.data(), ws.scratch);
+    }
     for (std::size_t k = 0; k < h.targets.size(); ++k) {
       const std::size_t t = h.targets[k];
       float v = ws.z[k] * h.y_scale[k] + h.y_mean[k];

@@ -1,6 +1,7 @@
-// Regressors on synthetic data with known answers: ridge recovers coefficients, the MLP learns
-// a nonlinear function, the flat GBDT export predicts exactly what XGBoost predicts, and model
-// JSON round-trips (and malformed JSON is refused).
+// Regressors on synthetic data with known answers: ridge recovers coefficients (and respects
+// sign constraints), the MLP learns a nonlinear function, the flat GBDT export predicts exactly
+// what XGBoost predicts, its packed and specialised forms predict bit for bit what the flat
+// trees do, and model JSON round-trips (and malformed JSON is refused).
 #include "corun/surrogate/regressor.h"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,29 @@ TEST(Linear, RecoversTheCoefficientsOfANoiselessPlane) {
   EXPECT_NEAR(m.b[0], 0.5, 1e-6);
   EXPECT_NEAR(m.w[2 * 2 + 1], -1, 1e-6);
   EXPECT_NEAR(m.b[1], 4, 1e-6);
+}
+
+TEST(Linear, SignConstraintZeroesAWeightOfTheWrongSign) {
+  // y = 2 x0 - x1 + 0.5 on a balanced 2^2 design (x0, x1 in {-1, 1}, uncorrelated). Requiring
+  // a non-negative weight on x1 drops it; regressing on x0 alone then gives w0 = 2 exactly
+  // (the columns are orthogonal) and the intercept stays 0.5. Hand calculation.
+  Matrix x(4, 2), y(4, 1);
+  const double pts[4][2] = {{-1, -1}, {-1, 1}, {1, -1}, {1, 1}};
+  for (std::size_t r = 0; r < 4; ++r) {
+    x.at(r, 0) = pts[r][0];
+    x.at(r, 1) = pts[r][1];
+    y.at(r, 0) = 2 * pts[r][0] - pts[r][1] + 0.5;
+  }
+  const LinearModel free = fit_linear(x, y, 1e-12);
+  EXPECT_NEAR(free.w[1], -1.0, 1e-9);
+  const LinearModel signed_fit = fit_linear(x, y, 1e-12, {{0, +1}});
+  EXPECT_NEAR(signed_fit.w[0], 2.0, 1e-9);
+  EXPECT_EQ(signed_fit.w[1], 0.0);
+  EXPECT_NEAR(signed_fit.b[0], 0.5, 1e-9);
+  // A constraint the free fit already meets changes nothing.
+  const LinearModel kept = fit_linear(x, y, 1e-12, {{+1, -1}});
+  EXPECT_NEAR(kept.w[0], 2.0, 1e-9);
+  EXPECT_NEAR(kept.w[1], -1.0, 1e-9);
 }
 
 TEST(Mlp, LearnsANonlinearFunctionALinearModelCannot) {
@@ -153,6 +177,68 @@ TEST(Gbdt, FlatExportPredictsWhatXgboostPredicts) {
   back->predict(xf.data(), xt.rows, out.data(), scratch);
   for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], (*ref)[i], 1e-5) << i;
   EXPECT_EQ(model->output_tree_begin.back(), 2 * o.rounds);
+}
+
+// The flat trees walked one node at a time, as XGBoost defines them: the reference for the
+// packed and specialised forms.
+std::vector<float> walk_flat(const GbdtModel& m, const float* x) {
+  std::vector<float> y(static_cast<std::size_t>(m.out));
+  for (std::size_t o = 0; o < y.size(); ++o) {
+    float acc = m.base_score[o];
+    for (auto t = m.output_tree_begin[o]; t < m.output_tree_begin[o + 1]; ++t) {
+      auto node = static_cast<std::size_t>(m.tree_begin[static_cast<std::size_t>(t)]);
+      while (m.feature[node] >= 0) {
+        const float v = x[m.feature[node]];
+        const bool left = std::isnan(v) ? m.default_left[node] != 0 : v < m.threshold[node];
+        node = static_cast<std::size_t>(left ? m.left[node] : m.right[node]);
+      }
+      acc += m.threshold[node];
+    }
+    y[o] = acc;
+  }
+  return y;
+}
+
+TEST(Gbdt, PackedAndSpecialisedFormsPredictBitForBit) {
+  Matrix x, y;
+  const auto f = [](const auto& v, auto& o) {
+    o[0] = v[0] > 0.2 ? 3 * v[1] + v[3] : -v[2] * v[3];
+    o[1] = v[0] * v[0] - v[3];
+  };
+  make_data(400, 4, 2, 5, f, x, y);
+  RegressorOptions o;
+  o.gbdt.rounds = 80;
+  o.gbdt.max_depth = 5;
+  auto reg = Regressor::fit(RegressorKind::kGbdt, x, y, o, 3);
+  ASSERT_TRUE(reg.ok()) << reg.error().what();
+  const GbdtModel& m = reg->gbdt();
+  Rng rng(17);
+  RegressorScratch scratch;
+  std::vector<float> leaves;
+  const std::vector<std::uint8_t> fixed = {1, 0, 1, 0};  // inputs 0 and 2 held
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> row(4);
+    for (auto& v : row) v = static_cast<float>(2 * rng.uniform() - 1);
+    if (trial % 10 == 0) row[1] = NAN;  // the default direction, through every form
+    const auto want = walk_flat(m, row.data());
+    std::vector<float> got(2);
+    reg->predict(row.data(), 1, got.data(), scratch);
+    EXPECT_EQ(got, want) << trial;
+    // Specialised to this row's fixed inputs, then walked with other free inputs.
+    auto spec = reg->specialize(row.data(), fixed);
+    ASSERT_TRUE(spec.has_value());
+    for (int k = 0; k < 3; ++k) {
+      row[1] = static_cast<float>(2 * rng.uniform() - 1);
+      row[3] = static_cast<float>(2 * rng.uniform() - 1);
+      spec->predict(row.data(), got.data(), leaves);
+      EXPECT_EQ(got, walk_flat(m, row.data())) << trial << "." << k;
+    }
+  }
+  // Other kinds have nothing to specialise.
+  auto lin = Regressor::fit(RegressorKind::kLinear, x, y, o, 3);
+  ASSERT_TRUE(lin.ok());
+  std::vector<float> row(4, 0.0f);
+  EXPECT_FALSE(lin->specialize(row.data(), fixed).has_value());
 }
 
 TEST(Regressor, JsonRoundTripPredictsIdentically) {

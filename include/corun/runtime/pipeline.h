@@ -25,7 +25,7 @@ struct PipelineOptions {
   double window_s = 10;
   surrogate::SurrogateKind kind = surrogate::SurrogateKind::kMeanField;
   surrogate::RegressorKind regressor = surrogate::RegressorKind::kMlp;
-  bool monotone = false;  ///< FitOptions::monotone (gbdt only)
+  bool monotone = false;  ///< FitOptions::monotone (gbdt or linear)
   const Catalog* catalog = nullptr;  ///< the workload's catalog (nullptr: the built-in one)
   std::FILE* log = nullptr;  ///< progress and step lines (nullptr: silent)
   bool terminal = false;     ///< draw progress bars in place

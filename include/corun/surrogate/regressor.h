@@ -95,6 +95,41 @@ struct GbdtModel {
   std::vector<std::uint8_t> default_left;
 };
 
+/// @brief The same trees laid out for fast prediction: each padded to a complete binary tree of
+/// one depth (a leaf above that depth is copied to every leaf below it), so that a walk is
+/// `depth` steps of index arithmetic with no pointers, and several trees can be walked in
+/// lockstep. Node n of a tree has children 2n+1 and 2n+2. Built from a GbdtModel; predicts
+/// exactly what it does (same comparisons, same summation order).
+struct PackedForest {
+  int depth = -1;  ///< -1: not packed (trees too deep), predict from the GbdtModel
+  std::vector<std::int32_t> feature;       ///< per tree, 2^depth - 1 internal nodes
+  std::vector<float> threshold;            ///< parallel to feature
+  std::vector<std::uint8_t> default_left;  ///< parallel to feature
+  std::vector<float> leaf;                 ///< per tree, 2^depth leaves
+
+  /// @brief Packs `m`; leaves depth at -1 when a tree is deeper than kMaxDepth.
+  static PackedForest pack(const GbdtModel& m);
+  static constexpr int kMaxDepth = 10;
+};
+
+/// @brief A GBDT specialised to fixed values of some of its inputs: every split on a fixed
+/// input is resolved, so what remains walks only the free inputs (often no split at all).
+/// The trees are grouped by their remaining depth, each group packed as a PackedForest and
+/// walked in lockstep without branches. Predicts exactly what the full trees do for any x that
+/// agrees on the fixed inputs (same comparisons; leaves summed in the original tree order).
+struct SpecializedForest {
+  int out = 0;
+  std::vector<float> base_score;
+  std::vector<std::int32_t> output_tree_begin;
+  std::size_t trees = 0;
+  std::vector<PackedForest> groups;                ///< by remaining depth
+  std::vector<std::vector<std::int32_t>> members;  ///< original tree index of each packed tree
+
+  /// @brief y[0..out) for one row x (which must agree on the fixed inputs); `leaves` is
+  /// scratch space (grown to `trees`).
+  void predict(const float* x, float* y, std::vector<float>& leaves) const;
+};
+
 /// @brief Ridge regression: y = x W + b.
 struct LinearModel {
   int in = 0;
@@ -108,6 +143,8 @@ struct RegressorOptions {
   MlpOptions mlp;
   GbdtOptions gbdt;
   double ridge_lambda = 1e-2;
+  /// Sign constraints of the linear regressor, as GbdtOptions::monotone (empty = none).
+  std::vector<std::vector<int>> linear_monotone;
 };
 
 /// @brief Scratch buffers for batched prediction; reused across calls so that prediction does
@@ -136,6 +173,11 @@ class Regressor {
   /// @brief Convenience single-row prediction in doubles (tests, CLI).
   [[nodiscard]] std::vector<double> predict_one(std::span<const double> x) const;
 
+  /// @brief For GBDT regressors: the trees with inputs i where fixed[i] != 0 held at x[i].
+  /// Empty for other kinds.
+  [[nodiscard]] std::optional<SpecializedForest> specialize(
+      const float* x, std::span<const std::uint8_t> fixed) const;
+
   [[nodiscard]] nlohmann::json to_json() const;
   static Result<Regressor> from_json(const nlohmann::json& j);
 
@@ -148,6 +190,7 @@ class Regressor {
   RegressorKind kind_ = RegressorKind::kLinear;
   MlpModel mlp_;
   GbdtModel gbdt_;
+  PackedForest packed_;  ///< gbdt_ for prediction
   LinearModel linear_;
 };
 
@@ -157,7 +200,10 @@ MlpModel fit_mlp(const Matrix& x, const Matrix& y, const MlpOptions& options, st
 Result<GbdtModel> fit_gbdt(const Matrix& x, const Matrix& y, const GbdtOptions& options,
                            std::uint64_t seed);
 /// @brief Ridge regression by Cholesky on the normal equations (intercept not penalised).
-LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda);
+/// `signs` (per output, per input: +1, -1 or 0; may be empty) constrains weights to be
+/// non-negative or non-positive, as GbdtOptions::monotone does for trees.
+LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda,
+                       const std::vector<std::vector<int>>& signs = {});
 
 /// @brief Predictions of XGBoost itself for the same data and options (tests compare the flat
 /// export against it). Returns n x out values.

@@ -147,7 +147,7 @@ class CompiledSurrogate {
     std::vector<float> x;  ///< kChunk x max feature dim
     std::vector<float> z;  ///< kChunk x max outputs
     std::vector<Totals> totals;
-    std::vector<std::uint32_t> rows;  ///< candidate of each filled row
+    std::vector<std::uint32_t> rows;   ///< candidate of each filled row
     std::vector<std::int32_t> config;  ///< models() entries, for predict_given()
     RegressorScratch scratch;
   };
@@ -196,6 +196,8 @@ class CompiledSurrogate {
   }
 
  private:
+  void specialize(const Workload& w);
+
   struct CHead {
     std::size_t model = 0;
     std::size_t dim = 0;
@@ -208,6 +210,11 @@ class CompiledSurrogate {
   FeatureMap features_;
   std::vector<CHead> heads_;
   std::vector<Regressor> regressors_;
+  // [head][local configuration]: GBDT heads specialised to the model's own features, so that
+  // predict_given() walks only the aggregate splits. Empty when not applicable (other
+  // regressors, joint kind) or when there would be more than kMaxSpecialized of them.
+  std::vector<std::vector<SpecializedForest>> special_;
+  static constexpr std::size_t kMaxSpecialized = 8192;
   std::vector<float> upper95_;
   std::vector<double> q50_, rmse_;  ///< per model x target, of the log residuals (0 if n/a)
   std::size_t models_ = 0;
