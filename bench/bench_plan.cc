@@ -1,8 +1,9 @@
 // Solvers on a fitted MeanField surrogate: one planning decision per iteration for N = 5
-// (paper-like, 78,732 joint configurations), 8 and 12 models. The surrogate is a monotone GBDT
-// fitted once per workload on simulator profiles (one standalone pass + 20·N co-runs), so the
-// exact solver's optimality proof holds. Counters: candidates evaluated, predicted utility,
-// and whether optimality was proved.
+// (paper-like, 78,732 joint configurations), 8 and 12 models. The surrogate is fitted once per
+// workload and regressor on simulator profiles (one standalone pass + 20·N co-runs), monotone
+// in the co-runners' aggregate (GBDT with XGBoost's constraints, or linear with sign-
+// constrained weights), so the exact solver's optimality proof holds. Counters: candidates
+// evaluated, branch-and-bound nodes, predicted utility, whether optimality was proved.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -24,9 +25,10 @@ struct Fixture {
   std::unique_ptr<PlanProblem> problem;
 };
 
-const Fixture& fixture(const std::string& file) {
-  static std::map<std::string, std::unique_ptr<Fixture>> cache;
-  auto& slot = cache[file];
+const Fixture& fixture(const std::string& file,
+                       surrogate::RegressorKind regressor = surrogate::RegressorKind::kGbdt) {
+  static std::map<std::pair<std::string, surrogate::RegressorKind>, std::unique_ptr<Fixture>> cache;
+  auto& slot = cache[{file, regressor}];
   if (slot) return *slot;
   slot = std::make_unique<Fixture>();
   auto w = load_workload(std::string(CORUN_SOURCE_DIR) + "/workloads/" + file,
@@ -42,7 +44,7 @@ const Fixture& fixture(const std::string& file) {
   const auto corun =
       profile::measure_plan(wl, **tb, profile::Plan::kMeanField, 20 * wl.models.size(), 1, 10);
   surrogate::FitOptions o;
-  o.regressor = surrogate::RegressorKind::kGbdt;
+  o.regressor = regressor;
   o.monotone = true;
   auto s = surrogate::Surrogate::fit(wl, *table, corun, o, {});
   if (!s) std::abort();
@@ -52,18 +54,20 @@ const Fixture& fixture(const std::string& file) {
   std::vector<double> margins(wl.models.size());
   for (std::size_t m = 0; m < wl.models.size(); ++m) {
     const auto& sig = slot->predictor->compiled();
-    margins[m] = std::max(0.0, static_cast<double>(sig.upper95_factor(
-                                   m, wl.models[m].arch.family == ModelFamily::kLlm
-                                          ? surrogate::Target::kTpotP95
-                                          : surrogate::Target::kLatencyP95)) - 1.0);
+    margins[m] = std::max(
+        0.0, static_cast<double>(sig.upper95_factor(m, wl.models[m].arch.family == ModelFamily::kLlm
+                                                           ? surrogate::Target::kTpotP95
+                                                           : surrogate::Target::kLatencyP95)) -
+                 1.0);
   }
   slot->problem = std::make_unique<PlanProblem>(wl, std::vector<bool>(wl.models.size(), true),
                                                 *slot->predictor, margins);
   return *slot;
 }
 
-void solve(benchmark::State& state, const std::string& solver, const std::string& file) {
-  const Fixture& fx = fixture(file);
+void solve(benchmark::State& state, const std::string& solver, const std::string& file,
+           surrogate::RegressorKind regressor) {
+  const Fixture& fx = fixture(file, regressor);
   auto s = make_solver(solver);
   if (!s) std::abort();
   PlanResult last;
@@ -79,24 +83,54 @@ void solve(benchmark::State& state, const std::string& solver, const std::string
   state.counters["evaluated"] = static_cast<double>(last.stats.evaluated);
   state.counters["utility"] = last.utility;
   state.counters["proved"] = last.stats.proved_optimal ? 1 : 0;
+  state.counters["nodes"] = static_cast<double>(last.stats.nodes);
   state.counters["models"] = static_cast<double>(fx.w.models.size());
 }
+
+// One mean-field prediction of one model against a given aggregate load: the unit of work of
+// the exact solver. Cycles over every model and local configuration of the N = 8 workload.
+void BM_PredictGiven(benchmark::State& state) {
+  const Fixture& fx = fixture("scale-n8.yaml");
+  const SurrogatePredictor& pr = *fx.predictor;
+  const std::size_t n = fx.w.models.size();
+  std::vector<float> others(pr.aggregate_dims(), 0), mine(pr.aggregate_dims());
+  for (std::size_t m = 0; m < n; ++m) {
+    pr.contribution(m, 0, mine);
+    for (std::size_t k = 0; k < others.size(); ++k) others[k] += mine[k];
+  }
+  std::vector<std::pair<std::size_t, std::int32_t>> cases;
+  for (std::size_t m = 0; m < n; ++m) {
+    for (std::size_t l = 0; l < fx.w.models[m].local_config_count(); ++l) {
+      cases.emplace_back(m, static_cast<std::int32_t>(l));
+    }
+  }
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const auto [m, l] = cases[i++ % cases.size()];
+    benchmark::DoNotOptimize(pr.predict_given(m, l, others));
+  }
+}
+BENCHMARK(BM_PredictGiven);
 
 void register_all() {
   const std::vector<std::pair<std::string, std::string>> workloads = {
       {"N5", "paper-n5.yaml"}, {"N8", "scale-n8.yaml"}, {"N12", "scale-n12.yaml"}};
-  for (const auto& [label, file] : workloads) {
-    for (const std::string solver : {"ga", "exact", "greedy", "hillclimb", "exhaustive"}) {
-      // Exhaustive enumerates every joint configuration: only the N = 5 space is tractable.
-      if (solver == "exhaustive" && label != "N5") continue;
-      // Exact search on this GBDT surrogate takes ~10 s at N = 8 and did not finish within
-      // 5 minutes at N = 12 (docs/scheduler.md): left out so that `make bench` stays bounded.
-      if (solver == "exact" && label == "N12") continue;
-      benchmark::RegisterBenchmark(("BM_Solve/" + solver + "/" + label).c_str(),
-                                   [solver, file](benchmark::State& st) { solve(st, solver, file); })
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime()
-          ->MinTime(0.5);
+  const std::vector<std::pair<std::string, surrogate::RegressorKind>> regressors = {
+      {"gbdt", surrogate::RegressorKind::kGbdt}, {"linear", surrogate::RegressorKind::kLinear}};
+  for (const auto& [reg_label, regressor] : regressors) {
+    for (const auto& [label, file] : workloads) {
+      for (const std::string solver : {"ga", "exact", "greedy", "hillclimb", "exhaustive"}) {
+        // Exhaustive enumerates every joint configuration: only N = 5 is tractable.
+        if (solver == "exhaustive" && label != "N5") continue;
+        // The heuristics do not depend on the regressor's cost structure: GBDT only.
+        if ((solver == "greedy" || solver == "hillclimb") && reg_label != "gbdt") continue;
+        benchmark::RegisterBenchmark(
+            ("BM_Solve/" + reg_label + "/" + solver + "/" + label).c_str(),
+            [solver, file, regressor](benchmark::State& st) { solve(st, solver, file, regressor); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.5);
+      }
     }
   }
 }

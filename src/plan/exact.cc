@@ -5,12 +5,17 @@
 // some models still unassigned, each assigned model's metrics are bounded by predicting it
 // against the assigned models' exact contributions plus the *smallest* contribution each
 // unassigned model can make. If that optimistic prediction already breaks an SLA, no
-// completion can repair it (prune); if the optimistic utility of the assigned models plus the
-// best standalone-bound utility of the unassigned ones cannot beat the incumbent, prune too.
-// Children are tried best bound first, and the incumbent starts from the GA's answer, so most
-// of the tree is never visited. Forward checking filters the unassigned models' domains at
-// every node, which is what makes N = 12 tractable. When the search finishes, the answer is optimal under the
-// predictor (stats.proved_optimal).
+// completion can repair it (prune). Forward checking filters the unassigned models' domains
+// the same way at every node and keeps each surviving configuration's optimistic utility.
+// Three bounds then cut the tree, cheapest first:
+//  1. the parent's optimistic utilities (still valid below it, as loads only grow): children
+//     are tried in their order and the rest are cut at the first that cannot beat the
+//     incumbent, before any prediction;
+//  2. assigned optimistic utilities plus each unassigned model's best surviving one;
+//  3. can_beat(): one-dimensional relaxations of the shared load along a few directions, each
+//     a multiple-choice knapsack bounded by its LP relaxation.
+// The incumbent starts from the GA's answer. When the search finishes, the answer is optimal
+// under the predictor (stats.proved_optimal).
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -31,8 +36,9 @@ class ExactSolver final : public Solver {
     const auto start = std::chrono::steady_clock::now();
     const auto* agg = dynamic_cast<const AggregatePredictor*>(&p.predictor());
     if (agg == nullptr) {
-      return Error("the exact solver needs a mean-field (aggregate) predictor; this surrogate "
-                   "is not one (use exhaustive or ga)");
+      return Error(
+          "the exact solver needs a mean-field (aggregate) predictor; this surrogate "
+          "is not one (use exhaustive or ga)");
     }
     if (p.active_models().empty()) return Error("no active models to plan");
     Search s(p, *agg);
@@ -59,25 +65,47 @@ class ExactSolver final : public Solver {
     const PlanProblem& p;
     const AggregatePredictor& agg;
     std::size_t dims;
-    std::vector<std::size_t> order;                 // active models, branching order
+    std::vector<std::size_t> order;                  // active models, branching order
     std::vector<std::vector<std::vector<float>>> c;  // contribution [m][l][k]
-    std::vector<std::vector<std::int32_t>> cands;   // surviving local configs, best bound first
-    std::vector<std::vector<double>> ub;            // utility bound [m][l]
-    std::vector<std::vector<float>> rest_min;       // [depth][k]: min contribution of order[depth..]
-    std::vector<double> rest_vram;                  // [depth]: min VRAM of order[depth..]
+    std::vector<std::vector<float>> cmin;            // least contribution [m][k]
+    std::vector<std::vector<std::int32_t>> cands;    // surviving local configs, best bound first
+    std::vector<std::vector<double>> ub;             // utility bound [m][l]
+    std::vector<std::vector<float>> rest_min;  // [depth][k]: min contribution of order[depth..]
+    std::vector<double> rest_vram;             // [depth]: min VRAM of order[depth..]
+    // Load directions of the relaxation in can_beat(): each aggregate axis along which some
+    // configuration adds more than the least, plus their typical mix (the diagonal).
+    std::vector<std::vector<float>> dirs;
+    std::vector<std::vector<std::vector<double>>> ext;    // [m][l][j]: see extent()
+    std::vector<std::vector<std::vector<double>>> theta;  // [m][l][j]: see ceilings()
+    // A configuration of an unassigned model in can_beat(): its extent along one direction,
+    // its optimistic utility, and its ceiling there.
+    struct Item {
+      double w, v, theta;
+    };
     double best_utility = -std::numeric_limits<double>::infinity();
     JointConfig best;
     JointConfig cur;
     std::uint64_t nodes = 0;
     std::uint64_t evaluated = 0;
 
+    // Every bound predicts against a load shrunk by a relative kSlack: the search adds loads
+    // up in another order than the predictor does, and float rounding must not make a bound
+    // pessimistic (monotonicity makes a smaller load an optimistic one). Complete plans are
+    // judged by the predictor itself (evaluate_plan).
+    static constexpr float kSlack = 1e-5f;
+    std::vector<float> shrunk = std::vector<float>(dims);
+    Predicted optimistic(std::size_t m, std::int32_t l, std::span<const float> load) {
+      for (std::size_t k = 0; k < dims; ++k) shrunk[k] = load[k] * (1 - kSlack);
+      return agg.predict_given(m, l, shrunk);
+    }
+
     Search(const PlanProblem& problem, const AggregatePredictor& a)
         : p(problem), agg(a), dims(a.aggregate_dims()) {
       const std::size_t n = p.models();
       c.resize(n);
+      cmin.assign(n, std::vector<float>(dims, 0));
       cands.resize(n);
       ub.resize(n);
-      std::vector<std::vector<float>> cmin(n, std::vector<float>(dims, 0));
       for (auto m : p.active_models()) {
         const std::size_t count = p.local_count(m);
         c[m].assign(count, std::vector<float>(dims));
@@ -90,28 +118,35 @@ class ExactSolver final : public Solver {
       }
       // Bounds per (m, l) against the least the other active models can add.
       for (auto m : p.active_models()) {
-        std::vector<float> others(dims, 0);
-        for (auto k : p.active_models()) {
-          if (k == m) continue;
-          for (std::size_t d = 0; d < dims; ++d) others[d] += cmin[k][d];
-        }
+        const std::vector<float> others = least_others(m);
         const std::size_t count = p.local_count(m);
         ub[m].assign(count, -std::numeric_limits<double>::infinity());
         for (std::size_t l = 0; l < count; ++l) {
           const auto li = static_cast<std::int32_t>(l);
-          const Predicted q = agg.predict_given(m, li, others);
+          const Predicted q = optimistic(m, li, others);
           ++evaluated;
           if (sla_excess(p.workload().models[m], q, p.margin(m)) > 0) continue;  // never feasible
           ub[m][l] = p.model_utility(m, li, q);
           cands[m].push_back(li);
         }
-        std::sort(cands[m].begin(), cands[m].end(),
-                  [&](auto x, auto y) { return ub[m][static_cast<std::size_t>(x)] > ub[m][static_cast<std::size_t>(y)]; });
+        std::sort(cands[m].begin(), cands[m].end(), [&](auto x, auto y) {
+          return ub[m][static_cast<std::size_t>(x)] > ub[m][static_cast<std::size_t>(y)];
+        });
       }
-      // Branch on the most constrained models first (fewest surviving configurations).
+      directions();
+      ceilings();
+      // Branch on the heaviest models first (largest extent along the first load direction,
+      // the diagonal): their choices constrain everyone else's most, so bounds tighten early.
+      auto heaviest = [&](std::size_t m) {
+        double e = 0;
+        if (!dirs.empty()) {
+          for (auto l : cands[m]) e = std::max(e, ext[m][static_cast<std::size_t>(l)][0]);
+        }
+        return e;
+      };
       order = p.active_models();
       std::stable_sort(order.begin(), order.end(),
-                       [&](auto x, auto y) { return cands[x].size() < cands[y].size(); });
+                       [&](auto x, auto y) { return heaviest(x) > heaviest(y); });
       const std::size_t depth = order.size();
       rest_min.assign(depth + 1, std::vector<float>(dims, 0));
       rest_vram.assign(depth + 1, 0);
@@ -127,42 +162,141 @@ class ExactSolver final : public Solver {
       cur.assign(p.models(), kAbsent);
     }
 
-    // Optimistic utility of each surviving configuration of each unassigned model, parallel to
-    // the `next` domains of the node being expanded (overwritten per node: only read there).
-    std::vector<std::vector<double>> value;
+    // The least load the active models other than m can add up to.
+    std::vector<float> least_others(std::size_t m) const {
+      std::vector<float> others(dims, 0);
+      for (auto k : p.active_models()) {
+        if (k == m) continue;
+        for (std::size_t d = 0; d < dims; ++d) others[d] += cmin[k][d];
+      }
+      return others;
+    }
 
-    // A tighter bound on what the unassigned models can add. Along each aggregate dimension k,
-    // monotonicity caps their combined extra contribution (above their minimum) at the largest
-    // T_k every assigned model tolerates with its SLA intact; the best total utility under
-    // that cap is a multiple-choice knapsack, bounded by its LP relaxation (greedy over the
-    // upper convex hulls of each model's (extra, utility) points). Returns -inf when some
-    // model cannot fit at all.
-    double knapsack_bound(std::size_t depth, const std::vector<float>& sum,
-                          const std::vector<float>& rest,
-                          const std::vector<std::vector<std::int32_t>>& next) {
-      const std::size_t last = order.size();
-      double tightest = std::numeric_limits<double>::infinity();
-      std::vector<float> probe(dims);
+    void directions() {
+      std::vector<float> spread(dims, 0);  // mean over models of the largest extra load
+      const auto active = static_cast<float>(p.active_models().size());
+      for (auto m : p.active_models()) {
+        for (std::size_t k = 0; k < dims; ++k) {
+          float hi = 0;
+          for (const auto& cl : c[m]) hi = std::max(hi, cl[k] - cmin[m][k]);
+          spread[k] += hi / active;
+        }
+      }
+      std::vector<float> diagonal(dims, 0);
       for (std::size_t k = 0; k < dims; ++k) {
+        if (!(spread[k] > 0)) continue;
+        dirs.emplace_back(dims, 0.0f);
+        dirs.back()[k] = 1;
+        diagonal[k] = spread[k];
+      }
+      if (dirs.size() > 1) dirs.insert(dirs.begin(), diagonal);  // tried first: prunes most
+    }
+
+    // The extent of configuration l of model m along direction j: the largest t such that its
+    // extra load (above the model's least) dominates t * dirs[j]. Any set of configurations
+    // then adds at least (sum of their extents) * dirs[j] to the load, which is what makes
+    // the one-dimensional relaxations in can_beat() valid.
+    double extent(std::size_t m, std::size_t l, std::size_t j) const {
+      double t = std::numeric_limits<double>::infinity();
+      for (std::size_t k = 0; k < dims; ++k) {
+        if (dirs[j][k] > 0) t = std::min(t, double(c[m][l][k] - cmin[m][k]) / dirs[j][k]);
+      }
+      return std::max(0.0, t);
+    }
+
+    // Ceilings: along each direction j, with the others at their least, the largest total
+    // extent (of the whole plan, model m's included) under which configuration l still meets
+    // its SLA, by bisection; +inf when even the others' largest extents are tolerated. The
+    // upper ends of the bisection are kept, so a ceiling never understates the truth. Being
+    // computed where the load is least, they hold at every node of the search.
+    void ceilings() {
+      const std::size_t n = p.models();
+      const std::size_t nd = dirs.size();
+      ext.assign(n, {});
+      theta.assign(n, {});
+      for (auto m : p.active_models()) {
+        ext[m].assign(p.local_count(m), std::vector<double>(nd, 0));
+        for (std::size_t l = 0; l < p.local_count(m); ++l) {
+          for (std::size_t j = 0; j < nd; ++j) ext[m][l][j] = extent(m, l, j);
+        }
+      }
+      std::vector<float> probe(dims);
+      for (auto m : p.active_models()) {
+        const std::vector<float> others = least_others(m);
+        theta[m].assign(p.local_count(m),
+                        std::vector<double>(nd, std::numeric_limits<double>::infinity()));
+        for (std::size_t j = 0; j < nd; ++j) {
+          double most = 0;  // the others' largest total extent
+          for (auto k : p.active_models()) {
+            if (k == m) continue;
+            double hi = 0;
+            for (const auto& e : ext[k]) hi = std::max(hi, e[j]);
+            most += hi;
+          }
+          if (!(most > 0)) continue;
+          for (auto l : cands[m]) {
+            auto feasible_at = [&](double t) {
+              for (std::size_t k = 0; k < dims; ++k) {
+                probe[k] = others[k] + static_cast<float>(t * dirs[j][k]);
+              }
+              ++evaluated;
+              return sla_excess(p.workload().models[m], optimistic(m, l, probe), p.margin(m)) == 0;
+            };
+            if (feasible_at(most)) continue;
+            double lo = 0, hi = most;
+            for (int it = 0; it < 12; ++it) {
+              const double mid = 0.5 * (lo + hi);
+              (feasible_at(mid) ? lo : hi) = mid;
+            }
+            const auto lu = static_cast<std::size_t>(l);
+            theta[m][lu][j] = hi + ext[m][lu][j];
+          }
+        }
+      }
+    }
+
+    // Whether the unassigned models can add more than `need` utility. Each direction j gives
+    // a one-dimensional relaxation. Let W be the unassigned models' total extent along j and
+    // A the assigned models'. Monotonicity gives two kinds of ceiling: the assigned models,
+    // loaded with their exact contributions plus the unassigned models' least, tolerate W up
+    // to `cap` (found here by bisection along dirs[j]); and an unassigned model u in
+    // configuration x tolerates A + W up to theta[u][x][j]. For each level L of A + W the
+    // bound is a multiple-choice knapsack over the configurations with theta >= L, capacity
+    // L - A, which its LP relaxation bounds. Only the levels where the admitted set changes
+    // matter: L = A + cap and each theta below it. Returns false when some direction proves
+    // that no completion beats `need`; it stops a direction at the first level that does.
+    bool can_beat(std::size_t depth, const std::vector<float>& sum, const std::vector<float>& rest,
+                  const std::vector<std::vector<std::int32_t>>& next,
+                  const std::vector<std::vector<double>>& value, double need) {
+      const std::size_t last = order.size();
+      const std::size_t count = last - depth - 1;
+      std::vector<float> probe(dims);
+      std::vector<std::vector<Item>> items(count);
+      std::vector<double> levels;
+      std::vector<std::pair<double, double>> pts, hull, segments;
+      for (std::size_t j = 0; j < dirs.size(); ++j) {
         double tmax = 0;
         for (std::size_t d = depth + 1; d < last; ++d) {
           const std::size_t u = order[d];
-          const double cmin = rest_min[d][k] - rest_min[d + 1][k];
           double w = 0;
-          for (auto l : next[u]) w = std::max(w, c[u][static_cast<std::size_t>(l)][k] - cmin);
+          for (auto l : next[u]) w = std::max(w, ext[u][static_cast<std::size_t>(l)][j]);
           tmax += w;
         }
         if (tmax <= 0) continue;
+        double assigned = 0;
         double cap = tmax;
         for (std::size_t d = 0; d <= depth; ++d) {
           const std::size_t i = order[d];
-          const auto& ci = c[i][static_cast<std::size_t>(cur[i])];
+          const auto li = static_cast<std::size_t>(cur[i]);
+          assigned += ext[i][li][j];
+          const auto& ci = c[i][li];
           auto feasible_at = [&](double t) {
-            for (std::size_t j = 0; j < dims; ++j) probe[j] = sum[j] - ci[j] + rest[j];
-            probe[k] += static_cast<float>(t);
+            for (std::size_t k = 0; k < dims; ++k) {
+              probe[k] = sum[k] - ci[k] + rest[k] + static_cast<float>(t * dirs[j][k]);
+            }
             ++evaluated;
-            return sla_excess(p.workload().models[i], agg.predict_given(i, cur[i], probe),
-                              p.margin(i)) == 0;
+            return sla_excess(p.workload().models[i], optimistic(i, cur[i], probe), p.margin(i)) ==
+                   0;
           };
           if (feasible_at(cap)) continue;
           double lo = 0, hi = cap;  // feasible at 0: checked by the caller
@@ -172,88 +306,157 @@ class ExactSolver final : public Solver {
           }
           cap = hi;  // conservative: the true tolerance is below hi
         }
-        // LP relaxation of the multiple-choice knapsack.
-        double total = 0;
-        std::vector<std::pair<double, double>> segments;  // (slope, width)
+        const double top = assigned + cap;
+        levels.assign(1, top);
         for (std::size_t d = depth + 1; d < last; ++d) {
           const std::size_t u = order[d];
-          const double cmin = rest_min[d][k] - rest_min[d + 1][k];
-          std::vector<std::pair<double, double>> pts;  // (extra, utility)
+          auto& group = items[d - depth - 1];
+          group.clear();
           for (std::size_t x = 0; x < next[u].size(); ++x) {
-            const double w = c[u][static_cast<std::size_t>(next[u][x])][k] - cmin;
-            if (w <= cap + 1e-12) pts.emplace_back(std::max(0.0, w), value[u][x]);
-          }
-          if (pts.empty()) return -std::numeric_limits<double>::infinity();
-          std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) {
-            return a.first < b.first || (a.first == b.first && a.second > b.second);
-          });
-          std::vector<std::pair<double, double>> hull = {pts[0]};
-          for (std::size_t x = 1; x < pts.size(); ++x) {
-            if (pts[x].second <= hull.back().second) continue;
-            while (hull.size() >= 2) {
-              const auto& a = hull[hull.size() - 2];
-              const auto& b = hull.back();
-              // Drop b when it lies on or under the chord from a to the new point.
-              if ((b.second - a.second) * (pts[x].first - a.first) <=
-                  (pts[x].second - a.second) * (b.first - a.first)) {
-                hull.pop_back();
-              } else {
-                break;
-              }
-            }
-            hull.push_back(pts[x]);
-          }
-          total += hull[0].second;
-          cap -= hull[0].first;
-          for (std::size_t x = 1; x < hull.size(); ++x) {
-            const double w = hull[x].first - hull[x - 1].first;
-            const double dv = hull[x].second - hull[x - 1].second;
-            segments.emplace_back(w > 0 ? dv / w : std::numeric_limits<double>::infinity(), w);
+            const auto lx = static_cast<std::size_t>(next[u][x]);
+            const double th = theta[u][lx][j];
+            group.push_back({ext[u][lx][j], value[u][x], th});
+            if (th < top && th >= assigned) levels.push_back(th);
           }
         }
-        if (cap < -1e-12) return -std::numeric_limits<double>::infinity();
-        std::sort(segments.begin(), segments.end(), [](const auto& a, const auto& b) {
-          return a.first > b.first;
-        });
-        for (const auto& [slope, w] : segments) {
-          if (w <= cap) {
-            total += std::isinf(slope) ? 0 : slope * w;
-            cap -= w;
-          } else {
-            total += slope * cap;
+        std::sort(levels.begin(), levels.end(), std::greater<>());
+        levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+        bool beaten = false;
+        for (const double level : levels) {
+          const double room = level - assigned;
+          // Quick check: the best admitted value of each model, ignoring the capacity.
+          double quick = 0;
+          for (const auto& group : items) {
+            double b = -std::numeric_limits<double>::infinity();
+            for (const auto& e : group) {
+              if (e.theta >= level && e.w <= room + 1e-12) b = std::max(b, e.v);
+            }
+            quick += b;
+          }
+          if (!(quick > need)) continue;
+          if (lp_knapsack(items, level, room, pts, hull, segments) > need) {
+            beaten = true;
             break;
           }
         }
-        tightest = std::min(tightest, total);
+        if (!beaten) return false;
       }
-      return tightest;
+      return true;
     }
 
+    // LP relaxation of the multiple-choice knapsack: one item per group, among those with
+    // theta >= level, total weight at most `room`. -inf when a group has no admissible item.
+    static double lp_knapsack(const std::vector<std::vector<Item>>& items, double level,
+                              double room, std::vector<std::pair<double, double>>& pts,
+                              std::vector<std::pair<double, double>>& hull,
+                              std::vector<std::pair<double, double>>& segments) {
+      double total = 0;
+      double cap = room;
+      segments.clear();
+      for (const auto& group : items) {
+        pts.clear();
+        for (const auto& e : group) {
+          if (e.theta >= level && e.w <= room + 1e-12) pts.emplace_back(e.w, e.v);
+        }
+        if (pts.empty()) return -std::numeric_limits<double>::infinity();
+        std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) {
+          return a.first < b.first || (a.first == b.first && a.second > b.second);
+        });
+        hull.assign(1, pts[0]);
+        for (std::size_t x = 1; x < pts.size(); ++x) {
+          if (pts[x].second <= hull.back().second) continue;
+          while (hull.size() >= 2) {
+            const auto& a = hull[hull.size() - 2];
+            const auto& b = hull.back();
+            // Drop b when it lies on or under the chord from a to the new point.
+            if ((b.second - a.second) * (pts[x].first - a.first) <=
+                (pts[x].second - a.second) * (b.first - a.first)) {
+              hull.pop_back();
+            } else {
+              break;
+            }
+          }
+          hull.push_back(pts[x]);
+        }
+        total += hull[0].second;
+        cap -= hull[0].first;
+        for (std::size_t x = 1; x < hull.size(); ++x) {
+          const double w = hull[x].first - hull[x - 1].first;
+          const double dv = hull[x].second - hull[x - 1].second;
+          segments.emplace_back(w > 0 ? dv / w : std::numeric_limits<double>::infinity(), w);
+        }
+      }
+      if (cap < -1e-12) return -std::numeric_limits<double>::infinity();
+      std::sort(segments.begin(), segments.end(),
+                [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (const auto& [slope, w] : segments) {
+        if (w <= cap) {
+          total += std::isinf(slope) ? 0 : slope * w;
+          cap -= w;
+        } else {
+          total += slope * cap;
+          break;
+        }
+      }
+      return total;
+    }
+
+    // Per depth: the surviving domains and optimistic utilities handed to the children.
+    std::vector<std::vector<std::vector<std::int32_t>>> next_at;
+    std::vector<std::vector<std::vector<double>>> value_at;
+    std::vector<std::vector<float>> sum_at;  // assigned load at each depth
+
     void run() {
-      std::vector<float> sum(dims, 0);
+      const std::vector<float> none(dims, 0);
+      sum_at.assign(order.size(), std::vector<float>(dims, 0));
       std::vector<std::vector<std::int32_t>> domains(p.models());
-      for (auto m : order) domains[m] = cands[m];
-      dfs(0, sum, 0.0, domains);
+      std::vector<std::vector<double>> values(p.models());
+      for (auto m : order) {
+        domains[m] = cands[m];
+        for (auto l : cands[m]) values[m].push_back(ub[m][static_cast<std::size_t>(l)]);
+      }
+      next_at.assign(order.size(), std::vector<std::vector<std::int32_t>>(p.models()));
+      value_at.assign(order.size(), std::vector<std::vector<double>>(p.models()));
+      dfs(0, none, 0.0, domains, values, 0.0);
     }
 
     // Assigns order[depth]. `domains` holds, for every unassigned model, the configurations
-    // that can still meet their SLA given the assignments so far (forward checking).
-    void dfs(std::size_t depth, std::vector<float>& sum, double vram,
-             const std::vector<std::vector<std::int32_t>>& domains) {
+    // that can still meet their SLA given the assignments so far (forward checking), and
+    // `values` their optimistic utilities; `assigned` is the assigned models' optimistic
+    // utility. These bounds only tighten further down, so a child whose bound from them
+    // cannot beat the incumbent is cut before any prediction, and so are the children after
+    // it (tried in order of that bound).
+    void dfs(std::size_t depth, const std::vector<float>& parent_sum, double vram,
+             const std::vector<std::vector<std::int32_t>>& domains,
+             const std::vector<std::vector<double>>& values, double assigned) {
       if (nodes >= kNodeBudget) return;
       const std::size_t m = order[depth];
       const std::size_t last = order.size();
       const double capacity = p.workload().device.vram_bytes();
       std::vector<float> others(dims);
       std::vector<float> rest(dims);
-      std::vector<std::vector<std::int32_t>> next(p.models());
-      value.resize(p.models());
-      for (auto l : domains[m]) {
+      auto& next = next_at[depth];
+      auto& value = value_at[depth];
+      auto& sum = sum_at[depth];
+      double rest_best = 0;  // the unassigned models' best optimistic utility, m excluded
+      for (std::size_t d = depth + 1; d < last; ++d) {
+        const auto& vu = values[order[d]];
+        rest_best += *std::max_element(vu.begin(), vu.end());
+      }
+      std::vector<std::size_t> tried(domains[m].size());
+      std::iota(tried.begin(), tried.end(), 0);
+      std::stable_sort(tried.begin(), tried.end(),
+                       [&](auto x, auto y) { return values[m][x] > values[m][y]; });
+      for (const std::size_t x : tried) {
+        if (!(assigned + values[m][x] + rest_best > best_utility + 1e-12)) break;
+        const std::int32_t l = domains[m][x];
         ++nodes;
         const auto lu = static_cast<std::size_t>(l);
         const double v = vram + p.space().local_vram_bytes(m, lu);
         if (v + rest_vram[depth + 1] > capacity) continue;
-        for (std::size_t k = 0; k < dims; ++k) sum[k] += c[m][lu][k];
+        // The assigned load, added afresh from the parent's (an add-then-subtract in place
+        // would drift over millions of nodes).
+        for (std::size_t k = 0; k < dims; ++k) sum[k] = parent_sum[k] + c[m][lu][k];
         cur[m] = l;
         bool ok = true;
         // Forward checking: filter every unassigned model's domain against the assigned load
@@ -271,7 +474,7 @@ class ExactSolver final : public Solver {
           value[u].clear();
           double best_u = -std::numeric_limits<double>::infinity();
           for (auto lu2 : domains[u]) {
-            const Predicted q = agg.predict_given(u, lu2, others);
+            const Predicted q = optimistic(u, lu2, others);
             ++evaluated;
             if (sla_excess(p.workload().models[u], q, p.margin(u)) > 0) continue;
             next[u].push_back(lu2);
@@ -287,23 +490,28 @@ class ExactSolver final : public Solver {
           const std::size_t i = order[d];
           const auto li = static_cast<std::size_t>(cur[i]);
           for (std::size_t k = 0; k < dims; ++k) others[k] = sum[k] - c[i][li][k] + rest[k];
-          const Predicted q = agg.predict_given(i, cur[i], others);
+          const Predicted q = optimistic(i, cur[i], others);
           ++evaluated;
           if (sla_excess(p.workload().models[i], q, p.margin(i)) > 0) ok = false;
           bound += p.model_utility(i, cur[i], q);
         }
-        if (ok && bound > best_utility + 1e-12 && depth + 1 < last) {
-          bound = std::min(bound, bound - unassigned_bound + knapsack_bound(depth, sum, rest, next));
+        if (ok && bound > best_utility + 1e-12 && depth + 1 < last &&
+            !can_beat(depth, sum, rest, next, value,
+                      best_utility + 1e-12 - (bound - unassigned_bound))) {
+          ok = false;
         }
         if (ok && bound > best_utility + 1e-12) {
           if (depth + 1 == last) {
-            best_utility = bound;  // with nothing unassigned the bound is exact
-            best = cur;
+            const PlanResult r = evaluate_plan(p, cur, "exact");
+            ++evaluated;
+            if (r.feasible && r.utility > best_utility) {
+              best_utility = r.utility;
+              best = cur;
+            }
           } else {
-            dfs(depth + 1, sum, v, next);
+            dfs(depth + 1, sum, v, next, value, bound - unassigned_bound);
           }
         }
-        for (std::size_t k = 0; k < dims; ++k) sum[k] -= c[m][lu][k];
         cur[m] = kAbsent;
       }
     }

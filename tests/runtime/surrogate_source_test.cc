@@ -1,5 +1,7 @@
 // The surrogate-backed predictor source: batched and aggregate predictions agree, demand changes
 // re-profile only the changed model, margins follow the error model, monotone fits are monotone.
+#include "corun/runtime/surrogate_source.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
 #include "corun/profile/campaign.h"
-#include "corun/runtime/surrogate_source.h"
 
 namespace corun {
 namespace {
@@ -63,10 +64,14 @@ TEST(NormalQuantile, MatchesTables) {
   EXPECT_NEAR(normal_quantile(0.05), -1.644854, 1e-5);
 }
 
-TEST(SurrogatePredictor, BatchedAndAggregateFormsAgree) {
+// Each regressor: the MLP, the monotone GBDT (whose aggregate form walks trees specialised to
+// each local configuration) and the monotone linear model.
+class BothForms : public ::testing::TestWithParam<std::pair<surrogate::RegressorKind, bool>> {};
+
+TEST_P(BothForms, BatchedAndAggregateFormsAgree) {
   const Workload w = three_models();
   auto compiled =
-      surrogate::CompiledSurrogate::compile(fitted(w, surrogate::RegressorKind::kMlp, false), w);
+      surrogate::CompiledSurrogate::compile(fitted(w, GetParam().first, GetParam().second), w);
   ASSERT_TRUE(compiled.ok()) << compiled.error().what();
   const SurrogatePredictor p(std::move(*compiled));
   const ConfigSpace space(w);
@@ -97,6 +102,11 @@ TEST(SurrogatePredictor, BatchedAndAggregateFormsAgree) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Regressors, BothForms,
+                         ::testing::Values(std::pair{surrogate::RegressorKind::kMlp, false},
+                                           std::pair{surrogate::RegressorKind::kGbdt, true},
+                                           std::pair{surrogate::RegressorKind::kLinear, true}));
 
 TEST(SurrogateSource, DemandChangeReprofilesOnlyThatModel) {
   Workload w = three_models();
@@ -136,16 +146,16 @@ TEST(SurrogateSource, MarginsCoverOnlyConstrainedLatencies) {
   EXPECT_GT(m[1], 0.0);
   EXPECT_EQ(m[2], 0.0);  // cam1 has no SLA
   // A lower confidence keeps less headroom.
-  SurrogateSource loose(fitted(w, surrogate::RegressorKind::kLinear, false), **tb,
-                        {1, 10, 5, 0.6});
+  SurrogateSource loose(fitted(w, surrogate::RegressorKind::kLinear, false), **tb, {1, 10, 5, 0.6});
   ASSERT_TRUE(loose.predictor_for(w).ok());
   EXPECT_LE(loose.margins(w)[0], m[0]);
 }
 
-TEST(SurrogateSource, MonotoneGbdtNeverImprovesWithMoreLoad) {
+class Monotone : public ::testing::TestWithParam<surrogate::RegressorKind> {};
+
+TEST_P(Monotone, NeverImprovesWithMoreLoad) {
   const Workload w = three_models();
-  auto compiled = surrogate::CompiledSurrogate::compile(
-      fitted(w, surrogate::RegressorKind::kGbdt, true), w);
+  auto compiled = surrogate::CompiledSurrogate::compile(fitted(w, GetParam(), true), w);
   ASSERT_TRUE(compiled.ok()) << compiled.error().what();
   const SurrogatePredictor p(std::move(*compiled));
   EXPECT_TRUE(p.monotone());
@@ -168,10 +178,9 @@ TEST(SurrogateSource, MonotoneGbdtNeverImprovesWithMoreLoad) {
   }
 }
 
-TEST(ExactSolver, AgreesWithExhaustiveOnAMonotoneSurrogate) {
+TEST_P(Monotone, ExactAgreesWithExhaustive) {
   const Workload w = three_models();
-  auto compiled = surrogate::CompiledSurrogate::compile(
-      fitted(w, surrogate::RegressorKind::kGbdt, true), w);
+  auto compiled = surrogate::CompiledSurrogate::compile(fitted(w, GetParam(), true), w);
   ASSERT_TRUE(compiled.ok());
   const SurrogatePredictor p(std::move(*compiled));
   const PlanProblem problem(w, {true, true, true}, p, {0.2, 0.2, 0.0});
@@ -182,6 +191,10 @@ TEST(ExactSolver, AgreesWithExhaustiveOnAMonotoneSurrogate) {
   EXPECT_NEAR(exact->utility, ex->utility, 1e-9 * std::max(1.0, ex->utility));
   EXPECT_EQ(exact->feasible, ex->feasible);
 }
+
+INSTANTIATE_TEST_SUITE_P(Regressors, Monotone,
+                         ::testing::Values(surrogate::RegressorKind::kGbdt,
+                                           surrogate::RegressorKind::kLinear));
 
 }  // namespace
 }  // namespace corun
