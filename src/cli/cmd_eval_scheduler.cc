@@ -17,6 +17,7 @@
 #include "corun/runtime/scheduler_eval.h"
 #include "corun/runtime/surrogate_source.h"
 #include "corun/space/space.h"
+#include "surrogate_flags.h"
 
 namespace corun::cli {
 namespace {
@@ -83,22 +84,25 @@ std::string markdown(const std::vector<SchedulerEvalRow>& rows, const nlohmann::
   md += "# Online scheduler: solvers on eight dynamic scenarios\n\n";
   md += "Produced by `make eval`, i.e.\n\n```sh\n" + command + "\n```\n\n";
   md += setup + "\n\n";
-  md += "Columns: `gap_ex` = median over decisions of the gap between the chosen plan and the "
-        "exhaustive plan under the same surrogate, margins and constraints (%); `gap_oracle` = "
-        "median gap to the best plan found by exhaustive search on the testbed itself, both "
-        "scored on measurements (%); `viol` = measured model-intervals breaching their SLA; "
-        "`p50`/`p99` = decision time (ms, wall clock of the solver call, this machine, "
-        "2 threads); `utility` = mean measured utility per interval.\n\n";
-  md += "| scenario | solver | decisions | gap_ex % | gap_oracle % | viol | p50 ms | p99 ms | "
-        "utility |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  md +=
+      "Columns: `gap_ex` = median over decisions of the gap between the chosen plan and the "
+      "exhaustive plan under the same surrogate, margins and constraints (%); `gap_oracle` = "
+      "median gap to the best plan found by exhaustive search on the testbed itself, both "
+      "scored on measurements (%); `viol` = measured model-intervals breaching their SLA; "
+      "`p50`/`p99` = decision time (ms, wall clock of the solver call, this machine, "
+      "2 threads); `utility` = mean measured utility per interval.\n\n";
+  md +=
+      "| scenario | solver | decisions | gap_ex % | gap_oracle % | viol | p50 ms | p99 ms | "
+      "utility |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : rows) {
-    md += "| " + stem(r.scenario) + " | " + r.solver + " | " + std::to_string(r.decisions) +
-          " | " + num(r.gap_to_exhaustive_pct, 3) + " | " + num(r.gap_to_oracle_pct, 2) + " | " +
+    md += "| " + stem(r.scenario) + " | " + r.solver + " | " + std::to_string(r.decisions) + " | " +
+          num(r.gap_to_exhaustive_pct, 3) + " | " + num(r.gap_to_oracle_pct, 2) + " | " +
           std::to_string(r.sla_violations) + " | " + num(r.decision_ms_p50, 1) + " | " +
           num(r.decision_ms_p99, 1) + " | " + num(r.mean_measured_utility, 3) + " |\n";
   }
-  md += "\n## Summary over the scenarios\n\n| solver | median gap_ex % | median p50 ms | "
-        "violations |\n|---|---:|---:|---:|\n";
+  md +=
+      "\n## Summary over the scenarios\n\n| solver | median gap_ex % | median p50 ms | "
+      "violations |\n|---|---:|---:|---:|\n";
   for (const auto& s : solvers) {
     if (!sum.contains(s)) continue;
     const auto& j = sum.at(s);
@@ -123,31 +127,18 @@ const bool registered = register_command({
       struct Flags {
         std::vector<std::string> files;
         std::string scenarios, solvers = "ga,exhaustive,greedy,hillclimb", testbed = "sim",
-                               regressor = "gbdt", out = "out/eval/scheduler", markdown, catalog;
-        std::uint64_t seed = 1, budget = 0;
-        int threads = 2;
-        double confidence = 0.9999;
-        bool json = false, no_oracle = false, quiet = false, unconstrained = false;
+                               out = "out/eval/scheduler", markdown, catalog;
+        bool json = false, no_oracle = false, quiet = false;
+        SurrogateFlags surrogate;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("files", f->files, "scenario workload files (with a timeline)");
       sub.add_option("--scenarios", f->scenarios, "directory of scenario workloads (*.yaml)");
       sub.add_option("--solvers", f->solvers, "comma list of solvers")->capture_default_str();
       sub.add_option("--testbed", f->testbed, "testbed: sim")->capture_default_str();
-      sub.add_option("--regressor", f->regressor, "surrogate regressor: mlp, gbdt or linear")
-          ->capture_default_str();
-      sub.add_option("--budget", f->budget, "co-run profiling samples (default 20 x models)");
-      sub.add_flag("--unconstrained", f->unconstrained,
-                   "do not constrain the gbdt or linear surrogate to be monotone in the co-runners' "
-                   "demand (the exact solver's optimality proof needs the constraint)");
+      f->surrogate.add(sub);
       sub.add_option("--out", f->out, "cache directory for datasets and surrogates")
           ->capture_default_str();
-      sub.add_option("--seed", f->seed, "seed")->capture_default_str();
-      sub.add_option("--confidence", f->confidence,
-                     "one-sided confidence of the SLA margins (the error model's upper bound)")
-          ->check(CLI::Range(0.5, 0.999999))
-          ->capture_default_str();
-      sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
       sub.add_flag("--no-oracle", f->no_oracle, "skip the exhaustive sweep on the testbed");
       sub.add_option("--markdown", f->markdown, "also write this Markdown report (+ two SVGs)");
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
@@ -177,11 +168,8 @@ const bool registered = register_command({
         for (const auto& s : opt.solvers) {
           if (auto r = make_solver(s); !r) return report_error(r.error().wrap("--solvers"));
         }
-        const auto regressor = surrogate::parse_regressor(f->regressor);
-        if (!regressor) {
-          return report_error(Error("--regressor: unknown '" + f->regressor + "'" +
-                                    did_you_mean(f->regressor, surrogate::regressor_names())));
-        }
+        const auto regressor = f->surrogate.regressor_kind();
+        if (!regressor) return report_error(regressor.error());
         auto testbed = make_testbed(f->testbed);
         if (!testbed) return report_error(testbed.error());
         std::vector<Workload> scenarios;
@@ -200,34 +188,27 @@ const bool registered = register_command({
         // cached; every solver of the scenario plans with the same one.
         std::map<std::string, surrogate::Surrogate> fitted;
         for (const auto& w : scenarios) {
-          PipelineOptions po;
+          PipelineOptions po = f->surrogate.pipeline(
+              *regressor, f->testbed, w.timeline.interval_s > 0 ? w.timeline.interval_s : 10, log,
+              terminal);
           po.dataset = std::filesystem::path(f->out) / (stem(w.file) + ".db");
           po.model = std::filesystem::path(f->out) / (stem(w.file) + "-surrogate.json");
-          po.testbed = f->testbed;
-          po.seed = f->seed;
-          po.corun_budget = f->budget;
-          po.window_s = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
-          po.regressor = *regressor;
-          po.monotone = *regressor != surrogate::RegressorKind::kMlp && !f->unconstrained;
           po.catalog = *catalog;
-          po.log = log;
-          po.terminal = terminal;
           if (log) std::fprintf(log, "eval scheduler: surrogate for %s\n", w.file.c_str());
           auto p = profile_and_fit(w, texts[w.file], **testbed, po);
           if (!p) return report_error(p.error().wrap(w.file));
           fitted.emplace(w.file, std::move(p->surrogate));
         }
         const Testbed& tb = **testbed;
-        const std::uint64_t seed = f->seed;
-        const double confidence = f->confidence;
+        const std::uint64_t seed = f->surrogate.seed;
+        const double confidence = f->surrogate.confidence;
         SourceFactory factory = [&](const Workload& w) -> Result<std::unique_ptr<PredictorSource>> {
           const double window = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
-          return std::unique_ptr<PredictorSource>(
-              std::make_unique<SurrogateSource>(fitted.at(w.file), tb,
-                                                SurrogateSourceOptions{3, window, seed, confidence}));
+          return std::unique_ptr<PredictorSource>(std::make_unique<SurrogateSource>(
+              fitted.at(w.file), tb, SurrogateSourceOptions{3, window, seed, confidence}));
         };
-        opt.seed = f->seed;
-        opt.threads = f->threads;
+        opt.seed = f->surrogate.seed;
+        opt.threads = f->surrogate.threads;
         opt.oracle = !f->no_oracle;
         if (log) {
           opt.progress = [log](const std::string& what) {
@@ -243,24 +224,25 @@ const bool registered = register_command({
           const std::filesystem::path md(f->markdown);
           const std::string svg_stem = md.stem().string();
           std::string command = "corun eval scheduler --scenarios " + f->scenarios + " --solvers " +
-                                f->solvers + " --regressor " + f->regressor +
-                                (f->unconstrained ? " --unconstrained" : "") + " --seed " +
-                                std::to_string(f->seed) + " --confidence " +
-                                format_number(f->confidence) + " --json";
+                                f->solvers + " --regressor " + f->surrogate.regressor +
+                                (f->surrogate.unconstrained ? " --unconstrained" : "") +
+                                " --seed " + std::to_string(f->surrogate.seed) + " --confidence " +
+                                format_number(f->surrogate.confidence) + " --json";
           for (const auto& file : f->files) command += " " + file;
           command += " --markdown " + f->markdown;
           const ConfigSpace space(scenarios.front());
           const std::string setup =
               "Testbed `" + f->testbed + "` (" + scenarios.front().device.display_name + "); " +
-              "surrogate: MeanField/" + f->regressor +
-              (*regressor == surrogate::RegressorKind::kGbdt && !f->unconstrained
+              "surrogate: MeanField/" + f->surrogate.regressor +
+              (*regressor != surrogate::RegressorKind::kMlp && !f->surrogate.unconstrained
                    ? " (monotone in the co-runners' aggregate)"
                    : "") +
-              " fitted per scenario on 20·N co-run and " +
-              "3 standalone passes (cached in " + f->out + "); re-plans at the start, after every "
+              " fitted per scenario on 20·N co-run and " + "3 standalone passes (cached in " +
+              f->out +
+              "); re-plans at the start, after every "
               "timeline event and after a measured breach; GA warm-started from the plan in "
-              "force. The first scenario has " + std::to_string(space.joint_count()) +
-              " joint configurations.";
+              "force. The first scenario has " +
+              std::to_string(space.joint_count()) + " joint configurations.";
           const auto dir = md.has_parent_path() ? md.parent_path() : std::filesystem::path(".");
           const std::vector<std::pair<std::string, std::string>> outputs = {
               {(dir / (svg_stem + "-decision.svg")).string(),
@@ -277,8 +259,8 @@ const bool registered = register_command({
         if (f->json) {
           std::printf("%s\n", nlohmann::json({{"rows", jrows}, {"summary", sum}}).dump().c_str());
         } else {
-          Table t({"scenario", "solver", "decisions", "gap_ex %", "gap_oracle %", "viol",
-                   "p50 ms", "p99 ms", "utility"});
+          Table t({"scenario", "solver", "decisions", "gap_ex %", "gap_oracle %", "viol", "p50 ms",
+                   "p99 ms", "utility"});
           for (const auto& r : *rows) {
             t.add({stem(r.scenario), r.solver, std::to_string(r.decisions),
                    num(r.gap_to_exhaustive_pct, 3), num(r.gap_to_oracle_pct, 2),

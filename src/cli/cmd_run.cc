@@ -16,6 +16,7 @@
 #include "corun/runtime/report.h"
 #include "corun/runtime/surrogate_source.h"
 #include "corun/space/space.h"
+#include "surrogate_flags.h"
 
 namespace corun::cli {
 namespace {
@@ -55,12 +56,10 @@ const bool registered = register_command({
     "corun's main job: profile, fit, then schedule the workload's timeline online",
     [](CLI::App& sub) {
       struct Flags {
-        std::string file, testbed = "sim", solver = "ga", regressor = "gbdt", out, model,
-                          catalog;
-        std::uint64_t seed = 1, budget = 0, repeats = 3;
-        int threads = 2;
-        double confidence = 0.9999;
-        bool json = false, quiet = false, unconstrained = false;
+        std::string file, testbed = "sim", solver = "ga", out, model, catalog;
+        std::uint64_t repeats = 3;
+        bool json = false, quiet = false;
+        SurrogateFlags surrogate;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "workload YAML (its timeline is run; none = one interval)")
@@ -68,25 +67,13 @@ const bool registered = register_command({
       sub.add_option("--testbed", f->testbed, "testbed: sim")->capture_default_str();
       sub.add_option("--solver", f->solver, "exhaustive, ga, exact, greedy or hillclimb")
           ->capture_default_str();
-      sub.add_option("--regressor", f->regressor, "surrogate regressor: mlp, gbdt or linear")
-          ->capture_default_str();
-      sub.add_option("--budget", f->budget, "co-run profiling samples (default 20 x models)");
-      sub.add_flag("--unconstrained", f->unconstrained,
-                   "do not constrain the gbdt or linear surrogate to be monotone in the co-runners' "
-                   "demand (the exact solver's optimality proof needs the constraint)");
-      sub.add_option("--repeats", f->repeats, "standalone profiling passes")
-          ->capture_default_str();
+      f->surrogate.add(sub);
+      sub.add_option("--repeats", f->repeats, "standalone profiling passes")->capture_default_str();
       sub.add_option("--surrogate", f->model,
                      "use this fitted surrogate instead of profiling and fitting");
       sub.add_option("--out", f->out,
                      "directory for dataset.db, surrogate.json, report.json and report.html "
                      "(default out/run/NAME)");
-      sub.add_option("--seed", f->seed, "seed")->capture_default_str();
-      sub.add_option("--confidence", f->confidence,
-                     "one-sided confidence of the SLA margins (the error model's upper bound)")
-          ->check(CLI::Range(0.5, 0.999999))
-          ->capture_default_str();
-      sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
       sub.add_flag("--json", f->json, "print the report JSON instead of the table");
       sub.add_flag("--quiet", f->quiet, "no progress bars");
@@ -100,11 +87,8 @@ const bool registered = register_command({
         auto testbed = make_testbed(f->testbed);
         if (!testbed) return report_error(testbed.error());
         if (!make_solver(f->solver)) return report_error(make_solver(f->solver).error());
-        const auto regressor = surrogate::parse_regressor(f->regressor);
-        if (!regressor) {
-          return report_error(Error("--regressor: unknown '" + f->regressor + "'" +
-                                    did_you_mean(f->regressor, surrogate::regressor_names())));
-        }
+        const auto regressor = f->surrogate.regressor_kind();
+        if (!regressor) return report_error(regressor.error());
         const std::string name = std::filesystem::path(f->file).stem().string();
         const std::filesystem::path out = f->out.empty() ? "out/run/" + name : f->out;
         const double interval = w->timeline.interval_s > 0 ? w->timeline.interval_s : 10;
@@ -126,19 +110,12 @@ const bool registered = register_command({
           s = std::move(*loaded);
           std::fprintf(log, "surrogate: %s (given)\n", f->model.c_str());
         } else {
-          PipelineOptions po;
+          PipelineOptions po = f->surrogate.pipeline(*regressor, f->testbed, interval,
+                                                     f->quiet ? nullptr : stderr, terminal);
           po.dataset = out / "dataset.db";
           po.model = out / "surrogate.json";
-          po.testbed = f->testbed;
-          po.seed = f->seed;
-          po.corun_budget = f->budget;
           po.standalone_repeats = f->repeats;
-          po.window_s = interval;
-          po.regressor = *regressor;
-          po.monotone = *regressor != surrogate::RegressorKind::kMlp && !f->unconstrained;
           po.catalog = *catalog;
-          po.log = f->quiet ? nullptr : stderr;
-          po.terminal = terminal;
           auto p = profile_and_fit(*w, *text, **testbed, po);
           if (!p) return report_error(p.error());
           std::fprintf(log,
@@ -150,26 +127,26 @@ const bool registered = register_command({
                        static_cast<unsigned long long>(p->corun_measured),
                        po.dataset.string().c_str());
           if (p->model_reused) {
-            std::fprintf(log, "surrogate: meanfield/%s reused from %s\n", f->regressor.c_str(),
-                         po.model.string().c_str());
+            std::fprintf(log, "surrogate: meanfield/%s reused from %s\n",
+                         f->surrogate.regressor.c_str(), po.model.string().c_str());
           } else {
             std::fprintf(log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
-                         f->regressor.c_str(), p->fit_s, po.model.string().c_str());
+                         f->surrogate.regressor.c_str(), p->fit_s, po.model.string().c_str());
           }
           s = std::move(p->surrogate);
         }
 
         SurrogateSource source(std::move(*s), **testbed,
-                               {3, interval, f->seed, f->confidence});
+                               {3, interval, f->surrogate.seed, f->surrogate.confidence});
         ControllerOptions co;
         co.solver = f->solver;
-        co.seed = f->seed;
-        co.threads = f->threads;
+        co.seed = f->surrogate.seed;
+        co.threads = f->surrogate.threads;
         Table t({"t (s)", "event", "decision", "plan change", "utility pred/meas", "SLA"});
         JointConfig last;
         auto on_interval = [&](const IntervalRecord& r) {
-          if (!r.replanned && r.events.empty() && std::none_of(r.breach.begin(), r.breach.end(),
-                                                               [](bool b) { return b; })) {
+          if (!r.replanned && r.events.empty() &&
+              std::none_of(r.breach.begin(), r.breach.end(), [](bool b) { return b; })) {
             last = r.plan;
             return;  // a quiet interval: summarised at the end
           }
