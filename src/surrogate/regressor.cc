@@ -571,13 +571,14 @@ void pack_node(const GbdtModel& m, std::size_t node, std::size_t pos, int level,
   pack_node(m, static_cast<std::size_t>(m.right[node]), 2 * pos + 2, level + 1, depth, tree, f);
 }
 
-// One row through trees [begin, end) of a packed forest, added to `acc` in tree order.
-// Eight trees walk in lockstep so that their dependent loads overlap.
-float walk_packed(const PackedForest& f, const float* xr, std::size_t begin, std::size_t end,
-                  float acc) {
+// One row through trees [begin, end) of a packed forest: emit(t, leaf value) for each tree,
+// in tree order. Eight trees walk in lockstep so that their dependent loads overlap.
+template <class Emit>
+void walk_lanes(const PackedForest& f, const float* xr, std::size_t begin, std::size_t end,
+                Emit emit) {
   const auto depth = static_cast<std::size_t>(f.depth);
   const std::size_t internal = (std::size_t{1} << depth) - 1;
-  const std::size_t leaves = internal + 1;
+  const std::size_t width = internal + 1;
   auto step = [&](std::size_t t, std::size_t node) {
     const std::size_t k = t * internal + node;
     const float v = xr[f.feature[k]];
@@ -592,13 +593,21 @@ float walk_packed(const PackedForest& f, const float* xr, std::size_t begin, std
     for (std::size_t level = 0; level < depth; ++level) {
       for (std::size_t j = 0; j < kLanes; ++j) node[j] = step(t + j, node[j]);
     }
-    for (std::size_t j = 0; j < kLanes; ++j) acc += f.leaf[(t + j) * leaves + node[j] - internal];
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      emit(t + j, f.leaf[(t + j) * width + node[j] - internal]);
+    }
   }
   for (; t < end; ++t) {
     std::size_t node = 0;
     for (std::size_t level = 0; level < depth; ++level) node = step(t, node);
-    acc += f.leaf[t * leaves + node - internal];
+    emit(t, f.leaf[t * width + node - internal]);
   }
+}
+
+// One row through trees [begin, end), added to `acc` in tree order.
+float walk_packed(const PackedForest& f, const float* xr, std::size_t begin, std::size_t end,
+                  float acc) {
+  walk_lanes(f, xr, begin, end, [&](std::size_t, float v) { acc += v; });
   return acc;
 }
 
@@ -668,36 +677,7 @@ std::int32_t copy_free(const GbdtModel& m, std::size_t node, const float* x,
 // Leaf value of each packed tree of `f` for row `xr`, written to leaves[ids[t]].
 void walk_leaves(const PackedForest& f, const float* xr, std::span<const std::int32_t> ids,
                  float* leaves) {
-  const auto depth = static_cast<std::size_t>(f.depth);
-  const std::size_t internal = (std::size_t{1} << depth) - 1;
-  const std::size_t width = internal + 1;
-  const std::size_t count = ids.size();
-  if (depth == 0) {
-    for (std::size_t t = 0; t < count; ++t) leaves[ids[t]] = f.leaf[t];
-    return;
-  }
-  auto step = [&](std::size_t t, std::size_t node) {
-    const std::size_t k = t * internal + node;
-    const float v = xr[f.feature[k]];
-    const bool go_left = (v < f.threshold[k]) | ((v != v) & (f.default_left[k] != 0));
-    return 2 * node + (go_left ? 1 : 2);
-  };
-  constexpr std::size_t kLanes = 8;
-  std::size_t t = 0;
-  for (; t + kLanes <= count; t += kLanes) {
-    std::array<std::size_t, kLanes> node{};
-    for (std::size_t level = 0; level < depth; ++level) {
-      for (std::size_t j = 0; j < kLanes; ++j) node[j] = step(t + j, node[j]);
-    }
-    for (std::size_t j = 0; j < kLanes; ++j) {
-      leaves[ids[t + j]] = f.leaf[(t + j) * width + node[j] - internal];
-    }
-  }
-  for (; t < count; ++t) {
-    std::size_t node = 0;
-    for (std::size_t level = 0; level < depth; ++level) node = step(t, node);
-    leaves[ids[t]] = f.leaf[t * width + node - internal];
-  }
+  walk_lanes(f, xr, 0, ids.size(), [&](std::size_t t, float v) { leaves[ids[t]] = v; });
 }
 
 }  // namespace
