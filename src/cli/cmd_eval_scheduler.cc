@@ -11,6 +11,7 @@
 #include "command.h"
 #include "common.h"
 #include "corun/core/atomic_file.h"
+#include "corun/core/stats.h"
 #include "corun/core/strings.h"
 #include "corun/eval/svg.h"
 #include "corun/runtime/pipeline.h"
@@ -22,12 +23,7 @@
 namespace corun::cli {
 namespace {
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median_of(std::vector<double> v) { return quantile(std::move(v), 0.5); }
 
 std::string stem(const std::string& file) { return std::filesystem::path(file).stem().string(); }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "corun/core/atomic_file.h"
+#include "corun/core/stats.h"
 #include "corun/core/version.h"
 
 namespace corun {
@@ -12,15 +13,6 @@ namespace corun {
 namespace {
 
 constexpr int kSchemaVersion = 1;
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const auto hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 nlohmann::json nullable(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
@@ -190,8 +182,8 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
   j["summary"] = {{"intervals", r.intervals.size()},
                   {"decisions", d.size()},
                   {"sla_violations", r.sla_violations()},
-                  {"decision_ms_p50", percentile(d, 0.5)},
-                  {"decision_ms_p99", percentile(d, 0.99)},
+                  {"decision_ms_p50", quantile(d, 0.5, 0.0)},
+                  {"decision_ms_p99", quantile(d, 0.99, 0.0)},
                   {"mean_measured_utility",
                    r.intervals.empty() ? 0.0 : measured / static_cast<double>(r.intervals.size())}};
   return j;

@@ -5,27 +5,15 @@
 #include <map>
 
 #include "corun/core/rng.h"
+#include "corun/core/stats.h"
 #include "corun/runtime/testbed_predictor.h"
 
 namespace corun {
 
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double p99(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = 0.99 * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const auto hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
+double median(std::vector<double> v) { return quantile(std::move(v), 0.5, 0.0); }
+double p99(std::vector<double> v) { return quantile(std::move(v), 0.99, 0.0); }
 
 // What the workload looks like now: the oracle depends on nothing else.
 std::string state_key(const Workload& w) {

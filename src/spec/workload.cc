@@ -6,6 +6,7 @@
 #include <set>
 
 #include "corun/core/atomic_file.h"
+#include "corun/core/rng.h"
 #include "corun/core/strings.h"
 #include "corun/core/yaml.h"
 
@@ -23,11 +24,7 @@ constexpr double kMaxSlaMs = 1e7;
 constexpr double kMaxWeight = 1e6;
 
 std::string fnv1a_hex(std::string_view text) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
+  const std::uint64_t h = fnv1a(text);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;

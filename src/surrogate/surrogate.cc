@@ -9,6 +9,7 @@
 #include "corun/core/atomic_file.h"
 #include "corun/core/check.h"
 #include "corun/core/rng.h"
+#include "corun/core/stats.h"
 #include "corun/core/version.h"
 
 namespace corun::surrogate {
@@ -92,15 +93,6 @@ Matrix to_matrix(const std::vector<double>& data, std::size_t n, std::size_t col
     }
   }
   return m;
-}
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
 ErrorQuantiles summarise(const std::vector<double>& residuals, std::string source) {

@@ -229,20 +229,12 @@ double busy_batch(double mean_batch, double cap) {
   return std::clamp(mean_batch / (1 - std::exp(-mean_batch)), 1.0, std::max(cap, 1.0));
 }
 
-std::uint64_t fnv1a(std::uint64_t h, std::string_view s) {
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 // Deterministic pair factor: family matrix times a +/- jitter from the two catalog names.
 double pair_factor(const ModelArch& victim, const ModelArch& aggressor) {
   const double base =
       sim::kFamilyPair[sim::family_index(victim.family)][sim::family_index(aggressor.family)];
-  std::uint64_t h = fnv1a(1469598103934665603ULL, victim.name);
-  h = fnv1a(h ^ 0x7CULL, aggressor.name);
+  std::uint64_t h = fnv1a(victim.name);
+  h = fnv1a(aggressor.name, h ^ 0x7CULL);
   const double unit = static_cast<double>(mix64(h) >> 11) * 0x1.0p-53;  // [0, 1)
   return base * (1 + sim::kPairJitter * (2 * unit - 1));
 }

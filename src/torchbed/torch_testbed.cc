@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "corun/core/rng.h"
+#include "corun/core/stats.h"
 #include "corun/core/strings.h"
 #include "corun/torchbed/torchbed.h"
 #include "protocol.h"
@@ -33,6 +34,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using torchbed::WorkerJob;
 using torchbed::WorkerReport;
+
+/// Stream id of the replayed arrival traces (TorchBedOptions::replay_arrivals).
+constexpr std::uint64_t kTraceStream = 0x7472616365ULL;
 
 int online_cores() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -181,15 +185,6 @@ void sample(Worker& w) {
   w.rss_sum += rss_bytes(w.pid);
   w.runnable_sum += runnable_threads(w.pid);
   ++w.samples;
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const std::size_t hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 /// "libtorch 1.13.0, BLAS openblas-openmp, oneDNN v2.6.3" from a worker's torch_config().
@@ -417,7 +412,11 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
                                            std::chrono::duration<double>(options_.grace_s));
   if (all_ready) {
     for (std::size_t k = 0; k < ws.size(); ++k) {
-      const std::string go = torchbed::encode_go({options.window_s, jobs[k].seed}) + "\n";
+      const std::uint64_t arrivals =
+          options_.replay_arrivals
+              ? derive_seed(fnv1a(m.models[ws[k].model].name), {kTraceStream})
+              : jobs[k].seed;
+      const std::string go = torchbed::encode_go({options.window_s, arrivals}) + "\n";
       if (!write_all(ws[k].to_child, go)) {
         ws[k].error = "worker closed its input before the start";
       }
@@ -511,12 +510,15 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
     const WorkerReport& r = wk.report;
     ModelMetrics& mm = m.models[wk.model];
     // No completion inside the window: the latency is at least the window (finite, large).
-    mm.latency_ms_p50 = r.latency_ms.empty() ? window_ms : percentile(r.latency_ms, 0.5);
-    mm.latency_ms_p95 = r.latency_ms.empty() ? window_ms : percentile(r.latency_ms, 0.95);
+    mm.latency_ms_p50 = r.latency_ms.empty() ? window_ms : quantile(r.latency_ms, 0.5);
+    mm.latency_ms_p95 = r.latency_ms.empty() ? window_ms : quantile(r.latency_ms, 0.95);
     mm.throughput = r.served / window_s;
     if (jobs[k].arch.family == ModelFamily::kLlm) {
-      mm.ttft_ms_p95 = r.ttft_ms.empty() ? window_ms : percentile(r.ttft_ms, 0.95);
-      mm.tpot_ms_p95 = r.tpot_ms.empty() ? window_ms : percentile(r.tpot_ms, 0.95);
+      // Every request that arrived has a TTFT (a lower bound if it was still waiting), and
+      // every one that produced two tokens a TPOT. None: the window did not observe it (no
+      // arrival in a Poisson draw, or none decoding yet), which is not a latency of its own.
+      if (!r.ttft_ms.empty()) mm.ttft_ms_p95 = quantile(r.ttft_ms, 0.95);
+      if (!r.tpot_ms.empty()) mm.tpot_ms_p95 = quantile(r.tpot_ms, 0.95);
     }
     if (wk.cpu_s_start >= 0) cpu_s += wk.cpu_s_last - wk.cpu_s_start;
     dram += r.dram_bytes;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <set>
 #include <string>
 
 #include "../../src/torchbed/protocol.h"
@@ -190,6 +192,57 @@ TEST(TorchBed, KeptWorkerServesLaterWindows) {
     EXPECT_LT(*m.models[0].tpot_ms_p95, 400) << i;
     EXPECT_GT(m.models[0].throughput, 0) << i;
   }
+}
+
+TEST(TorchBed, AWindowWithoutArrivalsObservesNothing) {
+  // 0.01 requests/s: the seeded Poisson draw puts no arrival in half a second. That is an
+  // idle window (nothing served, no TTFT or TPOT observed), not a closed loop.
+  Workload w = tiny_llm(16, 4);
+  w.models[0].demand.rps = 0.01;
+  const TorchTestbed tb(options());
+  const auto m = measure_all(tb, w, 0.5);
+  ASSERT_TRUE(m.ok()) << m.error;
+  EXPECT_EQ(m.models[0].throughput, 0);
+  EXPECT_FALSE(m.models[0].ttft_ms_p95) << *m.models[0].ttft_ms_p95;
+  EXPECT_FALSE(m.models[0].tpot_ms_p95) << *m.models[0].tpot_ms_p95;
+}
+
+TEST(TorchBed, RequestsStillQueuedAtTheEndCountTheirWait) {
+  // 400 output tokens keep the one admitted request decoding for the whole window while
+  // about 40 more arrive (100/s over 0.4 s) and queue behind it (concurrency 1). Their TTFT
+  // is at least their wait so far, so the p95 is a large part of the window; counting only
+  // the admitted request would report its prefill alone (milliseconds).
+  Workload w = tiny_llm(16, 400);
+  w.models[0].demand.rps = 100;
+  const TorchTestbed tb(options());
+  const auto m = measure_all(tb, w, 0.4);
+  ASSERT_TRUE(m.ok()) << m.error;
+  ASSERT_TRUE(m.models[0].ttft_ms_p95);
+  EXPECT_GT(*m.models[0].ttft_ms_p95, 200);
+  EXPECT_LE(*m.models[0].ttft_ms_p95, 1000);
+}
+
+TEST(TorchBed, ArrivalsReplayOneTracePerModelUnlessAskedOtherwise) {
+  // 20 requests/s of two tokens each over 0.6 s: about 12 requests, each done in
+  // milliseconds, so the tokens served count the arrivals (give or take one cut by the end).
+  Workload w = tiny_llm(8, 2);
+  w.models[0].demand.rps = 20;
+  const JointConfig all(1, 0);
+  auto served = [&](const TorchTestbed& tb, std::uint64_t seed) {
+    const auto m = tb.measure(w, all, {0.6, seed});
+    EXPECT_TRUE(m.ok()) << m.error;
+    return m.models.empty() ? -1.0 : m.models[0].throughput * 0.6;
+  };
+  const TorchTestbed replay(options());
+  const double first = served(replay, 1);
+  EXPECT_GT(first, 0);
+  for (std::uint64_t seed : {2, 3, 4}) EXPECT_NEAR(served(replay, seed), first, 2.5) << seed;
+  TorchBedOptions o = options();
+  o.replay_arrivals = false;
+  const TorchTestbed fresh(o);
+  std::set<long> counts;
+  for (std::uint64_t seed : {1, 2, 3, 4, 5, 6}) counts.insert(std::lround(served(fresh, seed) / 2));
+  EXPECT_GE(counts.size(), 3U) << "fresh draws should differ from seed to seed";
 }
 
 TEST(TorchBed, CrashedWorkerIsAFailedMeasurement) {

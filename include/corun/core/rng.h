@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <string_view>
 
 namespace corun {
 
@@ -12,6 +13,16 @@ constexpr std::uint64_t mix64(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+/// @brief FNV-1a of `text`, continuing from `h`: a stable 64-bit hash of names and files
+/// (the same on every platform and run, unlike std::hash).
+constexpr std::uint64_t fnv1a(std::string_view text, std::uint64_t h = 1469598103934665603ULL) {
+  for (const char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return h;
 }
 
 /// @brief Derives a child seed from a parent seed and any number of stream identifiers, so

@@ -23,8 +23,11 @@ struct ModelMetrics {
   double latency_ms_p50 = 0;  ///< vision/encoder: request latency; LLM: end-to-end request
   double latency_ms_p95 = 0;
   double throughput = 0;  ///< frames/s (vision), requests/s (encoder, speech), tokens/s (LLM)
-  std::optional<double> ttft_ms_p95;  ///< LLM only
-  std::optional<double> tpot_ms_p95;  ///< LLM only
+  /// LLM only; none when the window saw no request arrive (a testbed that measures real
+  /// arrivals can draw none): nothing observed, not a latency of zero or of the window.
+  std::optional<double> ttft_ms_p95;
+  /// LLM only; none when no request produced a second token inside the window.
+  std::optional<double> tpot_ms_p95;
   std::string error;                  ///< non-empty when the model could not run
 
   [[nodiscard]] bool ok() const { return error.empty(); }

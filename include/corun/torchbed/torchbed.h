@@ -29,6 +29,13 @@ struct TorchBedOptions {
   /// workload; a scaled zoo model holds 100-300 MB. 0: a fresh process per model and
   /// measurement (torch-cuda: idle workers would keep their device memory and contexts).
   int max_idle_workers = 24;
+  /// Each model's requests replay one seeded Poisson trace, the same in every window and
+  /// measurement (drawn from the model's name), so that configurations are compared on the
+  /// same requests: with a few requests per window, whether one happens to queue behind
+  /// another moves a p95 TTFT by 2-5x, which is sampling noise of the workload, not of the
+  /// machine. The measurement seed then seeds only the weights. false: every measurement
+  /// draws its arrivals from its own seed.
+  bool replay_arrivals = true;
 };
 
 /// @brief Threads a model's worker runs with: the CPU analogue of its `sm_share` cap,
