@@ -131,7 +131,7 @@ const bool registered = register_command({
       sub.add_option("files", f->files, "scenario workload files (with a timeline)");
       sub.add_option("--scenarios", f->scenarios, "directory of scenario workloads (*.yaml)");
       sub.add_option("--solvers", f->solvers, "comma list of solvers")->capture_default_str();
-      sub.add_option("--testbed", f->testbed, "testbed: sim")->capture_default_str();
+      sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
       f->surrogate.add(sub);
       sub.add_option("--out", f->out, "cache directory for datasets and surrogates")
           ->capture_default_str();

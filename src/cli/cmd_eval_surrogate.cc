@@ -120,7 +120,7 @@ const bool registered = register_command({
       sub.add_option("--window", f->window_s, "measurement window, seconds")
           ->check(CLI::Range(0.1, 3600.0))
           ->capture_default_str();
-      sub.add_option("--testbed", f->testbed, "testbed: sim")->capture_default_str();
+      sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
       sub.add_option("--threads", f->threads, "worker threads (0: all cores)")
           ->check(CLI::Range(0, 256));
       sub.add_flag("--no-onboarding", f->no_onboarding, "skip the onboarding evaluation");

@@ -22,7 +22,7 @@ const bool registered = register_command({
       sub.add_option("--config", f->config,
                      "knob values, e.g. cam0.imgsz=640,chat.precision=awq (others: first value)");
       sub.add_option("--models", f->only, "comma list of models to run (default: all)");
-      sub.add_option("--testbed", f->testbed, "testbed: sim")->capture_default_str();
+      sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
       sub.add_option("--seed", f->seed, "seed of the measurement noise")->capture_default_str();
       sub.add_option("--window", f->window_s, "measurement window, seconds")
           ->check(CLI::Range(0.1, 3600.0))

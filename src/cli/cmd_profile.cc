@@ -32,7 +32,7 @@ const bool registered = register_command({
                      "standalone plan: passes over every local configuration, averaged")
           ->check(CLI::Range(1, 100))
           ->capture_default_str();
-      sub.add_option("--testbed", f->testbed, "testbed: sim")->capture_default_str();
+      sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
       sub.add_option("--seed", f->seed, "seed of the plan and of the measurement noise")
           ->capture_default_str();
       sub.add_option("--window", f->window_s, "measurement window, seconds")

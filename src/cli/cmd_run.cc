@@ -64,7 +64,7 @@ const bool registered = register_command({
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "workload YAML (its timeline is run; none = one interval)")
           ->required();
-      sub.add_option("--testbed", f->testbed, "testbed: sim")->capture_default_str();
+      sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
       sub.add_option("--solver", f->solver, "exhaustive, ga, exact, greedy or hillclimb")
           ->capture_default_str();
       f->surrogate.add(sub);

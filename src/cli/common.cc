@@ -137,6 +137,13 @@ std::string Table::render() const {
   return out;
 }
 
+std::string testbed_help() {
+  std::string out = "testbed:";
+  const auto names = testbed_names();
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : " ") + names[i];
+  return out;
+}
+
 std::string fixed(double v, int digits) {
   if (!std::isfinite(v)) return "-";
   char buf[64];

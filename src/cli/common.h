@@ -46,6 +46,10 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+/// @brief Help text of a --testbed flag: the testbeds this binary knows ("testbed: sim,
+/// torch-cpu").
+std::string testbed_help();
+
 /// @brief "12.3" with `digits` decimals, or "-" for an absent value.
 std::string fixed(double v, int digits = 1);
 
