@@ -23,6 +23,7 @@
 #include "corun/core/stats.h"
 #include "corun/core/strings.h"
 #include "corun/torchbed/torchbed.h"
+#include "nvml.h"
 #include "protocol.h"
 
 extern char** environ;
@@ -232,6 +233,11 @@ struct TorchTestbed::State {
   std::mutex measure_mutex;
   std::vector<IdleWorker> idle;  // GUARDED_BY(measure_mutex)
   std::uint64_t uses = 0;        // GUARDED_BY(measure_mutex)
+  /// torch-cuda: the GPU's own counters, opened on the first measurement; when NVML cannot
+  /// be opened, `nvml_error` says why and the CPU-side proxies stand in.
+  std::unique_ptr<torchbed::NvmlSampler> nvml;  // GUARDED_BY(measure_mutex)
+  std::string nvml_error;                       // GUARDED_BY(measure_mutex)
+  bool nvml_tried = false;                      // GUARDED_BY(measure_mutex)
 
   State() = default;
   State(const State&) = delete;
@@ -368,6 +374,16 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
   if (ws.empty()) return m;
 
   std::lock_guard<std::mutex> lock(state_->measure_mutex);
+  if (options_.device != "cpu" && !state_->nvml_tried) {
+    state_->nvml_tried = true;
+    if (auto s = torchbed::NvmlSampler::open()) {
+      state_->nvml = std::move(*s);
+    } else {
+      state_->nvml_error = s.error().what();
+    }
+  }
+  torchbed::NvmlSampler* const nvml = state_->nvml.get();
+  if (nvml != nullptr) nvml->reset();
   for (std::size_t k = 0; k < ws.size(); ++k) {
     ws[k].key = torchbed::worker_key(jobs[k]);
     if (state_->take(ws[k].key, ws[k])) continue;
@@ -422,6 +438,7 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
       }
     }
     for (auto& wk : ws) sample(wk);
+    if (nvml != nullptr) nvml->sample();
     auto pending = [&] {
       return std::any_of(ws.begin(), ws.end(), [](const Worker& wk) {
         return wk.error.empty() && !wk.reported && !wk.eof;
@@ -431,6 +448,7 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
       pump(ws, 20);
       if (Clock::now() < t0 + window) {
         for (auto& wk : ws) sample(wk);
+        if (nvml != nullptr) nvml->sample();
       }
       for (auto& wk : ws) {
         if (!wk.lines.empty() && !wk.reported) {
@@ -536,6 +554,12 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
   m.gpu.mem_bw_util = std::clamp(dram / window_s / (bw * 1e9), 0.0, 1.0);
   m.gpu.vram_used_gb = rss / 1e9;
   m.gpu.clock_mhz = runnable;
+  if (nvml != nullptr && nvml->samples() > 0) {
+    m.gpu = nvml->mean();  // the device's own counters replace the CPU-side proxies
+    m.device += ", NVML";
+  } else if (!state_->nvml_error.empty()) {
+    m.device += ", " + state_->nvml_error + " (CPU-side proxies)";
+  }
   return m;
 }
 

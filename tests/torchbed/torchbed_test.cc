@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "../../src/torchbed/nvml.h"
 #include "../../src/torchbed/protocol.h"
 #include "corun/catalog/catalog.h"
 #include "corun/torchbed/torchbed.h"
@@ -243,6 +244,21 @@ TEST(TorchBed, ArrivalsReplayOneTracePerModelUnlessAskedOtherwise) {
   std::set<long> counts;
   for (std::uint64_t seed : {1, 2, 3, 4, 5, 6}) counts.insert(std::lround(served(fresh, seed) / 2));
   EXPECT_GE(counts.size(), 3U) << "fresh draws should differ from seed to seed";
+}
+
+TEST(Nvml, AMissingLibraryOrSymbolIsAReasonNotACrash) {
+  // No NVIDIA driver here (and none needed to build): open() explains, the testbed falls
+  // back to its CPU-side proxies. On a GPU host scripts/gpu-check.sh exercises the sampler.
+  const auto missing = torchbed::NvmlSampler::open("libcorun-no-such-nvml.so");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(std::string(missing.error().what()).find("cannot load libcorun-no-such-nvml.so"),
+            std::string::npos)
+      << missing.error().what();
+  // A library that loads but is not NVML: the first missing entry point is named.
+  const auto wrong = torchbed::NvmlSampler::open("libm.so.6");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(std::string(wrong.error().what()).find("has no symbol nvmlInit_v2"), std::string::npos)
+      << wrong.error().what();
 }
 
 TEST(TorchBed, CrashedWorkerIsAFailedMeasurement) {
