@@ -73,7 +73,8 @@ const bool registered = register_command({
                      "use this fitted surrogate instead of profiling and fitting");
       sub.add_option("--out", f->out,
                      "directory for dataset.db, surrogate.json, report.json and report.html "
-                     "(default out/run/NAME)");
+                     "(default out/run/NAME on sim, out/run/NAME-TESTBED on the others: a "
+                     "dataset holds one testbed's measurements)");
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
       sub.add_flag("--json", f->json, "print the report JSON instead of the table");
       sub.add_flag("--quiet", f->quiet, "no progress bars");
@@ -90,7 +91,9 @@ const bool registered = register_command({
         const auto regressor = f->surrogate.regressor_kind();
         if (!regressor) return report_error(regressor.error());
         const std::string name = std::filesystem::path(f->file).stem().string();
-        const std::filesystem::path out = f->out.empty() ? "out/run/" + name : f->out;
+        // One default directory per testbed: a dataset that mixed testbeds could not be fitted.
+        const std::string dir = f->testbed == "sim" ? name : name + "-" + f->testbed;
+        const std::filesystem::path out = f->out.empty() ? "out/run/" + dir : f->out;
         const double interval = w->timeline.interval_s > 0 ? w->timeline.interval_s : 10;
         std::FILE* log = f->json ? stderr : stdout;
         const bool terminal = ::isatty(::fileno(stderr)) != 0;
