@@ -195,13 +195,19 @@ TEST(TorchBed, KeptWorkerServesLaterWindows) {
   }
 }
 
+/// The tiny decoder driven by Poisson requests at `rps` (seed 7) for one window.
+Measurement measure_open_loop_llm(int prompt_tokens, int output_tokens, double rps,
+                                  double window_s) {
+  Workload w = tiny_llm(prompt_tokens, output_tokens);
+  w.models[0].demand.rps = rps;
+  const TorchTestbed tb(options());
+  return measure_all(tb, w, window_s);
+}
+
 TEST(TorchBed, AWindowWithoutArrivalsObservesNothing) {
   // 0.01 requests/s: the seeded Poisson draw puts no arrival in half a second. That is an
   // idle window (nothing served, no TTFT or TPOT observed), not a closed loop.
-  Workload w = tiny_llm(16, 4);
-  w.models[0].demand.rps = 0.01;
-  const TorchTestbed tb(options());
-  const auto m = measure_all(tb, w, 0.5);
+  const auto m = measure_open_loop_llm(16, 4, 0.01, 0.5);
   ASSERT_TRUE(m.ok()) << m.error;
   EXPECT_EQ(m.models[0].throughput, 0);
   EXPECT_FALSE(m.models[0].ttft_ms_p95) << *m.models[0].ttft_ms_p95;
@@ -213,10 +219,7 @@ TEST(TorchBed, RequestsStillQueuedAtTheEndCountTheirWait) {
   // about 40 more arrive (100/s over 0.4 s) and queue behind it (concurrency 1). Their TTFT
   // is at least their wait so far, so the p95 is a large part of the window; counting only
   // the admitted request would report its prefill alone (milliseconds).
-  Workload w = tiny_llm(16, 400);
-  w.models[0].demand.rps = 100;
-  const TorchTestbed tb(options());
-  const auto m = measure_all(tb, w, 0.4);
+  const auto m = measure_open_loop_llm(16, 400, 100, 0.4);
   ASSERT_TRUE(m.ok()) << m.error;
   ASSERT_TRUE(m.models[0].ttft_ms_p95);
   EXPECT_GT(*m.models[0].ttft_ms_p95, 200);
