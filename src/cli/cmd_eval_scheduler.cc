@@ -13,7 +13,7 @@
 #include "corun/core/atomic_file.h"
 #include "corun/core/stats.h"
 #include "corun/core/strings.h"
-#include "corun/eval/svg.h"
+#include "corun/core/svg.h"
 #include "corun/runtime/pipeline.h"
 #include "corun/runtime/scheduler_eval.h"
 #include "corun/runtime/surrogate_source.h"
@@ -54,13 +54,13 @@ nlohmann::json summary(const std::vector<SchedulerEvalRow>& rows) {
 std::string svg_by_scenario(const std::vector<SchedulerEvalRow>& rows,
                             const std::vector<std::string>& solvers, const std::string& title,
                             const std::string& y_label, double SchedulerEvalRow::*field) {
-  eval::SvgPlot plot;
+  SvgPlot plot;
   plot.title = title;
   plot.x_label = "scenario (1 = first row of the table)";
   plot.y_label = y_label;
   plot.y_min = 0;
   for (const auto& s : solvers) {
-    eval::SvgSeries series;
+    SvgSeries series;
     series.label = s;
     double x = 0;
     for (const auto& r : rows) {

@@ -11,8 +11,8 @@
 
 #include "corun/core/rng.h"
 #include "corun/core/strings.h"
+#include "corun/core/svg.h"
 #include "corun/core/version.h"
-#include "corun/eval/svg.h"
 #include "corun/profile/campaign.h"
 
 namespace corun::eval {

@@ -6,6 +6,7 @@
 
 #include "corun/core/atomic_file.h"
 #include "corun/core/stats.h"
+#include "corun/core/svg.h"
 #include "corun/core/version.h"
 
 namespace corun {
@@ -44,13 +45,6 @@ bool headline(const ModelSpec& m, const ModelMetrics* mm, const Predicted* p, do
   return false;
 }
 
-struct Series {
-  std::string label;
-  std::string color;
-  std::vector<double> x, y;
-  bool dashed = false;
-};
-
 std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -65,68 +59,22 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-// A small line chart as inline SVG.
-std::string svg_chart(const std::string& title, const std::string& ylabel,
-                      const std::vector<Series>& series) {
-  constexpr double kW = 640, kH = 240, kL = 60, kR = 150, kT = 28, kB = 36;
-  double xmin = INFINITY, xmax = -INFINITY, ymin = 0, ymax = -INFINITY;
-  for (const auto& s : series) {
-    for (std::size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i])) continue;
-      xmin = std::min(xmin, s.x[i]);
-      xmax = std::max(xmax, s.x[i]);
-      ymax = std::max(ymax, s.y[i]);
-    }
-  }
-  if (!std::isfinite(xmin)) return "<p>no data for " + escape(title) + "</p>";
-  if (xmax <= xmin) xmax = xmin + 1;
-  if (ymax <= ymin) ymax = ymin + 1;
-  ymax *= 1.1;
-  auto px = [&](double x) { return kL + (x - xmin) / (xmax - xmin) * (kW - kL - kR); };
-  auto py = [&](double y) { return kH - kB - (y - ymin) / (ymax - ymin) * (kH - kT - kB); };
-  char buf[256];
-  std::string out = "<svg xmlns='http://www.w3.org/2000/svg' width='640' height='240' "
-                    "font-family='sans-serif' font-size='11'>";
-  out += "<text x='" + std::to_string(static_cast<int>(kL)) + "' y='16' font-size='13'>" +
-         escape(title) + "</text>";
-  std::snprintf(buf, sizeof buf,
-                "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='#999'/>"
-                "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='#999'/>",
-                kL, kH - kB, kW - kR, kH - kB, kL, kT, kL, kH - kB);
-  out += buf;
-  for (int i = 0; i <= 4; ++i) {
-    const double y = ymin + (ymax - ymin) * i / 4.0;
-    std::snprintf(buf, sizeof buf, "<text x='%.0f' y='%.0f' text-anchor='end'>%.3g</text>",
-                  kL - 4, py(y) + 4, y);
-    out += buf;
-    const double x = xmin + (xmax - xmin) * i / 4.0;
-    std::snprintf(buf, sizeof buf, "<text x='%.0f' y='%.0f' text-anchor='middle'>%.0f s</text>",
-                  px(x), kH - kB + 16, x);
-    out += buf;
-  }
-  std::snprintf(buf, sizeof buf,
-                "<text x='12' y='%.0f' transform='rotate(-90 12 %.0f)' text-anchor='middle'>",
-                (kH - kB + kT) / 2, (kH - kB + kT) / 2);
-  out += buf + escape(ylabel) + "</text>";
-  int row = 0;
-  for (const auto& s : series) {
-    std::string pts;
-    for (std::size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i])) continue;
-      std::snprintf(buf, sizeof buf, "%.1f,%.1f ", px(s.x[i]), py(s.y[i]));
-      pts += buf;
-    }
-    out += "<polyline fill='none' stroke='" + s.color + "' stroke-width='1.8'" +
-           (s.dashed ? " stroke-dasharray='5,4'" : "") + " points='" + pts + "'/>";
-    std::snprintf(buf, sizeof buf,
-                  "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='%s' stroke-width='2'%s/>"
-                  "<text x='%.0f' y='%.0f'>",
-                  kW - kR + 10, kT + 14.0 * row, kW - kR + 30, kT + 14.0 * row, s.color.c_str(),
-                  s.dashed ? " stroke-dasharray='5,4'" : "", kW - kR + 34, kT + 14.0 * row + 4);
-    out += buf + escape(s.label) + "</text>";
-    ++row;
-  }
-  return out + "</svg>";
+// A line chart over the run's intervals (inline SVG), or a note when nothing was measured.
+std::string chart(const std::string& title, const std::string& y_label,
+                  std::vector<SvgSeries> series) {
+  const bool any = std::any_of(series.begin(), series.end(), [](const SvgSeries& s) {
+    return std::any_of(s.y.begin(), s.y.end(), [](double y) { return std::isfinite(y); });
+  });
+  if (!any) return "<p>no data for " + escape(title) + "</p>";
+  SvgPlot p;
+  p.title = title;
+  p.x_label = "time (s)";
+  p.y_label = y_label;
+  p.y_min = 0;
+  p.width = 860;
+  p.height = 300;
+  p.series = std::move(series);
+  return p.render();
 }
 
 }  // namespace
@@ -191,8 +139,8 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
 
 std::string report_html(const RunReport& r, const Workload& w) {
   std::vector<double> t;
-  Series pu{"predicted", "#1f77b4", {}, {}, true};
-  Series mu{"measured", "#d62728", {}, {}, false};
+  SvgSeries pu{"predicted", {}, {}, true, "#1f77b4"};
+  SvgSeries mu{"measured", {}, {}, false, "#d62728"};
   for (const auto& iv : r.intervals) {
     t.push_back(iv.t_s);
     pu.x.push_back(iv.t_s);
@@ -220,11 +168,11 @@ std::string report_html(const RunReport& r, const Workload& w) {
                 r.sla_violations() ? "bad" : "", r.sla_violations(),
                 s["decision_ms_p50"].get<double>(), s["decision_ms_p99"].get<double>());
   html += buf;
-  html += svg_chart("Objective (utility) per interval", "utility", {pu, mu});
+  html += chart("Objective (utility) per interval", "utility", {pu, mu});
   for (std::size_t m = 0; m < w.models.size(); ++m) {
-    Series meas{"measured", "#d62728", {}, {}, false};
-    Series pred{"predicted", "#1f77b4", {}, {}, true};
-    Series lim{"SLA", "#2ca02c", {}, {}, false};
+    SvgSeries meas{"measured", {}, {}, false, "#d62728"};
+    SvgSeries pred{"predicted", {}, {}, true, "#1f77b4"};
+    SvgSeries lim{"SLA", {}, {}, false, "#2ca02c"};
     std::string name = "latency p95 (ms)";
     bool any = false;
     for (const auto& iv : r.intervals) {
@@ -242,7 +190,7 @@ std::string report_html(const RunReport& r, const Workload& w) {
       lim.x.push_back(iv.t_s);
       lim.y.push_back(limit);
     }
-    if (any) html += svg_chart(w.models[m].name + ": " + name, name, {meas, pred, lim});
+    if (any) html += chart(w.models[m].name + ": " + name, name, {meas, pred, lim});
   }
   html += "<h2>Decisions</h2><table><tr><th>t (s)</th><th>events</th><th>re-plan</th>"
           "<th>decision ms</th><th>predicted utility</th><th>measured utility</th>"

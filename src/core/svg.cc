@@ -1,11 +1,11 @@
-#include "corun/eval/svg.h"
+#include "corun/core/svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-namespace corun::eval {
+namespace corun {
 
 namespace {
 
@@ -150,7 +150,8 @@ std::string SvgPlot::render() const {
   // Series and legend.
   for (std::size_t k = 0; k < series.size(); ++k) {
     const SvgSeries& s = series[k];
-    const std::string colour = kColours[k % (sizeof kColours / sizeof kColours[0])];
+    const std::string colour =
+        s.colour.empty() ? kColours[k % (sizeof kColours / sizeof kColours[0])] : escape(s.colour);
     std::string path;
     bool pen = false;
     for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
@@ -178,4 +179,4 @@ std::string SvgPlot::render() const {
   return o;
 }
 
-}  // namespace corun::eval
+}  // namespace corun

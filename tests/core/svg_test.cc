@@ -1,11 +1,11 @@
 // The SVG line plot: deterministic, escaped, gaps at NaN, log axes with 1-2-5 ticks.
-#include "corun/eval/svg.h"
+#include "corun/core/svg.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-namespace corun::eval {
+namespace corun {
 namespace {
 
 std::size_t count(const std::string& s, const std::string& what) {
@@ -19,8 +19,8 @@ TEST(Svg, RendersSeriesLegendAndEscapedText) {
   p.title = "R<2> & co";
   p.x_label = "budget";
   p.y_label = "R^2";
-  p.series.push_back({"a \"quoted\" line", {1, 2, 3}, {0.5, 0.7, 0.9}, false});
-  p.series.push_back({"dashed", {1, 2, 3}, {0.6, NAN, 0.8}, true});
+  p.series.push_back({"a \"quoted\" line", {1, 2, 3}, {0.5, 0.7, 0.9}, false, ""});
+  p.series.push_back({"dashed", {1, 2, 3}, {0.6, NAN, 0.8}, true, ""});
   const std::string svg = p.render();
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
@@ -41,7 +41,7 @@ TEST(Svg, RendersSeriesLegendAndEscapedText) {
 TEST(Svg, LogAxisTicksAreOneTwoFive) {
   SvgPlot p;
   p.log_x = true;
-  p.series.push_back({"s", {10, 40, 100}, {1, 2, 3}, false});
+  p.series.push_back({"s", {10, 40, 100}, {1, 2, 3}, false, ""});
   const std::string svg = p.render();
   for (const char* t : {">10<", ">20<", ">50<", ">100<"}) {
     EXPECT_NE(svg.find(t), std::string::npos) << t;
@@ -56,5 +56,14 @@ TEST(Svg, EmptyPlotStillRenders) {
   EXPECT_EQ(count(svg, "<circle"), 0u);
 }
 
+TEST(Svg, ASeriesMayNameItsColour) {
+  SvgPlot p;
+  p.series.push_back({"measured", {0, 1}, {1, 2}, false, "#d62728"});
+  p.series.push_back({"predicted", {0, 1}, {2, 1}, true, ""});
+  const std::string svg = p.render();
+  EXPECT_NE(svg.find("stroke=\"#d62728\""), std::string::npos);
+  EXPECT_NE(svg.find("stroke=\"#E69F00\""), std::string::npos);  // the palette's second
+}
+
 }  // namespace
-}  // namespace corun::eval
+}  // namespace corun

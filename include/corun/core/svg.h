@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace corun::eval {
+namespace corun {
 
 /// @brief One polyline of a plot; points with a NaN y are gaps.
 struct SvgSeries {
@@ -12,6 +12,7 @@ struct SvgSeries {
   std::vector<double> x;
   std::vector<double> y;
   bool dashed = false;
+  std::string colour;  ///< CSS colour; empty: the palette's next (Okabe-Ito, colour-blind safe)
 };
 
 /// @brief A minimal line plot: axes with ticks, optional log x axis, a legend, one colour per
@@ -31,4 +32,4 @@ struct SvgPlot {
   [[nodiscard]] std::string render() const;
 };
 
-}  // namespace corun::eval
+}  // namespace corun
