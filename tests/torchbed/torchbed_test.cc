@@ -146,17 +146,22 @@ TEST(TorchBed, LatencyGrowsWithImgsz) {
 TEST(TorchBed, LatencyGrowsWithCorunners) {
   const TorchTestbed tb(options());
   const ModelSpec cam = spec("cam", "yolo11n", vision(192));
-  const auto alone = measure_all(tb, workload({cam}), 0.8);
   // Two closed-loop co-runners with two threads each: five busy threads on the cores.
-  const auto crowded = measure_all(
-      tb,
-      workload({cam, spec("cls", "resnet50", vision(128, 100)),
-                spec("det", "yolo11n", vision(256, 100))}),
-      0.8);
-  ASSERT_TRUE(alone.ok()) << alone.error;
-  ASSERT_TRUE(crowded.ok()) << crowded.error;
-  EXPECT_GT(crowded.models[0].latency_ms_p50, 1.3 * alone.models[0].latency_ms_p50)
-      << alone.models[0].latency_ms_p50 << " vs " << crowded.models[0].latency_ms_p50;
+  const Workload together = workload({cam, spec("cls", "resnet50", vision(128, 100)),
+                                      spec("det", "yolo11n", vision(256, 100))});
+  // Alone and crowded twice, interleaved, and compared on their means: one 0.8 s window
+  // of closed-loop co-runners is bursty (crowded p50 ranged 1.0-2.3x alone in single pairs).
+  Measurement alone, crowded;
+  double alone_p50 = 0, crowded_p50 = 0;
+  for (int i = 0; i < 2; ++i) {
+    alone = measure_all(tb, workload({cam}), 0.8);
+    crowded = measure_all(tb, together, 0.8);
+    ASSERT_TRUE(alone.ok()) << alone.error;
+    ASSERT_TRUE(crowded.ok()) << crowded.error;
+    alone_p50 += alone.models[0].latency_ms_p50 / 2;
+    crowded_p50 += crowded.models[0].latency_ms_p50 / 2;
+  }
+  EXPECT_GT(crowded_p50, 1.3 * alone_p50) << alone_p50 << " vs " << crowded_p50;
   // The aggregate state sees the co-runners: more threads want a core, more memory is
   // resident. Not sm_util (CPU-seconds per core-second): the kernel shares the CPU fairly
   // between sessions (autogroups), so on a host where other sessions compile, one busy
@@ -228,7 +233,8 @@ TEST(TorchBed, RequestsStillQueuedAtTheEndCountTheirWait) {
 
 TEST(TorchBed, ArrivalsReplayOneTracePerModelUnlessAskedOtherwise) {
   // 20 requests/s of two tokens each over 0.6 s: about 12 requests, each done in
-  // milliseconds, so the tokens served count the arrivals (give or take one cut by the end).
+  // milliseconds, so the tokens served count the arrivals (give or take the one or two that
+  // the end of the window cuts).
   Workload w = tiny_llm(8, 2);
   w.models[0].demand.rps = 20;
   const JointConfig all(1, 0);
@@ -240,7 +246,7 @@ TEST(TorchBed, ArrivalsReplayOneTracePerModelUnlessAskedOtherwise) {
   const TorchTestbed replay(options());
   const double first = served(replay, 1);
   EXPECT_GT(first, 0);
-  for (std::uint64_t seed : {2, 3, 4}) EXPECT_NEAR(served(replay, seed), first, 2.5) << seed;
+  for (std::uint64_t seed : {2, 3, 4}) EXPECT_NEAR(served(replay, seed), first, 4.5) << seed;
   TorchBedOptions o = options();
   o.replay_arrivals = false;
   const TorchTestbed fresh(o);
