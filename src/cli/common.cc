@@ -138,10 +138,7 @@ std::string Table::render() const {
 }
 
 std::string testbed_help() {
-  std::string out = "testbed:";
-  const auto names = testbed_names();
-  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : " ") + names[i];
-  return out;
+  return "testbed: " + join(testbed_names(), ", ");
 }
 
 std::string fixed(double v, int digits) {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "corun/core/strings.h"
+
 namespace corun {
 
 namespace {
@@ -17,29 +19,6 @@ std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string tick_label(double v) {
@@ -112,7 +91,7 @@ std::string SvgPlot::render() const {
        std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   o += "<text x=\"" + num(left + pw / 2) + "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">" +
-       escape(title) + "</text>\n";
+       markup_escape(title) + "</text>\n";
   // Axes and ticks.
   o += "<g stroke=\"#444\" fill=\"none\"><rect x=\"" + num(left) + "\" y=\"" + num(top) +
        "\" width=\"" + num(pw) + "\" height=\"" + num(ph) + "\"/></g>\n";
@@ -139,9 +118,9 @@ std::string SvgPlot::render() const {
          tick_label(t) + "</text>\n";
   }
   o += "<text x=\"" + num(left + pw / 2) + "\" y=\"" + num(height - 12.0) +
-       "\" text-anchor=\"middle\">" + escape(x_label) + "</text>\n";
+       "\" text-anchor=\"middle\">" + markup_escape(x_label) + "</text>\n";
   o += "<text transform=\"translate(16," + num(top + ph / 2) +
-       ") rotate(-90)\" text-anchor=\"middle\">" + escape(y_label) + "</text>\n";
+       ") rotate(-90)\" text-anchor=\"middle\">" + markup_escape(y_label) + "</text>\n";
   if (reference_y) {
     o += "<line x1=\"" + num(left) + "\" y1=\"" + num(fy(*reference_y)) + "\" x2=\"" +
          num(left + pw) + "\" y2=\"" + num(fy(*reference_y)) +
@@ -151,7 +130,7 @@ std::string SvgPlot::render() const {
   for (std::size_t k = 0; k < series.size(); ++k) {
     const SvgSeries& s = series[k];
     const std::string colour =
-        s.colour.empty() ? kColours[k % (sizeof kColours / sizeof kColours[0])] : escape(s.colour);
+        s.colour.empty() ? kColours[k % (sizeof kColours / sizeof kColours[0])] : markup_escape(s.colour);
     std::string path;
     bool pen = false;
     for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
@@ -172,7 +151,7 @@ std::string SvgPlot::render() const {
     o += "<line x1=\"" + num(left + pw + 12) + "\" y1=\"" + num(ly) + "\" x2=\"" +
          num(left + pw + 34) + "\" y2=\"" + num(ly) + "\" stroke=\"" + colour +
          "\" stroke-width=\"1.8\"" + (s.dashed ? " stroke-dasharray=\"6,4\"" : "") + "/>";
-    o += "<text x=\"" + num(left + pw + 40) + "\" y=\"" + num(ly + 4) + "\">" + escape(s.label) +
+    o += "<text x=\"" + num(left + pw + 40) + "\" y=\"" + num(ly + 4) + "\">" + markup_escape(s.label) +
          "</text>\n";
   }
   o += "</svg>\n";

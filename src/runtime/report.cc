@@ -6,6 +6,7 @@
 
 #include "corun/core/atomic_file.h"
 #include "corun/core/stats.h"
+#include "corun/core/strings.h"
 #include "corun/core/svg.h"
 #include "corun/core/version.h"
 
@@ -45,27 +46,13 @@ bool headline(const ModelSpec& m, const ModelMetrics* mm, const Predicted* p, do
   return false;
 }
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // A line chart over the run's intervals (inline SVG), or a note when nothing was measured.
 std::string chart(const std::string& title, const std::string& y_label,
                   std::vector<SvgSeries> series) {
   const bool any = std::any_of(series.begin(), series.end(), [](const SvgSeries& s) {
     return std::any_of(s.y.begin(), s.y.end(), [](double y) { return std::isfinite(y); });
   });
-  if (!any) return "<p>no data for " + escape(title) + "</p>";
+  if (!any) return "<p>no data for " + markup_escape(title) + "</p>";
   SvgPlot p;
   p.title = title;
   p.x_label = "time (s)";
@@ -138,11 +125,9 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
 }
 
 std::string report_html(const RunReport& r, const Workload& w) {
-  std::vector<double> t;
   SvgSeries pu{"predicted", {}, {}, true, "#1f77b4"};
   SvgSeries mu{"measured", {}, {}, false, "#d62728"};
   for (const auto& iv : r.intervals) {
-    t.push_back(iv.t_s);
     pu.x.push_back(iv.t_s);
     pu.y.push_back(iv.predicted_utility);
     mu.x.push_back(iv.t_s);
@@ -155,14 +140,14 @@ std::string report_html(const RunReport& r, const Workload& w) {
       "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
       "text-align:right}th{background:#f4f4f4}.bad{color:#c00;font-weight:bold}</style>"
       "</head><body>";
-  html += "<h1>corun run: " + escape(r.workload) + "</h1>";
+  html += "<h1>corun run: " + markup_escape(r.workload) + "</h1>";
   const auto& s = j["summary"];
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "<p>testbed <b>%s</b>, device <b>%s</b>, solver <b>%s</b>, seed %llu, corun %s "
                 "(%s).</p><p>%zu intervals, %zu decisions, <span class='%s'>%zu measured SLA "
                 "violations</span> (model-intervals), decision time p50 %.1f ms, p99 %.1f ms.</p>",
-                escape(r.testbed).c_str(), escape(r.device).c_str(), escape(r.solver).c_str(),
+                markup_escape(r.testbed).c_str(), markup_escape(r.device).c_str(), markup_escape(r.solver).c_str(),
                 static_cast<unsigned long long>(r.seed), std::string(version()).c_str(),
                 std::string(git_hash()).c_str(), r.intervals.size(), r.decision_ms().size(),
                 r.sla_violations() ? "bad" : "", r.sla_violations(),
@@ -205,9 +190,9 @@ std::string report_html(const RunReport& r, const Workload& w) {
     std::snprintf(buf, sizeof buf,
                   "<tr><td>%.0f</td><td>%s</td><td>%s</td><td>%.1f</td><td>%.2f</td><td>%.2f</td>"
                   "<td class='bad'>%s</td></tr>",
-                  iv.t_s, escape(ev).c_str(), iv.replanned ? escape(iv.reason).c_str() : "",
+                  iv.t_s, markup_escape(ev).c_str(), iv.replanned ? markup_escape(iv.reason).c_str() : "",
                   iv.decision_ms, iv.predicted_utility, iv.measured_utility,
-                  escape(breaches).c_str());
+                  markup_escape(breaches).c_str());
     html += buf;
   }
   html += "</table></body></html>\n";

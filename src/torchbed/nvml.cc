@@ -48,24 +48,21 @@ Result<std::unique_ptr<NvmlSampler>> NvmlSampler::open(const std::string& librar
     return Error("NVML unavailable: cannot load " + library + (why ? std::string(": ") + why : ""),
                  Error::Kind::kResource);
   }
+  const char* missing = nullptr;  // the first entry point the library lacks
   auto bind = [&](auto& fn, const char* symbol) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(api->lib, symbol));
-    return fn != nullptr;
+    if (fn == nullptr && missing == nullptr) missing = symbol;
   };
-  for (const auto& [ok, symbol] :
-       {std::pair{bind(api->init, "nvmlInit_v2"), "nvmlInit_v2"},
-        std::pair{bind(api->shutdown, "nvmlShutdown"), "nvmlShutdown"},
-        std::pair{bind(api->handle_by_index, "nvmlDeviceGetHandleByIndex_v2"),
-                  "nvmlDeviceGetHandleByIndex_v2"},
-        std::pair{bind(api->utilization, "nvmlDeviceGetUtilizationRates"),
-                  "nvmlDeviceGetUtilizationRates"},
-        std::pair{bind(api->memory, "nvmlDeviceGetMemoryInfo"), "nvmlDeviceGetMemoryInfo"},
-        std::pair{bind(api->power, "nvmlDeviceGetPowerUsage"), "nvmlDeviceGetPowerUsage"},
-        std::pair{bind(api->clock, "nvmlDeviceGetClockInfo"), "nvmlDeviceGetClockInfo"}}) {
-    if (!ok) {
-      return Error("NVML unavailable: " + library + " has no symbol " + symbol,
-                   Error::Kind::kResource);
-    }
+  bind(api->init, "nvmlInit_v2");
+  bind(api->shutdown, "nvmlShutdown");
+  bind(api->handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
+  bind(api->utilization, "nvmlDeviceGetUtilizationRates");
+  bind(api->memory, "nvmlDeviceGetMemoryInfo");
+  bind(api->power, "nvmlDeviceGetPowerUsage");
+  bind(api->clock, "nvmlDeviceGetClockInfo");
+  if (missing != nullptr) {
+    return Error("NVML unavailable: " + library + " has no symbol " + missing,
+                 Error::Kind::kResource);
   }
   if (const NvmlReturn r = api->init(); r != 0) {
     return Error("NVML unavailable: nvmlInit_v2 returned " + std::to_string(r),

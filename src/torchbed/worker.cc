@@ -65,8 +65,8 @@ bool closed_loop(const WorkerJob& job) {
 /// requests, or none (closed loop) when the demand is 0.
 std::vector<double> arrivals(const WorkerJob& job, Rng& rng) {
   std::vector<double> out;
+  if (closed_loop(job)) return out;
   if (job.arch.family == ModelFamily::kVision) {
-    if (job.demand.fps <= 0) return out;
     const double keep = 1 - job.settings.skip_rate;
     for (long i = 0;; ++i) {
       const double t = static_cast<double>(i) / job.demand.fps;
@@ -76,7 +76,6 @@ std::vector<double> arrivals(const WorkerJob& job, Rng& rng) {
     }
     return out;
   }
-  if (job.demand.rps <= 0) return out;
   for (double t = -std::log(1 - rng.uniform()) / job.demand.rps; t < job.window_s;
        t += -std::log(1 - rng.uniform()) / job.demand.rps) {
     out.push_back(t);
@@ -190,7 +189,7 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
   // long for its first token: a lower bound, counted rather than dropped, or an overloaded
   // configuration would report only the lucky requests it admitted.
   const auto closed_at = Clock::now();
-  for (; !closed && next < arr.size() && at(t0, arr[next]) <= closed_at; ++next) {
+  for (; next < arr.size() && at(t0, arr[next]) <= closed_at; ++next) {
     r.ttft_ms.push_back(ms_since(at(t0, arr[next]), closed_at));
   }
   // A request still decoding when the window closes has shown its token gaps so far: count

@@ -95,5 +95,11 @@ TEST(Yaml, TypedReadsReportPathAndRange) {
   EXPECT_EQ(d.items()[3].path, "a.zz");
 }
 
+TEST(Strings, MarkupEscapeReplacesTheFourSpecialCharacters) {
+  EXPECT_EQ(markup_escape(R"(a<b> & "c" 'd')"), "a&lt;b&gt; &amp; &quot;c&quot; 'd'");
+  EXPECT_EQ(markup_escape("&amp;"), "&amp;amp;");  // already escaped text is escaped again
+  EXPECT_EQ(markup_escape(""), "");
+}
+
 }  // namespace
 }  // namespace corun

@@ -23,6 +23,10 @@ std::string join(std::span<const std::string> parts, std::string_view sep);
 /// @brief Splits on a single character; empty fields are kept.
 std::vector<std::string> split(std::string_view s, char sep);
 
+/// @brief `s` with &, <, > and " replaced by their entities: safe as HTML/SVG/XML text and
+/// as a double-quoted attribute value.
+std::string markup_escape(std::string_view s);
+
 /// @brief Formats a double compactly ("640", "0.33", "1.5e-05").
 std::string format_number(double v);
 
