@@ -7,7 +7,8 @@
 #include "common.h"
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
-#include "corun/runtime/controller.h"
+#include "corun/runtime/infeasibility.h"
+#include "corun/runtime/testbed_predictor.h"
 #include "corun/runtime/surrogate_source.h"
 
 namespace corun::cli {
@@ -75,8 +76,11 @@ const bool registered = register_command({
         for (const auto& m : w->models) active.push_back(m.active);
         const std::vector<double> margins = source.margins(*w);
         PlanProblem problem(*w, active, **predictor, margins);
-        auto r = (*solver)->solve(problem, {f->seed, f->threads, std::nullopt});
-        if (!r) return report_error(r.error());
+        auto degraded = solve_degrading(problem, **solver, {f->seed, f->threads, std::nullopt});
+        if (!degraded) return report_error(degraded.error());
+        const PlanResult* r = &degraded->result;
+        std::vector<std::string> why;
+        for (const auto& i : degraded->why) why.push_back(i.message());
 
         std::optional<Measurement> measured;
         if (f->measure) measured = (*testbed)->measure(*w, r->config, {f->window_s, f->seed});
@@ -128,7 +132,8 @@ const bool registered = register_command({
             {"device", w->device.name},
             {"surrogate", f->model},
             {"solver", r->solver},
-            {"feasible", r->feasible},
+            {"feasible", r->feasible && why.empty()},
+            {"infeasible", why},
             {"predicted_utility", r->utility},
             {"models", models},
             {"search",
@@ -137,7 +142,7 @@ const bool registered = register_command({
               {"elapsed_ms", r->stats.elapsed_ms},
               {"proved_optimal", r->stats.proved_optimal},
               {"candidates", problem.candidate_count()}}},
-            {"standalone_remeasured", source.standalone_measurements()}};
+            {"standalone_remeasured", source.measurements_taken()}};
         if (measured) {
           out["measured"] = {{"testbed", measured->testbed},
                              {"utility", measured_utility},
@@ -149,8 +154,10 @@ const bool registered = register_command({
         } else {
           std::printf("corun plan: %s on %s, solver %s: %s, predicted utility %.3f\n",
                       w->file.c_str(), w->device.display_name.c_str(), r->solver.c_str(),
-                      r->feasible ? "feasible" : "NO FEASIBLE PLAN (least violating shown)",
+                      r->feasible && why.empty() ? "feasible"
+                                                 : "INFEASIBLE (degraded plan shown)",
                       r->utility);
+          for (const auto& line : why) std::printf("infeasible: %s\n", line.c_str());
           std::printf("%s", t.render().c_str());
           std::printf("search: %llu of %llu candidates evaluated in %.1f ms%s\n",
                       static_cast<unsigned long long>(r->stats.evaluated),
@@ -161,7 +168,7 @@ const bool registered = register_command({
                         measured->testbed.c_str(), measured_utility, breaches);
           }
         }
-        if (!r->feasible) return kExitFailure;
+        if (!r->feasible || !why.empty()) return kExitFailure;
         return breaches == 0 ? kExitOk : kExitFailure;
       });
     },

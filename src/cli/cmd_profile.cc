@@ -44,7 +44,7 @@ const bool registered = register_command({
       sub.add_flag("--quiet", f->quiet, "no progress output");
       return std::function<int()>([f] {
         const auto plan = profile::parse_plan(f->plan);
-        if (!plan) {
+        if (!plan || *plan == profile::Plan::kOnline) {
           return report_error(Error("--plan: unknown plan '" + f->plan + "'" +
                                     did_you_mean(f->plan, profile::plan_names()) +
                                     " (standalone, meanfield, joint)"));

@@ -5,16 +5,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "command.h"
 #include "common.h"
 #include "corun/core/atomic_file.h"
 #include "corun/core/strings.h"
-#include "corun/runtime/controller.h"
+#include "corun/core/rng.h"
+#include "corun/runtime/online_run.h"
 #include "corun/runtime/pipeline.h"
 #include "corun/runtime/report.h"
 #include "corun/runtime/surrogate_source.h"
+#include "corun/runtime/twin_source.h"
 #include "corun/space/space.h"
 #include "surrogate_flags.h"
 
@@ -51,15 +54,28 @@ std::string thousands(std::uint64_t v) {
   return out;
 }
 
+// What identifies a run for its online log: every setting that changes its decisions.
+std::uint64_t run_key(std::uint64_t seed, const std::string& solver, const LearningOptions& l,
+                      const std::string& source, const surrogate::Surrogate* s) {
+  std::string k = solver + "|" + (l.enabled ? "on" : "off") + "|" + format_number(l.breach_target) +
+                  "|" + source;
+  if (s != nullptr) {
+    k += "|" + s->provenance().workload_hash + "|" + std::to_string(s->provenance().corun_samples) +
+         "|" + std::to_string(s->provenance().seed) + "|" + (s->monotone() ? "m" : "u");
+  }
+  return derive_seed(seed, {fnv1a(k)});
+}
+
 const bool registered = register_command({
     "run",
-    "corun's main job: profile, fit, then schedule the workload's timeline online",
+    "corun's main job: profile, fit, then schedule the workload's timeline online and learn",
     [](CLI::App& sub) {
       struct Flags {
         std::string file, testbed = "sim", solver = "ga", out, model, catalog;
         std::uint64_t repeats = 3;
-        bool json = false, quiet = false;
+        bool json = false, quiet = false, no_profile = false;
         SurrogateFlags surrogate;
+        LearningFlags learning;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "workload YAML (its timeline is run; none = one interval)")
@@ -68,9 +84,13 @@ const bool registered = register_command({
       sub.add_option("--solver", f->solver, "exhaustive, ga, exact, greedy or hillclimb")
           ->capture_default_str();
       f->surrogate.add(sub);
+      f->learning.add(sub, false);
       sub.add_option("--repeats", f->repeats, "standalone profiling passes")->capture_default_str();
       sub.add_option("--surrogate", f->model,
                      "use this fitted surrogate instead of profiling and fitting");
+      sub.add_flag("--no-profile", f->no_profile,
+                   "measure nothing beforehand: start from the catalog twin and learn online (as "
+                   "`profiling: none` in the workload)");
       sub.add_option("--out", f->out,
                      "directory for dataset.db, surrogate.json, report.json and report.html "
                      "(default out/run/NAME on sim, out/run/NAME-TESTBED on the others: a "
@@ -90,6 +110,12 @@ const bool registered = register_command({
         if (!make_solver(f->solver)) return report_error(make_solver(f->solver).error());
         const auto regressor = f->surrogate.regressor_kind();
         if (!regressor) return report_error(regressor.error());
+        const auto modes = f->learning.parsed(false);
+        if (!modes) return report_error(modes.error());
+        if (f->no_profile && !f->model.empty()) {
+          return report_error(Error("--no-profile and --surrogate exclude each other"));
+        }
+        const bool profile = !f->no_profile && w->profiling != Profiling::kNone;
         const std::string name = std::filesystem::path(f->file).stem().string();
         // One default directory per testbed: a dataset that mixed testbeds could not be fitted.
         const std::string dir = f->testbed == "sim" ? name : name + "-" + f->testbed;
@@ -103,16 +129,19 @@ const bool registered = register_command({
                      f->file.c_str(), w->device.display_name.c_str(), f->testbed.c_str(),
                      w->models.size(), thousands(space.joint_count()).c_str());
 
-        std::optional<surrogate::Surrogate> s;
+        std::unique_ptr<PredictorSource> source;
+        std::filesystem::path refit_dataset;
         if (!f->model.empty()) {
           auto loaded = surrogate::Surrogate::load(f->model);
           if (!loaded) return report_error(loaded.error());
           if (auto st = loaded->check_workload(*w); !st.ok()) {
             return report_error(st.error().wrap(f->model + " does not fit " + f->file));
           }
-          s = std::move(*loaded);
           std::fprintf(log, "surrogate: %s (given)\n", f->model.c_str());
-        } else {
+          source = std::make_unique<SurrogateSource>(
+              std::move(*loaded), **testbed,
+              SurrogateSourceOptions{3, interval, f->surrogate.seed, f->surrogate.confidence});
+        } else if (profile) {
           PipelineOptions po = f->surrogate.pipeline(*regressor, f->testbed, interval,
                                                      f->quiet ? nullptr : stderr, terminal);
           po.dataset = out / "dataset.db";
@@ -136,25 +165,57 @@ const bool registered = register_command({
             std::fprintf(log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
                          f->surrogate.regressor.c_str(), p->fit_s, po.model.string().c_str());
           }
-          s = std::move(p->surrogate);
+          refit_dataset = po.dataset;
+          source = std::make_unique<SurrogateSource>(
+              std::move(p->surrogate), **testbed,
+              SurrogateSourceOptions{3, interval, f->surrogate.seed, f->surrogate.confidence});
+        } else {
+          std::fprintf(log,
+                       "profile: none: plans start from the catalog twin and learn online\n");
+          source = std::make_unique<TwinSource>(TwinOptions{0.1, interval});
         }
 
-        SurrogateSource source(std::move(*s), **testbed,
-                               {3, interval, f->surrogate.seed, f->surrogate.confidence});
-        ControllerOptions co;
-        co.solver = f->solver;
-        co.seed = f->surrogate.seed;
-        co.threads = f->surrogate.threads;
+        RunOptions ro;
+        ro.controller.solver = f->solver;
+        ro.controller.seed = f->surrogate.seed;
+        ro.controller.threads = f->surrogate.threads;
+        ro.controller.learning = f->learning.options;
+        ro.controller.learning.enabled = modes->front();
+        ro.refit_dataset = refit_dataset;
+        ro.catalog = *catalog;
+        std::error_code ec;
+        std::filesystem::create_directories(out, ec);
+        if (ec) {
+          return report_error(Error("cannot create " + out.string() + ": " + ec.message(),
+                                    Error::Kind::kIo));
+        }
+        auto online = OnlineLog::open(
+            out / "dataset.db", *w, *text, f->testbed, interval,
+            run_key(f->surrogate.seed, f->solver, ro.controller.learning, source->describe(),
+                    source->fitted()),
+            static_cast<std::uint64_t>(std::ceil(
+                (w->timeline.duration_s > 0 ? w->timeline.duration_s : interval) / interval)));
+        if (!online) return report_error(online.error());
+        ro.log = online->get();
+        std::fprintf(log, "online: learning %s (breach target %s), predictions from %s\n",
+                     modes->front() ? "on" : "off",
+                     format_number(ro.controller.learning.breach_target).c_str(),
+                     source->describe().c_str());
+
         Table t({"t (s)", "event", "decision", "plan change", "utility pred/meas", "SLA"});
         JointConfig last;
-        auto on_interval = [&](const IntervalRecord& r) {
-          if (!r.replanned && r.events.empty() &&
+        std::vector<std::string> told;
+        ro.on_interval = [&](const IntervalRecord& r, const Workload&) {
+          std::string events = join(r.events, ", ");
+          if (!r.drift.empty()) {
+            events += (events.empty() ? "" : ", ") + std::string("[unseen: ") + join(r.drift, ", ") + "]";
+          }
+          if (!r.replanned && events.empty() &&
               std::none_of(r.breach.begin(), r.breach.end(), [](bool b) { return b; })) {
             last = r.plan;
             return;  // a quiet interval: summarised at the end
           }
-          std::string events = join(r.events, ", ");
-          if (r.replanned && events.empty()) events = r.reason;
+          if (r.replanned && r.events.empty()) events += (events.empty() ? "" : ", ") + r.reason;
           const std::string decision =
               r.replanned ? f->solver + " " + fixed(r.decision_ms, 1) + " ms" : "-";
           const std::string change = r.replanned ? plan_change(*w, last, r.plan) : "-";
@@ -168,9 +229,14 @@ const bool registered = register_command({
                          decision.c_str(), change.c_str(), fixed(r.predicted_utility, 3).c_str(),
                          fixed(r.measured_utility, 3).c_str(), sla_status(*w, r).c_str());
           }
+          for (const auto& why : r.infeasible) {
+            if (std::find(told.begin(), told.end(), why) != told.end()) continue;
+            told.push_back(why);
+            std::fprintf(log, "infeasible: %s\n", why.c_str());
+          }
           last = r.plan;
         };
-        auto report = run_online(*w, **testbed, source, co, on_interval);
+        auto report = run_online(*w, **testbed, std::move(source), ro);
         if (!report) return report_error(report.error());
         if (!f->json && terminal) std::fprintf(log, "\n%s", t.render().c_str());
 
@@ -179,17 +245,20 @@ const bool registered = register_command({
         const auto& sum = j.at("summary");
         std::fprintf(log,
                      "\nsummary: %zu intervals of %s s, %zu decisions (p50 %.1f ms, p99 %.1f ms), "
-                     "%zu standalone re-profiling measurements, mean measured utility %.3f, %zu "
-                     "measured SLA violation(s) (model-intervals)\n",
+                     "%zu refits, %zu standalone re-profiling measurements, %zu intervals read "
+                     "back from the dataset, mean measured utility %.3f, %zu measured SLA "
+                     "violation(s) (model-intervals)%s\n",
                      report->intervals.size(), fixed(interval, 0).c_str(),
                      sum.at("decisions").get<std::size_t>(),
                      sum.at("decision_ms_p50").get<double>(),
-                     sum.at("decision_ms_p99").get<double>(), source.standalone_measurements(),
-                     sum.at("mean_measured_utility").get<double>(), report->sla_violations());
+                     sum.at("decision_ms_p99").get<double>(), report->refits,
+                     report->source_measurements, report->replayed,
+                     sum.at("mean_measured_utility").get<double>(), report->sla_violations(),
+                     told.empty() ? "" : "; some SLAs could not be met (infeasible lines above)");
         std::fprintf(log, "report: %s, %s\n", (out / "report.json").string().c_str(),
                      (out / "report.html").string().c_str());
         if (f->json) std::printf("%s\n", j.dump().c_str());
-        return report->sla_violations() == 0 ? kExitOk : kExitFailure;
+        return report->sla_violations() == 0 && told.empty() ? kExitOk : kExitFailure;
       });
     },
 });

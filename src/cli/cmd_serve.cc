@@ -8,8 +8,10 @@
 #include "command.h"
 #include "common.h"
 #include "corun/core/atomic_file.h"
+#include "corun/runtime/twin_source.h"
 #include "corun/serve/server.h"
 #include "corun/serve/service.h"
+#include "surrogate_flags.h"
 
 namespace corun::cli {
 namespace {
@@ -63,6 +65,7 @@ const bool registered = register_command({
         std::uint64_t seed = 1;
         double margin = 0.1;
         std::size_t max_body = 64 * 1024;
+        LearningFlags learning;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")
@@ -100,6 +103,7 @@ const bool registered = register_command({
           ->check(CLI::Range(0, 600000))
           ->capture_default_str();
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      f->learning.add(sub, false);
       return std::function<int()>([f] {
         if (!is_loopback(f->host) && f->token_file.empty()) {
           return report_error(Error("--host " + f->host + " is not loopback: give --token-file"));
@@ -116,15 +120,19 @@ const bool registered = register_command({
         if (!catalog) return report_error(catalog.error());
         auto token = load_token(f->token_file, f->state);
         if (!token) return report_error(token.error());
+        const auto modes = f->learning.parsed(false);
+        if (!modes) return report_error(modes.error());
         Result<std::unique_ptr<PredictorSource>> source = Error("unset");
+        const TwinOptions twin{f->margin, 10};
         if (f->surrogate.empty()) {
-          source = serve::make_twin_source(f->margin, f->seed);
+          source = std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>(twin));
         } else {
           auto s = surrogate::Surrogate::load(f->surrogate);
           if (!s) return report_error(s.error());
-          source = serve::make_surrogate_source(std::move(*s), f->margin, f->seed);
+          auto fitted = FittedOrTwinSource::on_own_testbed(std::move(*s), {3, 10, f->seed}, twin);
+          if (!fitted) return report_error(fitted.error());
+          source = std::unique_ptr<PredictorSource>(std::move(*fitted));
         }
-        if (!source) return report_error(source.error());
         serve::ServiceOptions so;
         so.state_dir = f->state;
         so.token = *token;
@@ -135,6 +143,8 @@ const bool registered = register_command({
         so.max_body_bytes = f->max_body;
         so.telemetry_flush_ms = f->flush_ms;
         so.min_replan_interval_ms = f->min_replan_ms;
+        so.learning = f->learning.options;
+        so.learning.enabled = modes->front();
         auto service = serve::Service::open(std::move(so), **catalog, std::move(*source));
         if (!service) return report_error(service.error());
         serve::ServerOptions http;

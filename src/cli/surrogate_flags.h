@@ -10,6 +10,7 @@
 
 #include "corun/core/result.h"
 #include "corun/core/strings.h"
+#include "corun/runtime/learner.h"
 #include "corun/runtime/pipeline.h"
 #include "corun/surrogate/regressor.h"
 
@@ -64,6 +65,45 @@ struct SurrogateFlags {
     po.log = log;
     po.terminal = terminal;
     return po;
+  }
+};
+
+/// @brief The online-learning flags of `corun run`, `corun eval scheduler` and `corun serve`,
+/// bound to LearningOptions (where each setting and its default are declared).
+struct LearningFlags {
+  LearningOptions options;
+  std::string modes = "on";  ///< "on", "off", or a list ("off,on") where several runs are allowed
+
+  /// @brief --learning, --breach-target. `list`: --learning takes a comma list.
+  void add(CLI::App& sub, bool list) {
+    sub.add_option("--learning", modes,
+                   list ? "online learning modes to run, a comma list of on and off (one row each)"
+                        : "online learning: on (corrections and calibrated margins) or off "
+                          "(the fitted predictor and its error-model margins, never updated)")
+        ->capture_default_str();
+    sub.add_option("--breach-target", options.breach_target,
+                   "target rate at which a measured latency exceeds its planned bound, per model "
+                   "and metric (learning on)")
+        ->check(CLI::Range(1e-4, 0.5))
+        ->capture_default_str();
+  }
+
+  /// @brief The modes asked for (true = on), or an error naming the flag.
+  [[nodiscard]] Result<std::vector<bool>> parsed(bool list) const {
+    std::vector<bool> out;
+    for (const auto& m : split(modes, ',')) {
+      if (m == "on") {
+        out.push_back(true);
+      } else if (m == "off") {
+        out.push_back(false);
+      } else {
+        return Error("--learning: unknown mode '" + m + "' (on, off)");
+      }
+    }
+    if (out.empty() || (!list && out.size() != 1)) {
+      return Error(std::string("--learning: expected ") + (list ? "a list of on and off" : "on or off"));
+    }
+    return out;
   }
 };
 

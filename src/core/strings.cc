@@ -91,4 +91,21 @@ std::string format_number(double v) {
   return buf;
 }
 
+std::string format_quantity(double v) {
+  if (!std::isfinite(v)) return v > 0 ? "inf" : (v < 0 ? "-inf" : "nan");
+  char buf[64];
+  const double a = std::fabs(v);
+  if (a >= 1000) {
+    std::snprintf(buf, sizeof buf, "%.0f", a);
+    std::string digits = buf, out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+      if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+      out += digits[i];
+    }
+    return (v < 0 ? "-" : "") + out;
+  }
+  std::snprintf(buf, sizeof buf, a >= 1 ? "%.1f" : "%.2f", v);
+  return buf;
+}
+
 }  // namespace corun

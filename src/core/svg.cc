@@ -126,6 +126,13 @@ std::string SvgPlot::render() const {
          num(left + pw) + "\" y2=\"" + num(fy(*reference_y)) +
          "\" stroke=\"#888\" stroke-dasharray=\"2,3\"/>\n";
   }
+  for (const auto& [x, label] : markers_x) {
+    if (!std::isfinite(x) || x < x_lo || x > x_hi || (log_x && x <= 0)) continue;
+    o += "<line x1=\"" + num(fx(x)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(fx(x)) + "\" y2=\"" +
+         num(top + ph) + "\" stroke=\"#9467bd\" stroke-dasharray=\"1,3\"/>";
+    o += "<text x=\"" + num(fx(x) + 3) + "\" y=\"" + num(top + 12) +
+         "\" font-size=\"10\" fill=\"#9467bd\">" + markup_escape(label) + "</text>\n";
+  }
   // Series and legend.
   for (std::size_t k = 0; k < series.size(); ++k) {
     const SvgSeries& s = series[k];

@@ -125,7 +125,7 @@ class ExactSolver final : public Solver {
           const auto li = static_cast<std::int32_t>(l);
           const Predicted q = optimistic(m, li, others);
           ++evaluated;
-          if (sla_excess(p.workload().models[m], q, p.margin(m)) > 0) continue;  // never feasible
+          if (p.excess(m, li, q) > 0) continue;  // never feasible
           ub[m][l] = p.model_utility(m, li, q);
           cands[m].push_back(li);
         }
@@ -240,7 +240,7 @@ class ExactSolver final : public Solver {
                 probe[k] = others[k] + static_cast<float>(t * dirs[j][k]);
               }
               ++evaluated;
-              return sla_excess(p.workload().models[m], optimistic(m, l, probe), p.margin(m)) == 0;
+              return p.excess(m, l, optimistic(m, l, probe)) == 0;
             };
             if (feasible_at(most)) continue;
             double lo = 0, hi = most;
@@ -295,8 +295,7 @@ class ExactSolver final : public Solver {
               probe[k] = sum[k] - ci[k] + rest[k] + static_cast<float>(t * dirs[j][k]);
             }
             ++evaluated;
-            return sla_excess(p.workload().models[i], optimistic(i, cur[i], probe), p.margin(i)) ==
-                   0;
+            return p.excess(i, cur[i], optimistic(i, cur[i], probe)) == 0;
           };
           if (feasible_at(cap)) continue;
           double lo = 0, hi = cap;  // feasible at 0: checked by the caller
@@ -476,7 +475,7 @@ class ExactSolver final : public Solver {
           for (auto lu2 : domains[u]) {
             const Predicted q = optimistic(u, lu2, others);
             ++evaluated;
-            if (sla_excess(p.workload().models[u], q, p.margin(u)) > 0) continue;
+            if (p.excess(u, lu2, q) > 0) continue;
             next[u].push_back(lu2);
             value[u].push_back(p.model_utility(u, lu2, q));
             best_u = std::max(best_u, value[u].back());
@@ -492,7 +491,7 @@ class ExactSolver final : public Solver {
           for (std::size_t k = 0; k < dims; ++k) others[k] = sum[k] - c[i][li][k] + rest[k];
           const Predicted q = optimistic(i, cur[i], others);
           ++evaluated;
-          if (sla_excess(p.workload().models[i], q, p.margin(i)) > 0) ok = false;
+          if (p.excess(i, cur[i], q) > 0) ok = false;
           bound += p.model_utility(i, cur[i], q);
         }
         if (ok && bound > best_utility + 1e-12 && depth + 1 < last &&

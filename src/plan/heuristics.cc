@@ -65,7 +65,7 @@ class GreedySolver final : public Solver {
         c[m] = l;
         predict(c);
         double excess = 0;
-        for (auto k : placed) excess += sla_excess(p.workload().models[k], pred[k], p.margin(k));
+        for (auto k : placed) excess += p.excess(k, c[k], pred[k]);
         const bool ok = excess == 0 && p.space().fits_vram(c);
         const double u = p.model_utility(m, l, pred[m]);
         if ((ok && (!best_ok || u > best_utility)) || (!ok && !best_ok && excess < best_excess)) {

@@ -73,29 +73,56 @@ double served_fraction(const ModelSpec& m, const Settings& s, double throughput)
   return frac;
 }
 
-double sla_excess(const ModelSpec& m, const Predicted& p, double margin) {
-  const double k = 1 + margin;
+double model_utility(const Workload& w, std::size_t m, std::int32_t l, const Predicted& p) {
+  const ModelSpec& spec = w.models[m];
+  const Settings s = spec.settings(static_cast<std::size_t>(l));
+  const double served = served_fraction(spec, s, p.throughput);
+  if (w.objective.maximize == "throughput") return spec.weight * served;
+  return spec.weight * config_quality(spec, s) * served;
+}
+
+double Margin::max() const { return std::max({latency, ttft, tpot}); }
+
+double sla_excess(const ModelSpec& m, const Predicted& p, const Margin& margin) {
   double excess = 0;
-  auto over = [&](const std::optional<double>& limit, double value) {
-    if (limit && *limit > 0) excess += std::max(0.0, value * k / *limit - 1);
+  auto over = [&](const std::optional<double>& limit, double value, double k) {
+    if (limit && *limit > 0) excess += std::max(0.0, value * (1 + k) / *limit - 1);
   };
   if (m.arch.family == ModelFamily::kLlm) {
-    over(m.sla.ttft_ms_p95, p.ttft_ms_p95);
-    over(m.sla.tpot_ms_p95, p.tpot_ms_p95);
+    over(m.sla.ttft_ms_p95, p.ttft_ms_p95, margin.ttft);
+    over(m.sla.tpot_ms_p95, p.tpot_ms_p95, margin.tpot);
   }
-  over(m.sla.latency_ms_p95, p.latency_ms_p95);
+  over(m.sla.latency_ms_p95, p.latency_ms_p95, margin.latency);
   if (m.sla.min_throughput && *m.sla.min_throughput > 0) {
-    excess += std::max(0.0, 1 - p.throughput / (k * *m.sla.min_throughput) - 0.0);
+    excess += std::max(0.0, 1 - p.throughput / ((1 + margin.latency) * *m.sla.min_throughput));
   }
   return excess;
 }
 
-bool meets_sla(const ModelSpec& m, const Predicted& p, double margin) {
+bool meets_sla(const ModelSpec& m, const Predicted& p, const Margin& margin) {
   return sla_excess(m, p, margin) == 0;
 }
 
+namespace {
+
+MarginTable per_model(const Workload& w, std::vector<double> margins) {
+  if (margins.empty()) margins.assign(w.models.size(), 0.0);
+  CORUN_CHECK(margins.size() == w.models.size());
+  MarginTable t(w.models.size());
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    t[m].assign(w.models[m].local_config_count(), Margin::uniform(margins[m]));
+  }
+  return t;
+}
+
+}  // namespace
+
 PlanProblem::PlanProblem(const Workload& w, std::vector<bool> active, const Predictor& predictor,
                          std::vector<double> margins)
+    : PlanProblem(w, std::move(active), predictor, per_model(w, std::move(margins))) {}
+
+PlanProblem::PlanProblem(const Workload& w, std::vector<bool> active, const Predictor& predictor,
+                         MarginTable margins)
     : workload_(&w),
       predictor_(&predictor),
       space_(w),
@@ -103,9 +130,10 @@ PlanProblem::PlanProblem(const Workload& w, std::vector<bool> active, const Pred
       margins_(std::move(margins)) {
   CORUN_CHECK(active_.size() == w.models.size());
   CORUN_CHECK(predictor.models() == w.models.size());
-  if (margins_.empty()) margins_.assign(w.models.size(), 0.0);
   CORUN_CHECK(margins_.size() == w.models.size());
+  pinned_.assign(w.models.size(), kAbsent);
   for (std::size_t m = 0; m < w.models.size(); ++m) {
+    CORUN_CHECK(margins_[m].size() == w.models[m].local_config_count());
     if (active_[m]) active_list_.push_back(m);
     const std::size_t n = w.models[m].local_config_count();
     std::vector<double> q(n);
@@ -142,7 +170,7 @@ PlanProblem::Score PlanProblem::score(std::span<const std::int32_t> config,
   for (auto m : active_list_) {
     const std::int32_t l = config[m];
     s.utility += model_utility(m, l, predicted[m]);
-    s.excess += sla_excess(workload_->models[m], predicted[m], margins_[m]);
+    s.excess += excess(m, l, predicted[m]);
   }
   return s;
 }

@@ -53,12 +53,14 @@ std::string_view to_string(Plan p) {
       return "meanfield";
     case Plan::kJoint:
       return "joint";
+    case Plan::kOnline:
+      return "online";
   }
   return "unknown";
 }
 
 std::optional<Plan> parse_plan(std::string_view s) {
-  for (Plan p : {Plan::kStandalone, Plan::kMeanField, Plan::kJoint}) {
+  for (Plan p : {Plan::kStandalone, Plan::kMeanField, Plan::kJoint, Plan::kOnline}) {
     if (to_string(p) == s) return p;
   }
   return std::nullopt;

@@ -3,46 +3,116 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 
+#include "corun/core/check.h"
 #include "corun/core/rng.h"
 #include "corun/core/strings.h"
 #include "corun/plan/objective.h"
+#include "corun/runtime/corrected_predictor.h"
 
 namespace corun {
 
-std::size_t RunReport::sla_violations() const {
-  std::size_t n = 0;
-  for (const auto& iv : intervals) n += static_cast<std::size_t>(std::count(iv.breach.begin(), iv.breach.end(), true));
-  return n;
-}
+namespace {
 
-std::vector<double> RunReport::decision_ms() const {
-  std::vector<double> out;
-  for (const auto& iv : intervals) {
-    if (iv.replanned) out.push_back(iv.decision_ms);
+// Weight of one observation in the moving average of a model's absolute prediction error.
+constexpr double kErrorAverageWeight = 0.1;
+// Windows of the current workload kept to re-base the learners on a refit surrogate.
+constexpr std::size_t kRecentWindows = 64;
+
+// The SLA latency targets of a model, most binding first by convention (TTFT, then TPOT, then
+// request latency).
+std::vector<Target> sla_targets(const ModelSpec& m) {
+  std::vector<Target> out;
+  if (m.arch.family == ModelFamily::kLlm) {
+    if (m.sla.ttft_ms_p95) out.push_back(Target::kTtftP95);
+    if (m.sla.tpot_ms_p95) out.push_back(Target::kTpotP95);
   }
+  if (m.sla.latency_ms_p95) out.push_back(Target::kLatencyP95);
   return out;
 }
 
-bool measured_meets_sla(const ModelSpec& m, const ModelMetrics& mm) {
-  if (!mm.ok()) return false;
-  return sla_excess(m, as_predicted(mm), 0.0) == 0;
+// The target whose error a model reports: its first SLA latency, else its family's latency.
+Target primary_target(const ModelSpec& m) {
+  const auto t = sla_targets(m);
+  if (!t.empty()) return t.front();
+  return m.arch.family == ModelFamily::kLlm ? Target::kTtftP95 : Target::kLatencyP95;
 }
 
-Predicted as_predicted(const ModelMetrics& mm) {
-  Predicted p;
-  p.latency_ms_p95 = static_cast<float>(mm.latency_ms_p95);
-  p.ttft_ms_p95 = static_cast<float>(mm.ttft_ms_p95.value_or(0));
-  p.tpot_ms_p95 = static_cast<float>(mm.tpot_ms_p95.value_or(0));
-  p.throughput = static_cast<float>(mm.throughput);
-  return p;
+bool breaches(const ModelSpec& m, const ModelObservation& o) {
+  if (o.failed) return true;
+  auto over = [&](const std::optional<double>& limit, Target t) {
+    const double v = o.measured[static_cast<std::size_t>(t)];
+    return limit && std::isfinite(v) && v > *limit;
+  };
+  if (m.arch.family == ModelFamily::kLlm &&
+      (over(m.sla.ttft_ms_p95, Target::kTtftP95) || over(m.sla.tpot_ms_p95, Target::kTpotP95))) {
+    return true;
+  }
+  if (over(m.sla.latency_ms_p95, Target::kLatencyP95)) return true;
+  const double thr = o.measured[static_cast<std::size_t>(Target::kThroughput)];
+  return m.sla.min_throughput && std::isfinite(thr) && thr < *m.sla.min_throughput;
 }
 
-namespace {
+std::vector<std::string> names_of(const Workload& w) {
+  std::vector<std::string> out;
+  for (const auto& m : w.models) out.push_back(m.name);
+  return out;
+}
 
-// Applies one event to the current workload; returns its description.
-std::string apply_event(Workload& w, const TimelineEvent& e) {
-  ModelSpec& m = w.models[e.model];
+}  // namespace
+
+struct Controller::Learners {
+  std::string key;
+  std::array<TargetLearner, kTargetCount> target;
+  bool ready = false;  // priors applied (at the first decision that saw the model)
+  double boost = 0;    // learning off: margin grown by breaches
+  double abs_error = 0;
+  double last_error = 0;
+  std::uint64_t observations = 0;
+  std::uint64_t breaches = 0;
+};
+
+// Recent windows of the current workload: their configuration and what was measured.
+struct Controller::Recent {
+  std::deque<std::pair<JointConfig, std::vector<ModelObservation>>> windows;
+};
+
+std::string Controller::model_key(const ModelSpec& m) {
+  std::string k = m.arch.name;
+  for (const auto& knob : m.knobs) {
+    k += "|" + std::string(knob_decl(knob.id).name) + "=";
+    for (double v : knob.values) k += format_knob_value(knob.id, v) + ",";
+  }
+  return k;
+}
+
+Controller::Controller(Workload w, std::unique_ptr<PredictorSource> source,
+                       ControllerOptions options)
+    : options_(std::move(options)),
+      source_(std::move(source)),
+      workload_(std::move(w)),
+      recent_(std::make_unique<Recent>()) {
+  CORUN_CHECK(source_ != nullptr);
+  auto solver = make_solver(options_.solver);
+  CORUN_CHECK_MSG(solver.ok(), "the controller's solver name is checked by its callers");
+  solver_ = std::move(*solver);
+  for (const auto& m : workload_.models) {
+    learners_.push_back(std::make_unique<Learners>());
+    learners_.back()->key = model_key(m);
+  }
+  plan_names_ = names_of(workload_);
+}
+
+Controller::~Controller() = default;
+
+// ---------------------------------------------------------------------------------------------
+// The workload
+
+std::string Controller::apply(const TimelineEvent& e) {
+  CORUN_CHECK_MSG(e.planner_visible(), "drift events act on the testbed, not on the planner");
+  std::lock_guard lock(mutex_);
+  ModelSpec& m = workload_.models[e.model];
   switch (e.kind) {
     case TimelineEvent::Kind::kArrive:
       m.active = true;
@@ -57,114 +127,545 @@ std::string apply_event(Workload& w, const TimelineEvent& e) {
     case TimelineEvent::Kind::kSla:
       m.sla = e.sla;
       break;
+    default:
+      break;
   }
+  ++generation_;
+  due_ = true;
+  due_reason_ = "event";
+  recent_->windows.clear();
   return std::string(to_string(e.kind)) + " " + m.name;
 }
 
-// How much the measurement exceeded the prediction on the metrics the SLA constrains.
-double under_prediction(const ModelSpec& m, const Predicted& predicted, const ModelMetrics& mm) {
-  double ratio = 1;
-  auto upd = [&](const std::optional<double>& limit, double pred, double meas) {
-    if (limit && pred > 0) ratio = std::max(ratio, meas / pred);
-  };
-  upd(m.sla.latency_ms_p95, predicted.latency_ms_p95, mm.latency_ms_p95);
-  upd(m.sla.ttft_ms_p95, predicted.ttft_ms_p95, mm.ttft_ms_p95.value_or(0));
-  upd(m.sla.tpot_ms_p95, predicted.tpot_ms_p95, mm.tpot_ms_p95.value_or(0));
-  return ratio;
+void Controller::set_workload(Workload w) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::unique_ptr<Learners>> next;
+  for (const auto& m : w.models) {
+    std::unique_ptr<Learners> l;
+    const std::string key = model_key(m);
+    for (std::size_t i = 0; i < workload_.models.size(); ++i) {
+      if (workload_.models[i].name == m.name && learners_[i] && learners_[i]->key == key) {
+        l = std::move(learners_[i]);
+        break;
+      }
+    }
+    if (!l) {
+      l = std::make_unique<Learners>();
+      l->key = key;
+    }
+    next.push_back(std::move(l));
+  }
+  learners_ = std::move(next);
+  workload_ = std::move(w);
+  ++generation_;
+  due_ = true;
+  due_reason_ = "models";
+  recent_->windows.clear();
 }
 
-}  // namespace
+Workload Controller::workload() const {
+  std::lock_guard lock(mutex_);
+  return workload_;
+}
 
-Result<RunReport> run_online(const Workload& w, const Testbed& testbed, PredictorSource& source,
-                             const ControllerOptions& options,
-                             const std::function<void(const IntervalRecord&)>& on_interval) {
-  auto solver = make_solver(options.solver);
-  if (!solver) return solver.error();
-  RunReport report;
-  report.workload = w.file;
-  report.testbed = std::string(testbed.name());
-  report.device = w.device.name;
-  report.solver = options.solver;
-  report.seed = options.seed;
-  for (const auto& m : w.models) report.model_names.push_back(m.name);
+bool Controller::replan_due() const {
+  std::lock_guard lock(mutex_);
+  return due_;
+}
 
-  const std::size_t n = w.models.size();
-  Workload cur = w;
-  const double interval = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
-  const double duration = w.timeline.duration_s > 0 ? w.timeline.duration_s : interval;
-  JointConfig plan(n, kAbsent);
-  std::vector<Predicted> predicted(n);
-  std::vector<double> boost(n, 0.0);
-  std::unique_ptr<Predictor> predictor;
-  std::unique_ptr<PlanProblem> problem;
-  std::size_t next_event = 0;
-  bool breached = false;
-  bool changed = true;
+std::string Controller::due_reason() const {
+  std::lock_guard lock(mutex_);
+  return due_reason_;
+}
 
-  for (std::uint64_t step = 0; static_cast<double>(step) * interval < duration - 1e-9; ++step) {
-    IntervalRecord rec;
-    rec.t_s = static_cast<double>(step) * interval;
-    while (next_event < cur.timeline.events.size() &&
-           cur.timeline.events[next_event].at_s <= rec.t_s + 1e-9) {
-      rec.events.push_back(apply_event(cur, cur.timeline.events[next_event++]));
-      changed = true;
+std::shared_ptr<const Decision> Controller::plan() const {
+  std::lock_guard lock(mutex_);
+  return plan_;
+}
+
+const surrogate::Surrogate* Controller::fitted() const { return source_->fitted(); }
+
+std::size_t Controller::source_measurements() const {
+  std::lock_guard planning(planner_mutex_);
+  return source_->measurements_taken();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deciding
+
+void Controller::ensure_learners_locked(const Workload& w, const ErrorPriors& priors) {
+  for (std::size_t m = 0; m < w.models.size() && m < learners_.size(); ++m) {
+    Learners& l = *learners_[m];
+    if (l.ready) continue;
+    for (Target t : surrogate::kAllTargets) {
+      const std::size_t k = static_cast<std::size_t>(t);
+      l.target[k] = TargetLearner(m < priors.size() ? priors[m][k] : ErrorPrior{},
+                                  options_.learning);
     }
-    std::vector<bool> active(n);
-    for (std::size_t m = 0; m < n; ++m) active[m] = cur.models[m].active;
-    const bool any_active = std::find(active.begin(), active.end(), true) != active.end();
-    if (changed) {
-      auto p = source.predictor_for(cur);
-      if (!p) return p.error().wrap("predicting for the workload at t=" + format_number(rec.t_s));
-      predictor = std::move(*p);
-    }
-    if ((changed || breached) && any_active) {
-      rec.replanned = true;
-      rec.reason = step == 0 ? "start" : (changed ? "event" : "breach");
-      std::vector<double> margins = source.margins(cur);
-      margins.resize(n, 0.0);
-      for (std::size_t m = 0; m < n; ++m) margins[m] += boost[m];
-      problem = std::make_unique<PlanProblem>(cur, active, *predictor, margins);
-      SolverOptions so{derive_seed(options.seed, {step}), options.threads, plan};
-      const auto start = std::chrono::steady_clock::now();
-      auto r = (*solver)->solve(*problem, so);
-      rec.decision_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (!r) return r.error().wrap("planning at t=" + format_number(rec.t_s));
-      rec.plan_changed = r->config != plan;
-      plan = r->config;
-      predicted = r->predicted;
-      rec.evaluated = r->stats.evaluated;
-      rec.predicted_utility = r->utility;
-      if (options.on_decision) options.on_decision(*problem, *r, rec);
-    } else if (problem) {
-      rec.predicted_utility = problem->score(plan, predicted).utility;
-    }
-    for (std::size_t m = 0; m < n; ++m) {
-      if (!active[m]) plan[m] = kAbsent;
-    }
-    rec.plan = plan;
-    rec.predicted = predicted;
-    rec.measured = testbed.measure(cur, plan, {interval, derive_seed(options.seed, {0x7275, step})});
-    rec.breach.assign(n, false);
-    breached = false;
-    for (const auto& mm : rec.measured.models) {
-      const ModelSpec& spec = cur.models[mm.model];
-      if (problem && plan[mm.model] != kAbsent) {
-        rec.measured_utility += problem->model_utility(mm.model, plan[mm.model], as_predicted(mm));
-      }
-      if (!measured_meets_sla(spec, mm)) {
-        rec.breach[mm.model] = true;
-        breached = true;
-        const double ratio = under_prediction(spec, predicted[mm.model], mm);
-        boost[mm.model] = std::max(boost[mm.model] + options.breach_margin_step,
-                                   ratio - 1 + options.breach_margin_step);
-      }
-    }
-    changed = false;
-    if (on_interval) on_interval(rec);
-    report.intervals.push_back(std::move(rec));
+    l.ready = true;
   }
-  return report;
+}
+
+double Controller::others_load_locked(std::size_t m, const JointConfig& config) const {
+  double u = 0;
+  for (std::size_t j = 0; j < config.size() && j < loads_.size(); ++j) {
+    if (j == m || config[j] == kAbsent) continue;
+    const auto l = static_cast<std::size_t>(config[j]);
+    if (l < loads_[j].size()) u += loads_[j][l];
+  }
+  return u;
+}
+
+std::shared_ptr<const CorrectionTable> Controller::corrections_locked(
+    const Workload& w, const std::vector<double>& static_margins, LoadTable loads) const {
+  auto t = std::make_shared<CorrectionTable>();
+  const std::size_t n = w.models.size();
+  t->at.resize(n);
+  t->margins.resize(n);
+  t->slope.assign(n, {});
+  t->slope_var.assign(n, {});
+  t->z.assign(n, {});
+  t->load_now.assign(n, 0.0f);
+  loads.resize(n);
+  for (std::size_t m = 0; m < n; ++m) loads[m].resize(w.models[m].local_config_count(), 0.0f);
+  t->loads = std::move(loads);
+  // The co-runners' load each model sees in the plan in force (where the learners were taught).
+  const bool same = plan_ && plan_names_ == names_of(w);
+  for (std::size_t m = 0; m < n; ++m) {
+    if (!same) continue;
+    float u = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j != m && w.models[j].active) u += t->load(j, plan_->config[j]);
+    }
+    t->load_now[m] = u;
+  }
+  for (std::size_t m = 0; m < n; ++m) {
+    const std::size_t count = w.models[m].local_config_count();
+    t->at[m].assign(count, {});
+    const Learners& l = *learners_[m];
+    if (!options_.learning.enabled || !l.ready) {
+      const double margin = std::clamp(
+          (m < static_margins.size() ? static_margins[m] : 0.0) + l.boost, 0.0,
+          options_.max_margin);
+      t->margins[m].assign(count, Margin::uniform(margin));
+      continue;
+    }
+    const double u = t->load_now[m];
+    for (Target target : surrogate::kAllTargets) {
+      const std::size_t k = static_cast<std::size_t>(target);
+      const TargetLearner& tl = l.target[k];
+      // Nothing measured yet: there is no load to extrapolate from.
+      const bool taught = tl.observations() > 0;
+      t->slope[m][k] = taught ? static_cast<float>(tl.slope()) : 0.0f;
+      t->slope_var[m][k] = taught ? static_cast<float>(tl.slope_var()) : 0.0f;
+      t->z[m][k] = static_cast<float>(tl.z());
+    }
+    t->margins[m].resize(count);
+    for (std::size_t c = 0; c < count; ++c) {
+      const auto li = static_cast<std::int32_t>(c);
+      for (Target target : surrogate::kAllTargets) {
+        const std::size_t k = static_cast<std::size_t>(target);
+        const LogPrediction p = l.target[k].predict(li, u);
+        t->at[m][c][k] = {static_cast<float>(p.mean), static_cast<float>(p.var)};
+      }
+      Margin& g = t->margins[m][c];
+      g.latency = l.target[static_cast<std::size_t>(Target::kLatencyP95)].margin(li, u);
+      g.ttft = l.target[static_cast<std::size_t>(Target::kTtftP95)].margin(li, u);
+      g.tpot = l.target[static_cast<std::size_t>(Target::kTpotP95)].margin(li, u);
+    }
+  }
+  return t;
+}
+
+double Controller::planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const {
+  const TargetLearner& tl = learners_[m]->target[static_cast<std::size_t>(t)];
+  const LogPrediction p = tl.predict(l, plan_ ? others_load_locked(m, plan_->config) : 0.0);
+  return p.mean + tl.z() * std::sqrt(p.var);
+}
+
+Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
+  std::lock_guard planning(planner_mutex_);
+  Workload w;
+  std::uint64_t generation = 0;
+  JointConfig warm;
+  std::int64_t id = 1;
+  {
+    std::lock_guard lock(mutex_);
+    w = workload_;
+    generation = generation_;
+    if (plan_ && plan_names_ == names_of(w)) warm = plan_->config;
+    id = last_id_ + 1;
+  }
+  const std::size_t n = w.models.size();
+  const auto start = std::chrono::steady_clock::now();
+  auto base = source_->predictor_for(w);
+  if (!base) return base.error().wrap("predicting for the workload");
+  const ErrorPriors priors = source_->priors(w);
+  const std::vector<double> static_margins = source_->margins(w);
+  LoadTable loads = source_->loads(w);
+  std::shared_ptr<const CorrectionTable> table;
+  {
+    std::lock_guard lock(mutex_);
+    if (generation != generation_) return std::optional<Decision>();
+    ensure_learners_locked(w, priors);
+    table = corrections_locked(w, static_margins, std::move(loads));
+  }
+  const std::shared_ptr<Predictor> base_predictor(std::move(*base));
+  const std::unique_ptr<Predictor> predictor = make_corrected(base_predictor, table);
+  std::vector<bool> active(n);
+  for (std::size_t m = 0; m < n; ++m) active[m] = w.models[m].active;
+  const PlanProblem problem(w, active, *predictor, table->margins);
+  SolverOptions so;
+  so.seed = derive_seed(options_.seed, {static_cast<std::uint64_t>(id)});
+  so.threads = options_.threads;
+  if (warm.size() == n) so.warm_start = warm;
+  auto solved = solve_degrading(problem, *solver_, so);
+  if (!solved) return solved.error().wrap("planning");
+  Decision d;
+  d.decision_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (options_.on_decision) options_.on_decision(problem, solved->result);
+  d.id = id;
+  d.reason = reason;
+  d.source = source_->describe();
+  d.config = solved->result.config;
+  d.config.resize(n, kAbsent);
+  d.predicted = solved->result.predicted;
+  d.predicted.resize(n);
+  d.base.resize(n);
+  d.margins.resize(n);
+  for (std::size_t m = 0; m < n; ++m) {
+    if (!active[m]) d.config[m] = kAbsent;
+    const std::int32_t l = d.config[m];
+    if (l == kAbsent) {
+      d.predicted[m] = Predicted{};
+      continue;
+    }
+    d.margins[m] = problem.margin(m, l);
+  }
+  // The source's own predictions of the plan (the learners learn log(measured / base)), and the
+  // corrections at the plan's own loads without any extrapolation charge.
+  {
+    std::vector<Predicted> base_out(n);
+    base_predictor->predict(d.config, 1, base_out);
+    for (std::size_t m = 0; m < n; ++m) {
+      if (d.config[m] == kAbsent) continue;
+      d.base[m] = base_out[m];
+    }
+  }
+  d.predicted_utility = solved->result.utility;
+  d.feasible = solved->result.feasible && solved->why.empty();
+  d.infeasible = solved->why;
+  d.best_effort = solved->best_effort;
+  d.stats = solved->result.stats;
+
+  std::lock_guard lock(mutex_);
+  if (generation != generation_) return std::optional<Decision>();
+  plan_ = std::make_shared<const Decision>(d);
+  last_id_ = d.id;
+  plan_names_ = names_of(w);
+  loads_ = table->loads;
+  due_ = false;
+  due_reason_.clear();
+  planned_log_bound_.assign(n * kTargetCount, NAN);
+  if (options_.learning.enabled) {
+    for (std::size_t m = 0; m < n; ++m) {
+      if (d.config[m] == kAbsent) continue;
+      for (Target t : sla_targets(w.models[m])) {
+        planned_log_bound_[m * kTargetCount + static_cast<std::size_t>(t)] =
+            planned_log_bound_locked(m, d.config[m], t);
+      }
+    }
+  }
+  return std::optional<Decision>(std::move(d));
+}
+
+Result<Controller::WhatIf> Controller::what_if(const JointConfig& config) {
+  std::lock_guard planning(planner_mutex_);
+  const Workload w = workload();
+  const std::size_t n = w.models.size();
+  if (config.size() != n) {
+    return Error("a configuration of " + std::to_string(config.size()) + " models for " +
+                 std::to_string(n));
+  }
+  auto base = source_->predictor_for(w);
+  if (!base) return base.error();
+  const ErrorPriors priors = source_->priors(w);
+  const std::vector<double> static_margins = source_->margins(w);
+  LoadTable loads = source_->loads(w);
+  std::shared_ptr<const CorrectionTable> table;
+  {
+    std::lock_guard lock(mutex_);
+    ensure_learners_locked(w, priors);
+    table = corrections_locked(w, static_margins, std::move(loads));
+  }
+  const std::shared_ptr<Predictor> base_predictor(std::move(*base));
+  const auto predictor = make_corrected(base_predictor, table);
+  std::vector<bool> active(n);
+  for (std::size_t m = 0; m < n; ++m) active[m] = config[m] != kAbsent;
+  const PlanProblem problem(w, active, *predictor, table->margins);
+  WhatIf out;
+  out.predicted.resize(n);
+  predictor->predict(config, 1, out.predicted);
+  const auto score = problem.score(config, out.predicted);
+  out.utility = score.utility;
+  out.feasible = score.feasible();
+  out.margins.resize(n);
+  out.excess.assign(n, 0.0);
+  for (std::size_t m = 0; m < n; ++m) {
+    if (config[m] == kAbsent) continue;
+    out.margins[m] = problem.margin(m, config[m]);
+    out.excess[m] = problem.excess(m, config[m], out.predicted[m]);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Learning
+
+void Controller::learn_locked(std::size_t m, const LearningSample& s) {
+  Learners& l = *learners_[m];
+  ++l.observations;
+  if (s.breach) ++l.breaches;
+  if (options_.learning.enabled) {
+    if (l.ready) {
+      for (Target t : surrogate::kAllTargets) {
+        const double y = s.log_ratio[static_cast<std::size_t>(t)];
+        if (std::isfinite(y)) l.target[static_cast<std::size_t>(t)].observe(s.local, s.others_load, y);
+      }
+    }
+  } else if (s.breach) {
+    l.boost = std::min(options_.max_margin,
+                       std::max(l.boost + options_.breach_margin_step,
+                                s.under_prediction - 1 + options_.breach_margin_step));
+  }
+  if (std::isfinite(s.error)) {
+    l.last_error = s.error;
+    l.abs_error += kErrorAverageWeight * (std::abs(s.error) - l.abs_error);
+  }
+}
+
+ObservationResult Controller::observe(std::span<const ModelObservation> obs, std::int64_t plan_id,
+                                      std::vector<LearningSample>* samples) {
+  std::lock_guard lock(mutex_);
+  ObservationResult r;
+  const std::size_t n = workload_.models.size();
+  r.breach.assign(n, false);
+  if (!plan_ || plan_id != plan_->id || plan_names_ != names_of(workload_)) {
+    r.stale = obs.size();
+    return r;
+  }
+  const Decision& d = *plan_;
+  std::vector<ModelObservation> window;
+  for (const ModelObservation& o : obs) {
+    if (o.model >= n || d.config[o.model] == kAbsent || o.local != d.config[o.model]) {
+      ++r.stale;
+      continue;
+    }
+    const std::size_t m = o.model;
+    const ModelSpec& spec = workload_.models[m];
+    LearningSample s;
+    s.model = spec.name;
+    s.model_key = learners_[m]->key;
+    s.local = o.local;
+    s.others_load = std::isfinite(o.others_load) ? o.others_load : others_load_locked(m, d.config);
+    s.breach = breaches(spec, o);
+    for (Target t : surrogate::kAllTargets) {
+      const std::size_t k = static_cast<std::size_t>(t);
+      s.log_ratio[k] = log_ratio(o.measured[k], field(d.base[m], t));
+    }
+    for (Target t : sla_targets(spec)) {
+      const double v = o.measured[static_cast<std::size_t>(t)];
+      const float p = field(d.predicted[m], t);
+      if (std::isfinite(v) && p > 0 && p < 1e8f) {
+        s.under_prediction = std::max(s.under_prediction, v / p);
+      }
+    }
+    const Target pt = primary_target(spec);
+    const double v = o.measured[static_cast<std::size_t>(pt)];
+    const float p = field(d.predicted[m], pt);
+    if (std::isfinite(v) && p > 0 && p < 1e8f) s.error = v / p - 1;
+    learn_locked(m, s);
+    if (samples) samples->push_back(s);
+    window.push_back(o);
+    window.back().others_load = s.others_load;
+    ++r.learned;
+    r.breach[m] = s.breach;
+    const bool known = m < d.best_effort.size() && d.best_effort[m];
+    if (s.breach && !known && !r.replan) {
+      r.replan = true;
+      r.reason = "breach " + spec.name;
+    }
+  }
+  if (!window.empty()) {
+    recent_->windows.emplace_back(d.config, std::move(window));
+    if (recent_->windows.size() > kRecentWindows) recent_->windows.pop_front();
+  }
+  if (options_.learning.enabled && !r.replan && planned_log_bound_.size() == n * kTargetCount) {
+    const double step = std::log1p(options_.learning.replan_bound_change);
+    for (std::size_t m = 0; m < n && !r.replan; ++m) {
+      if (d.config[m] == kAbsent || !learners_[m]->ready) continue;
+      for (Target t : sla_targets(workload_.models[m])) {
+        const double before = planned_log_bound_[m * kTargetCount + static_cast<std::size_t>(t)];
+        if (!std::isfinite(before)) continue;
+        if (std::abs(planned_log_bound_locked(m, d.config[m], t) - before) > step) {
+          r.replan = true;
+          r.reason = "learning";
+          break;
+        }
+      }
+    }
+  }
+  if (r.replan) {
+    due_ = true;
+    due_reason_ = r.reason;
+  }
+  return r;
+}
+
+Status Controller::replay(std::span<const LearningSample> samples) {
+  std::lock_guard planning(planner_mutex_);
+  Workload w = workload();
+  if (!w.models.empty()) {
+    auto base = source_->predictor_for(w);
+    if (!base) return base.error().wrap("replaying learning samples");
+  }
+  const ErrorPriors priors = source_->priors(w);
+  std::lock_guard lock(mutex_);
+  ensure_learners_locked(workload_, priors);
+  for (const LearningSample& s : samples) {
+    for (std::size_t m = 0; m < workload_.models.size(); ++m) {
+      if (workload_.models[m].name == s.model && learners_[m]->key == s.model_key) {
+        learn_locked(m, s);
+        break;
+      }
+    }
+  }
+  return {};
+}
+
+Status Controller::adopt(surrogate::Surrogate refit) {
+  std::lock_guard planning(planner_mutex_);
+  if (auto st = source_->adopt(std::move(refit)); !st.ok()) return st;
+  Workload w = workload();
+  auto base = source_->predictor_for(w);
+  if (!base) return base.error().wrap("re-basing on the refit surrogate");
+  const ErrorPriors priors = source_->priors(w);
+  std::lock_guard lock(mutex_);
+  ++generation_;
+  due_ = true;
+  due_reason_ = "refit";
+  if (!options_.learning.enabled) return {};
+  // The learners corrected the old surrogate: restart them from the new one's priors, keeping
+  // the conformal level and the noise they measured, and replay the recent windows of this
+  // workload against it.
+  for (std::size_t m = 0; m < learners_.size(); ++m) {
+    Learners& l = *learners_[m];
+    if (!l.ready) continue;
+    for (std::size_t k = 0; k < kTargetCount; ++k) {
+      l.target[k].restart(m < priors.size() ? priors[m][k] : ErrorPrior{});
+    }
+  }
+  const std::size_t n = w.models.size();
+  std::vector<Predicted> pred(n);
+  for (const auto& [config, window] : recent_->windows) {
+    if (config.size() != n) continue;
+    (*base)->predict(config, 1, pred);
+    for (const ModelObservation& o : window) {
+      if (o.model >= n || !learners_[o.model]->ready) continue;
+      for (Target t : surrogate::kAllTargets) {
+        const std::size_t k = static_cast<std::size_t>(t);
+        const double y = log_ratio(o.measured[k], field(pred[o.model], t));
+        if (std::isfinite(y)) {
+          learners_[o.model]->target[k].observe(o.local, o.others_load, y, false);
+        }
+      }
+    }
+  }
+  return {};
+}
+
+void Controller::restore(Decision d) {
+  std::lock_guard lock(mutex_);
+  const std::size_t n = workload_.models.size();
+  d.config.resize(n, kAbsent);
+  d.predicted.resize(n);
+  d.base.resize(n);
+  d.margins.resize(n);
+  d.best_effort.resize(n, false);
+  last_id_ = std::max(last_id_, d.id);
+  plan_ = std::make_shared<const Decision>(std::move(d));
+  plan_names_ = names_of(workload_);
+  planned_log_bound_.assign(n * kTargetCount, NAN);
+  due_ = false;
+  due_reason_.clear();
+}
+
+void Controller::continue_after(std::int64_t last) {
+  std::lock_guard lock(mutex_);
+  last_id_ = std::max(last_id_, last);
+}
+
+nlohmann::json to_json(const LearningSample& s) {
+  nlohmann::json y = nlohmann::json::array();
+  for (double v : s.log_ratio) y.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json());
+  return {{"model", s.model},
+          {"key", s.model_key},
+          {"local", s.local},
+          {"others_load", std::isfinite(s.others_load) ? nlohmann::json(s.others_load) : nlohmann::json()},
+          {"log_ratio", y},
+          {"under_prediction", s.under_prediction},
+          {"breach", s.breach},
+          {"error", std::isfinite(s.error) ? nlohmann::json(s.error) : nlohmann::json()}};
+}
+
+Result<LearningSample> learning_sample_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) return Error("a learning sample must be a JSON object");
+  LearningSample s;
+  try {
+    s.model = j.at("model").get<std::string>();
+    s.model_key = j.at("key").get<std::string>();
+    s.local = j.at("local").get<std::int32_t>();
+    s.others_load = j.contains("others_load") && j["others_load"].is_number()
+                        ? j["others_load"].get<double>()
+                        : NAN;
+    const auto& y = j.at("log_ratio");
+    if (!y.is_array() || y.size() != kTargetCount) return Error("log_ratio: expected 4 values");
+    for (std::size_t k = 0; k < kTargetCount; ++k) {
+      s.log_ratio[k] = y[k].is_number() ? y[k].get<double>() : NAN;
+    }
+    s.under_prediction = j.at("under_prediction").get<double>();
+    s.breach = j.at("breach").get<bool>();
+    s.error = j.at("error").is_number() ? j.at("error").get<double>() : NAN;
+  } catch (const nlohmann::json::exception& e) {
+    return Error(std::string("malformed learning sample: ") + e.what());
+  }
+  return s;
+}
+
+std::vector<ModelLearningState> Controller::learning_state() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ModelLearningState> out(workload_.models.size());
+  for (std::size_t m = 0; m < out.size(); ++m) {
+    const Learners& l = *learners_[m];
+    ModelLearningState& s = out[m];
+    s.last_error = l.last_error;
+    s.abs_error = l.abs_error;
+    s.observations = l.observations;
+    s.breaches = l.breaches;
+    if (plan_ && m < plan_->margins.size() && plan_names_ == names_of(workload_)) {
+      s.margin = plan_->margins[m].max();
+    }
+    if (l.ready) {
+      const TargetLearner& t =
+          l.target[static_cast<std::size_t>(primary_target(workload_.models[m]))];
+      s.z = t.z();
+      s.noise_sd = std::sqrt(t.noise_var());
+      s.shared_error = t.shared();
+      s.misses = t.misses();
+    }
+  }
+  return out;
 }
 
 }  // namespace corun

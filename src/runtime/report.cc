@@ -14,41 +14,73 @@ namespace corun {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 nlohmann::json nullable(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
-// The metric an SLA is mostly about, and its limit: TPOT for LLMs (else TTFT), p95 latency
-// otherwise. Returns false when the model has no such SLA.
-bool headline(const ModelSpec& m, const ModelMetrics* mm, const Predicted* p, double* measured,
-              double* predicted, double* limit, std::string* name) {
-  if (m.sla.tpot_ms_p95) {
-    *name = "TPOT p95 (ms)";
-    *limit = *m.sla.tpot_ms_p95;
-    *measured = mm && mm->tpot_ms_p95 ? *mm->tpot_ms_p95 : NAN;
-    *predicted = p ? p->tpot_ms_p95 : NAN;
-    return true;
-  }
-  if (m.sla.ttft_ms_p95) {
-    *name = "TTFT p95 (ms)";
-    *limit = *m.sla.ttft_ms_p95;
-    *measured = mm && mm->ttft_ms_p95 ? *mm->ttft_ms_p95 : NAN;
-    *predicted = p ? p->ttft_ms_p95 : NAN;
-    return true;
+// One plotted SLA metric of a model: its name, limit, and where its values are.
+struct Metric {
+  std::string name;
+  Target target = Target::kLatencyP95;
+  double limit = 0;
+};
+
+// Every SLA latency metric of a model (LLMs: TTFT and TPOT; others: latency p95).
+std::vector<Metric> sla_metrics(const ModelSpec& m) {
+  std::vector<Metric> out;
+  if (m.arch.family == ModelFamily::kLlm) {
+    if (m.sla.ttft_ms_p95) out.push_back({"TTFT p95 (ms)", Target::kTtftP95, *m.sla.ttft_ms_p95});
+    if (m.sla.tpot_ms_p95) out.push_back({"TPOT p95 (ms)", Target::kTpotP95, *m.sla.tpot_ms_p95});
   }
   if (m.sla.latency_ms_p95) {
-    *name = "latency p95 (ms)";
-    *limit = *m.sla.latency_ms_p95;
-    *measured = mm ? mm->latency_ms_p95 : NAN;
-    *predicted = p ? p->latency_ms_p95 : NAN;
-    return true;
+    out.push_back({"latency p95 (ms)", Target::kLatencyP95, *m.sla.latency_ms_p95});
   }
-  return false;
+  return out;
+}
+
+double measured_value(const ModelMetrics& mm, Target t) {
+  switch (t) {
+    case Target::kLatencyP95:
+      return mm.latency_ms_p95;
+    case Target::kTtftP95:
+      return mm.ttft_ms_p95.value_or(NAN);
+    case Target::kTpotP95:
+      return mm.tpot_ms_p95.value_or(NAN);
+    case Target::kThroughput:
+      return mm.throughput;
+  }
+  return NAN;
+}
+
+double margin_of(const Margin& g, Target t) {
+  switch (t) {
+    case Target::kTtftP95:
+      return g.ttft;
+    case Target::kTpotP95:
+      return g.tpot;
+    default:
+      return g.latency;
+  }
+}
+
+// Events and drift of the run as plot markers.
+std::vector<std::pair<double, std::string>> markers(const RunReport& r) {
+  std::vector<std::pair<double, std::string>> out;
+  for (const auto& iv : r.intervals) {
+    for (const auto& e : iv.drift) out.emplace_back(iv.t_s, e);
+    for (const auto& e : iv.events) out.emplace_back(iv.t_s, e);
+  }
+  return out;
+}
+
+nlohmann::json margin_json(const Margin& g) {
+  return {{"latency", g.latency}, {"ttft", g.ttft}, {"tpot", g.tpot}};
 }
 
 // A line chart over the run's intervals (inline SVG), or a note when nothing was measured.
 std::string chart(const std::string& title, const std::string& y_label,
-                  std::vector<SvgSeries> series) {
+                  std::vector<SvgSeries> series,
+                  std::vector<std::pair<double, std::string>> marks = {}) {
   const bool any = std::any_of(series.begin(), series.end(), [](const SvgSeries& s) {
     return std::any_of(s.y.begin(), s.y.end(), [](double y) { return std::isfinite(y); });
   });
@@ -61,6 +93,7 @@ std::string chart(const std::string& title, const std::string& y_label,
   p.width = 860;
   p.height = 300;
   p.series = std::move(series);
+  p.markers_x = std::move(marks);
   return p.render();
 }
 
@@ -77,22 +110,44 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
   j["device"] = r.device;
   j["solver"] = r.solver;
   j["seed"] = r.seed;
+  j["source"] = r.source;
+  j["learning"] = r.learning;
+  j["breach_target"] = r.breach_target;
+  j["refits"] = r.refits;
+  j["replayed_intervals"] = r.replayed;
   j["intervals"] = nlohmann::json::array();
+  std::size_t infeasible = 0;
   for (const auto& iv : r.intervals) {
     nlohmann::json jv;
     jv["t_s"] = iv.t_s;
     jv["events"] = iv.events;
+    jv["drift"] = iv.drift;
+    jv["conditions"] = {{"interference_sm_util", iv.conditions.interference.sm_util},
+                        {"interference_bandwidth_util", iv.conditions.interference.bandwidth_util},
+                        {"power_cap_w", iv.conditions.power_cap_w},
+                        {"perturb_seed", iv.conditions.perturb_seed}};
     jv["replanned"] = iv.replanned;
     jv["reason"] = iv.reason;
     jv["plan_changed"] = iv.plan_changed;
+    jv["refit"] = iv.refit;
+    jv["replayed"] = iv.replayed;
+    jv["decision"] = iv.decision;
     jv["decision_ms"] = iv.decision_ms;
     jv["candidates_evaluated"] = iv.evaluated;
+    jv["feasible"] = iv.feasible;
+    jv["infeasible"] = iv.infeasible;
+    if (!iv.feasible) ++infeasible;
     jv["predicted_utility"] = iv.predicted_utility;
     jv["measured_utility"] = iv.measured_utility;
+    jv["gpu"] = {{"sm_util", iv.measured.gpu.sm_util},
+                 {"mem_bw_util", iv.measured.gpu.mem_bw_util},
+                 {"vram_used_gb", iv.measured.gpu.vram_used_gb},
+                 {"power_w", iv.measured.gpu.power_w},
+                 {"clock_mhz", iv.measured.gpu.clock_mhz}};
     jv["models"] = nlohmann::json::array();
     for (const auto& mm : iv.measured.models) {
       const Predicted& p = iv.predicted[mm.model];
-      jv["models"].push_back({
+      nlohmann::json jm = {
           {"name", mm.name},
           {"config", mm.config},
           {"sla_breach", static_cast<bool>(iv.breach[mm.model])},
@@ -106,8 +161,16 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
            {{"latency_ms_p95", p.latency_ms_p95},
             {"ttft_ms_p95", p.ttft_ms_p95},
             {"tpot_ms_p95", p.tpot_ms_p95},
-            {"throughput", p.throughput}}},
-      });
+            {"throughput", p.throughput}}}};
+      if (mm.model < iv.margins.size()) jm["margin"] = margin_json(iv.margins[mm.model]);
+      if (mm.model < iv.learning.size()) {
+        const auto& l = iv.learning[mm.model];
+        jm["learning"] = {{"last_error", l.last_error}, {"abs_error", l.abs_error},
+                          {"z", l.z},                   {"noise_sd", l.noise_sd},
+                          {"shared_error", l.shared_error}, {"observations", l.observations},
+                          {"misses", l.misses}};
+      }
+      jv["models"].push_back(std::move(jm));
     }
     j["intervals"].push_back(std::move(jv));
   }
@@ -117,6 +180,7 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
   j["summary"] = {{"intervals", r.intervals.size()},
                   {"decisions", d.size()},
                   {"sla_violations", r.sla_violations()},
+                  {"infeasible_intervals", infeasible},
                   {"decision_ms_p50", quantile(d, 0.5, 0.0)},
                   {"decision_ms_p99", quantile(d, 0.99, 0.0)},
                   {"mean_measured_utility",
@@ -133,6 +197,7 @@ std::string report_html(const RunReport& r, const Workload& w) {
     mu.x.push_back(iv.t_s);
     mu.y.push_back(iv.measured_utility);
   }
+  const auto marks = markers(r);
   const auto j = report_json(r, w);
   std::string html =
       "<!DOCTYPE html><html><head><meta charset='utf-8'><title>corun run report</title>"
@@ -142,57 +207,88 @@ std::string report_html(const RunReport& r, const Workload& w) {
       "</head><body>";
   html += "<h1>corun run: " + markup_escape(r.workload) + "</h1>";
   const auto& s = j["summary"];
-  char buf[512];
+  char buf[1024];
   std::snprintf(buf, sizeof buf,
-                "<p>testbed <b>%s</b>, device <b>%s</b>, solver <b>%s</b>, seed %llu, corun %s "
-                "(%s).</p><p>%zu intervals, %zu decisions, <span class='%s'>%zu measured SLA "
-                "violations</span> (model-intervals), decision time p50 %.1f ms, p99 %.1f ms.</p>",
-                markup_escape(r.testbed).c_str(), markup_escape(r.device).c_str(), markup_escape(r.solver).c_str(),
+                "<p>testbed <b>%s</b>, device <b>%s</b>, solver <b>%s</b>, predictions from "
+                "<b>%s</b>, online learning <b>%s</b> (breach target %.3g), seed %llu, corun %s "
+                "(%s).</p><p>%zu intervals, %zu decisions, %zu refits, <span class='%s'>%zu "
+                "measured SLA violations</span> (model-intervals), decision time p50 %.1f ms, "
+                "p99 %.1f ms.</p>",
+                markup_escape(r.testbed).c_str(), markup_escape(r.device).c_str(),
+                markup_escape(r.solver).c_str(), markup_escape(r.source).c_str(),
+                r.learning ? "on" : "off", r.breach_target,
                 static_cast<unsigned long long>(r.seed), std::string(version()).c_str(),
                 std::string(git_hash()).c_str(), r.intervals.size(), r.decision_ms().size(),
-                r.sla_violations() ? "bad" : "", r.sla_violations(),
+                r.refits, r.sla_violations() ? "bad" : "", r.sla_violations(),
                 s["decision_ms_p50"].get<double>(), s["decision_ms_p99"].get<double>());
   html += buf;
-  html += chart("Objective (utility) per interval", "utility", {pu, mu});
-  for (std::size_t m = 0; m < w.models.size(); ++m) {
-    SvgSeries meas{"measured", {}, {}, false, "#d62728"};
-    SvgSeries pred{"predicted", {}, {}, true, "#1f77b4"};
-    SvgSeries lim{"SLA", {}, {}, false, "#2ca02c"};
-    std::string name = "latency p95 (ms)";
-    bool any = false;
-    for (const auto& iv : r.intervals) {
-      const ModelMetrics* mm = nullptr;
-      for (const auto& x : iv.measured.models) mm = x.model == m ? &x : mm;
-      double mv = NAN, pv = NAN, limit = NAN;
-      if (!headline(w.models[m], mm, mm ? &iv.predicted[m] : nullptr, &mv, &pv, &limit, &name)) {
-        break;
-      }
-      any = true;
-      meas.x.push_back(iv.t_s);
-      meas.y.push_back(mv);
-      pred.x.push_back(iv.t_s);
-      pred.y.push_back(pv);
-      lim.x.push_back(iv.t_s);
-      lim.y.push_back(limit);
+  // Infeasible plans, each distinct explanation once.
+  std::vector<std::string> why;
+  for (const auto& iv : r.intervals) {
+    for (const auto& m : iv.infeasible) {
+      if (std::find(why.begin(), why.end(), m) == why.end()) why.push_back(m);
     }
-    if (any) html += chart(w.models[m].name + ": " + name, name, {meas, pred, lim});
   }
-  html += "<h2>Decisions</h2><table><tr><th>t (s)</th><th>events</th><th>re-plan</th>"
-          "<th>decision ms</th><th>predicted utility</th><th>measured utility</th>"
+  if (!why.empty()) {
+    html += "<h2 class='bad'>Infeasible: not every SLA can be held</h2><ul>";
+    for (const auto& m : why) html += "<li>" + markup_escape(m) + "</li>";
+    html += "</ul><p>What runs instead follows the degradation rule (docs/scheduler.md).</p>";
+  }
+  html += chart("Objective (utility) per interval", "utility", {pu, mu}, marks);
+  std::vector<SvgSeries> errors;
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    for (const Metric& metric : sla_metrics(w.models[m])) {
+      SvgSeries meas{"measured", {}, {}, false, "#d62728"};
+      SvgSeries pred{"predicted", {}, {}, true, "#1f77b4"};
+      SvgSeries bound{"planned bound (predicted x (1 + margin))", {}, {}, true, "#ff7f0e"};
+      SvgSeries lim{"SLA", {}, {}, false, "#2ca02c"};
+      for (const auto& iv : r.intervals) {
+        const ModelMetrics* mm = nullptr;
+        for (const auto& x : iv.measured.models) mm = x.model == m ? &x : mm;
+        const bool runs = mm != nullptr && m < iv.predicted.size();
+        const double pv = runs ? field(iv.predicted[m], metric.target) : NAN;
+        const double g = runs && m < iv.margins.size() ? margin_of(iv.margins[m], metric.target) : NAN;
+        meas.x.push_back(iv.t_s);
+        meas.y.push_back(runs ? measured_value(*mm, metric.target) : NAN);
+        pred.x.push_back(iv.t_s);
+        pred.y.push_back(pv);
+        bound.x.push_back(iv.t_s);
+        bound.y.push_back(pv * (1 + g));
+        lim.x.push_back(iv.t_s);
+        lim.y.push_back(metric.limit);
+      }
+      html += chart(w.models[m].name + ": " + metric.name, metric.name, {meas, pred, bound, lim},
+                    marks);
+    }
+    SvgSeries e{w.models[m].name, {}, {}, false, ""};
+    for (const auto& iv : r.intervals) {
+      e.x.push_back(iv.t_s);
+      e.y.push_back(m < iv.learning.size() && iv.learning[m].observations > 0
+                        ? 100 * iv.learning[m].abs_error
+                        : NAN);
+    }
+    errors.push_back(std::move(e));
+  }
+  html += chart("Prediction error of each model's SLA latency (moving average of |measured / "
+                "predicted - 1|)",
+                "%", std::move(errors), marks);
+  html += "<h2>Decisions</h2><table><tr><th>t (s)</th><th>events</th><th>drift (unseen)</th>"
+          "<th>re-plan</th><th>decision ms</th><th>predicted utility</th><th>measured utility</th>"
           "<th>breaches</th></tr>";
   for (const auto& iv : r.intervals) {
-    std::string ev;
+    std::string ev, drift, breaches;
     for (const auto& e : iv.events) ev += (ev.empty() ? "" : ", ") + e;
-    std::string breaches;
+    for (const auto& e : iv.drift) drift += (drift.empty() ? "" : ", ") + e;
     for (const auto& mm : iv.measured.models) {
       if (iv.breach[mm.model]) breaches += (breaches.empty() ? "" : ", ") + mm.name;
     }
+    const std::string reason = iv.replanned ? iv.reason + (iv.feasible ? "" : " (infeasible)") : "";
     std::snprintf(buf, sizeof buf,
-                  "<tr><td>%.0f</td><td>%s</td><td>%s</td><td>%.1f</td><td>%.2f</td><td>%.2f</td>"
-                  "<td class='bad'>%s</td></tr>",
-                  iv.t_s, markup_escape(ev).c_str(), iv.replanned ? markup_escape(iv.reason).c_str() : "",
-                  iv.decision_ms, iv.predicted_utility, iv.measured_utility,
-                  markup_escape(breaches).c_str());
+                  "<tr><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td><td>%.1f</td><td>%.2f</td>"
+                  "<td>%.2f</td><td class='bad'>%s</td></tr>",
+                  iv.t_s, markup_escape(ev).c_str(), markup_escape(drift).c_str(),
+                  markup_escape(reason).c_str(), iv.decision_ms, iv.predicted_utility,
+                  iv.measured_utility, markup_escape(breaches).c_str());
     html += buf;
   }
   html += "</table></body></html>\n";

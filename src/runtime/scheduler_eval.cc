@@ -2,34 +2,26 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
-#include "corun/core/rng.h"
 #include "corun/core/stats.h"
-#include "corun/runtime/testbed_predictor.h"
+#include "corun/runtime/robust_oracle.h"
 
 namespace corun {
 
 namespace {
 
-double median(std::vector<double> v) { return quantile(std::move(v), 0.5, 0.0); }
-double p99(std::vector<double> v) { return quantile(std::move(v), 0.99, 0.0); }
+double median(std::vector<double> v) { return quantile(std::move(v), 0.5, NAN); }
 
-// What the workload looks like now: the oracle depends on nothing else.
-std::string state_key(const Workload& w) {
-  std::string k;
-  for (const auto& m : w.models) {
-    k += m.active ? "1" : "0";
-    k += ":" + std::to_string(m.demand.fps) + ":" + std::to_string(m.demand.rps) + ":" +
-         std::to_string(m.demand.prompt_tokens) + ":" +
-         std::to_string(m.sla.latency_ms_p95.value_or(0)) + ":" +
-         std::to_string(m.sla.ttft_ms_p95.value_or(0)) + ":" +
-         std::to_string(m.sla.tpot_ms_p95.value_or(0)) + ";";
-  }
-  return k;
+// A plan "within X %" of the oracle: gaps are measured in % of the oracle's utility.
+constexpr double kRecoveredPct = 3.0;
+constexpr std::size_t kAllowedIntervals = 2;
+constexpr std::size_t kSettledIntervals = 10;
+constexpr std::size_t kStartIntervals = 3;
+
+double gap_pct(double oracle, double got) {
+  if (!(oracle > 0) || !std::isfinite(oracle)) return NAN;
+  return 100.0 * std::max(0.0, oracle - got) / oracle;
 }
-
-constexpr std::uint64_t kOracleSeed = 0x0A4C1E;
 
 }  // namespace
 
@@ -40,20 +32,33 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
   auto exhaustive = make_solver("exhaustive");
   if (!exhaustive) return exhaustive.error();
   for (const auto& w : scenarios) {
-    std::map<std::string, double> oracle_cache;  // state -> best utility on the testbed
-    for (const auto& solver : options.solvers) {
-      if (options.progress) options.progress(w.file + " / " + solver);
-      auto source = sources(w);
-      if (!source) return source.error();
-      std::vector<double> gap_ex, gap_or;
-      ControllerOptions co;
-      co.solver = solver;
-      co.seed = options.seed;
-      co.threads = options.threads;
-      Status failure;
-      co.on_decision = [&](const PlanProblem& p, const PlanResult& chosen, const IntervalRecord&) {
-        // Same predictor, margins and constraints: how far from the exhaustive optimum?
-        if (solver != "exhaustive") {
+    const double window = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
+    RobustOracle oracle(testbed, window, options.threads, options.oracle_windows);
+    for (const bool learning : options.learning) {
+      for (const auto& solver : options.solvers) {
+        if (options.progress) {
+          options.progress(w.file + " / " + solver + " / learning " + (learning ? "on" : "off"));
+        }
+        auto source = sources(w);
+        if (!source) return source.error();
+        std::vector<double> gap_ex, gap_or, gap_or1;
+        RunOptions ro;
+        ro.controller.solver = solver;
+        ro.controller.seed = options.seed;
+        ro.controller.threads = options.threads;
+        ro.controller.learning = options.learning_options;
+        ro.controller.learning.enabled = learning;
+        if (auto it = options.refit_datasets.find(w.file); it != options.refit_datasets.end()) {
+          ro.refit_dataset = it->second;
+        }
+        Status failure;
+        ro.controller.on_decision = [&](const PlanProblem& p, const PlanResult& chosen) {
+          // Same predictions, margins and constraints: how far from the exhaustive optimum?
+          if (solver == "exhaustive") {
+            gap_ex.push_back(0.0);
+            return;
+          }
+          if (!options.exhaustive_gap) return;
           auto ex = (*exhaustive)->solve(p, SolverOptions{1, options.threads, std::nullopt});
           if (!ex) {
             failure = ex.error();
@@ -62,50 +67,92 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
           if (ex->feasible && ex->utility > 0) {
             gap_ex.push_back(100.0 * std::max(0.0, ex->utility - chosen.utility) / ex->utility);
           }
-        } else {
-          gap_ex.push_back(0.0);
-        }
-        if (!options.oracle) return;
-        // Ground truth: both plans scored on the testbed with one fixed seed.
-        std::vector<bool> active(p.models());
-        for (std::size_t m = 0; m < p.models(); ++m) active[m] = p.active(m);
-        const TestbedPredictor truth(p.workload(), testbed, p.workload().timeline.interval_s,
-                                     kOracleSeed);
-        const PlanProblem gt(p.workload(), active, truth);
-        const std::string key = state_key(p.workload());
-        auto it = oracle_cache.find(key);
-        if (it == oracle_cache.end()) {
-          auto best = (*exhaustive)->solve(gt, SolverOptions{1, options.threads, std::nullopt});
-          if (!best) {
-            failure = best.error();
+        };
+        std::vector<double> interval_gap;
+        ro.on_interval = [&](const IntervalRecord& iv, const Workload& now) {
+          if (!options.oracle) return;
+          const auto best = oracle.best(now, iv.conditions);
+          const bool any = std::any_of(iv.plan.begin(), iv.plan.end(),
+                                       [](std::int32_t l) { return l != kAbsent; });
+          if (!any) {
+            interval_gap.push_back(NAN);
             return;
           }
-          it = oracle_cache.emplace(key, best->feasible ? best->utility : NAN).first;
+          const RobustScore mine = oracle.score(now, iv.conditions, iv.plan);
+          const double g = best.feasible ? gap_pct(best.utility, mine.earned) : NAN;
+          interval_gap.push_back(g);
+          if (std::isfinite(g)) gap_or.push_back(g);
+          if (best.feasible_1) {
+            gap_or1.push_back(gap_pct(best.utility_1, oracle.score_1(now, iv.conditions, iv.plan)));
+          }
+        };
+        auto report = run_online(w, testbed, std::move(*source), ro);
+        if (!report) return report.error().wrap(w.file);
+        if (!failure.ok()) return failure.error().wrap(w.file);
+        SchedulerEvalRow row;
+        row.scenario = w.file;
+        row.solver = solver;
+        row.learning = learning;
+        row.intervals = report->intervals.size();
+        const auto d = report->decision_ms();
+        row.decisions = d.size();
+        row.decision_ms_p50 = quantile(d, 0.5, 0.0);
+        row.decision_ms_p99 = quantile(d, 0.99, 0.0);
+        row.gap_to_exhaustive_pct = median(gap_ex);
+        row.gap_to_oracle_pct = median(gap_or);
+        row.gap_to_oracle_1_pct = median(gap_or1);
+        row.sla_violations = report->sla_violations();
+        row.refits = report->refits;
+        double u = 0;
+        std::size_t model_intervals = 0;
+        for (std::size_t k = 0; k < report->intervals.size(); ++k) {
+          const auto& iv = report->intervals[k];
+          u += iv.measured_utility;
+          model_intervals += iv.measured.models.size();
+          if (!iv.feasible) ++row.infeasible_intervals;
+          if (k >= kStartIntervals) {
+            row.violations_after_3 +=
+                static_cast<std::size_t>(std::count(iv.breach.begin(), iv.breach.end(), true));
+          }
         }
-        const PlanResult mine = evaluate_plan(gt, chosen.config, solver);
-        if (std::isfinite(it->second) && it->second > 0) {
-          const double got = mine.feasible ? mine.utility : 0.0;
-          gap_or.push_back(100.0 * std::max(0.0, it->second - got) / it->second);
+        row.breach_rate = model_intervals > 0 ? static_cast<double>(row.sla_violations) /
+                                                    static_cast<double>(model_intervals)
+                                              : 0;
+        row.mean_measured_utility =
+            report->intervals.empty() ? 0 : u / static_cast<double>(report->intervals.size());
+        // Drift events: what the unseen changes cost, and how fast the loop recovered.
+        std::vector<std::size_t> starts;
+        for (std::size_t k = 0; k < report->intervals.size(); ++k) {
+          for (const auto& e : report->intervals[k].drift) {
+            DriftOutcome o;
+            o.t_s = report->intervals[k].t_s;
+            o.event = e;
+            row.drift.push_back(o);
+            starts.push_back(k);
+          }
         }
-      };
-      auto report = run_online(w, testbed, **source, co);
-      if (!report) return report.error().wrap(w.file);
-      if (!failure.ok()) return failure.error().wrap(w.file);
-      SchedulerEvalRow row;
-      row.scenario = w.file;
-      row.solver = solver;
-      const auto d = report->decision_ms();
-      row.decisions = d.size();
-      row.decision_ms_p50 = median(d);
-      row.decision_ms_p99 = p99(d);
-      row.gap_to_exhaustive_pct = median(gap_ex);
-      row.gap_to_oracle_pct = options.oracle ? median(gap_or) : NAN;
-      row.sla_violations = report->sla_violations();
-      double u = 0;
-      for (const auto& iv : report->intervals) u += iv.measured_utility;
-      row.mean_measured_utility =
-          report->intervals.empty() ? 0 : u / static_cast<double>(report->intervals.size());
-      rows.push_back(row);
+        for (std::size_t e = 0; e < row.drift.size(); ++e) {
+          const std::size_t from = starts[e];
+          const std::size_t to = e + 1 < starts.size() ? starts[e + 1] : report->intervals.size();
+          DriftOutcome& o = row.drift[e];
+          for (std::size_t k = from; k < to; ++k) {
+            const auto& iv = report->intervals[k];
+            const auto b = static_cast<std::size_t>(std::count(iv.breach.begin(), iv.breach.end(), true));
+            (k - from < kAllowedIntervals ? o.breaches_within_2 : o.breaches_after_2) += b;
+            if (k < interval_gap.size()) {
+              const double g = interval_gap[k];
+              if (o.recovery_intervals < 0 && std::isfinite(g) && g <= kRecoveredPct) {
+                o.recovery_intervals = static_cast<int>(k - from);
+              }
+              if (k - from >= kSettledIntervals && std::isfinite(g)) {
+                o.max_gap_from_10th_pct =
+                    std::isfinite(o.max_gap_from_10th_pct) ? std::max(o.max_gap_from_10th_pct, g) : g;
+              }
+            }
+          }
+        }
+        rows.push_back(std::move(row));
+      }
     }
   }
   return rows;
@@ -113,15 +160,32 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
 
 nlohmann::json to_json(const SchedulerEvalRow& r) {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  nlohmann::json drift = nlohmann::json::array();
+  for (const auto& d : r.drift) {
+    drift.push_back({{"t_s", d.t_s},
+                     {"event", d.event},
+                     {"breaches_within_2", d.breaches_within_2},
+                     {"breaches_after_2", d.breaches_after_2},
+                     {"recovery_intervals", d.recovery_intervals},
+                     {"max_gap_from_10th_pct", num(d.max_gap_from_10th_pct)}});
+  }
   return {{"scenario", r.scenario},
           {"solver", r.solver},
+          {"learning", r.learning ? "on" : "off"},
+          {"intervals", r.intervals},
           {"decisions", r.decisions},
           {"gap_to_exhaustive_pct", num(r.gap_to_exhaustive_pct)},
           {"gap_to_oracle_pct", num(r.gap_to_oracle_pct)},
+          {"gap_to_oracle_1_pct", num(r.gap_to_oracle_1_pct)},
           {"sla_violations", r.sla_violations},
+          {"violations_after_3", r.violations_after_3},
+          {"breach_rate", r.breach_rate},
+          {"infeasible_intervals", r.infeasible_intervals},
+          {"drift", drift},
           {"decision_ms_p50", r.decision_ms_p50},
           {"decision_ms_p99", r.decision_ms_p99},
-          {"mean_measured_utility", r.mean_measured_utility}};
+          {"mean_measured_utility", r.mean_measured_utility},
+          {"refits", r.refits}};
 }
 
 }  // namespace corun

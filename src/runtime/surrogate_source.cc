@@ -6,6 +6,7 @@
 
 #include "corun/core/check.h"
 #include "corun/core/rng.h"
+#include "corun/core/stats.h"
 #include "corun/profile/dataset.h"
 
 namespace corun {
@@ -77,17 +78,6 @@ bool same_demand(const Demand& a, const Demand& b) {
 }
 
 }  // namespace
-
-double normal_quantile(double p) {
-  CORUN_CHECK(p > 0 && p < 1);
-  // Bisection on the normal CDF: 60 halvings of [-10, 10] are exact to double precision.
-  double lo = -10, hi = 10;
-  for (int i = 0; i < 60; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
-  }
-  return 0.5 * (lo + hi);
-}
 
 SurrogatePredictor::SurrogatePredictor(CompiledSurrogate compiled)
     : compiled_(std::move(compiled)), pool_(std::make_unique<Pool>()) {}
@@ -188,6 +178,44 @@ Result<std::unique_ptr<Predictor>> SurrogateSource::predictor_for(const Workload
     }
   }
   return std::unique_ptr<Predictor>(std::make_unique<SurrogatePredictor>(std::move(*compiled)));
+}
+
+std::string SurrogateSource::describe() const {
+  return "surrogate " + std::string(surrogate::to_string(surrogate_.kind())) + "/" +
+         std::string(surrogate::to_string(surrogate_.regressor_kind()));
+}
+
+Status SurrogateSource::adopt(surrogate::Surrogate refit) {
+  if (refit.signature().size() != surrogate_.signature().size()) {
+    return Error("the refit surrogate has " + std::to_string(refit.signature().size()) +
+                 " models, the source " + std::to_string(surrogate_.signature().size()));
+  }
+  surrogate_ = std::move(refit);
+  return {};
+}
+
+ErrorPriors SurrogateSource::priors(const Workload& current) {
+  ErrorPriors out(current.models.size());
+  for (const auto& h : surrogate_.heads()) {
+    if (h.model >= out.size()) continue;
+    const auto p = priors_from_error_model(h.error, h.targets);
+    for (Target t : h.targets) {
+      out[h.model][static_cast<std::size_t>(t)] = p[static_cast<std::size_t>(t)];
+    }
+  }
+  return out;
+}
+
+LoadTable SurrogateSource::loads(const Workload& current) {
+  LoadTable out(current.models.size());
+  for (std::size_t m = 0; m < current.models.size() && m < table_.models(); ++m) {
+    out[m].resize(table_.local_count(m), 0.0f);
+    for (std::size_t l = 0; l < table_.local_count(m); ++l) {
+      const auto& p = table_.at(m, l);
+      if (p.ok()) out[m][l] = static_cast<float>(p.sm_util + p.mem_bw_util);
+    }
+  }
+  return out;
 }
 
 std::vector<double> SurrogateSource::margins(const Workload& current) {

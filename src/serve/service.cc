@@ -198,215 +198,75 @@ json yaml_to_json(const YAML::Node& n) {
   }
 }
 
-// The twin: a TestbedPredictor that owns the workload it measures against.
-class TwinPredictor final : public Predictor {
- public:
-  TwinPredictor(const Workload& w, const Testbed& t, std::uint64_t seed)
-      : w_(std::make_unique<Workload>(w)), inner_(*w_, t, 1.0, seed) {}
-  [[nodiscard]] std::size_t models() const override { return inner_.models(); }
-  void predict(std::span<const std::int32_t> configs, std::size_t rows,
-               std::span<Predicted> out) const override {
-    inner_.predict(configs, rows, out);
+// A stored plan's per-model prediction back as Predicted (null fields: 0).
+Predicted predicted_or_zero(const json& j) {
+  Predicted p = predicted_from_json(j);
+  for (float* v : {&p.latency_ms_p95, &p.ttft_ms_p95, &p.tpot_ms_p95, &p.throughput}) {
+    if (*v >= std::numeric_limits<float>::max()) *v = 0;
   }
-
- private:
-  std::unique_ptr<Workload> w_;  // stable address for inner_
-  TestbedPredictor inner_;
-};
-
-class TwinSource final : public PredictorSource {
- public:
-  TwinSource(std::unique_ptr<Testbed> t, double margin, std::uint64_t seed)
-      : testbed_(std::move(t)), margin_(margin), seed_(seed) {}
-  Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override {
-    return std::unique_ptr<Predictor>(std::make_unique<TwinPredictor>(current, *testbed_, seed_));
-  }
-  std::vector<double> margins(const Workload& current) override {
-    return std::vector<double>(current.models.size(), margin_);
-  }
-
- private:
-  std::unique_ptr<Testbed> testbed_;
-  double margin_;
-  std::uint64_t seed_;
-};
-
-std::unique_ptr<Testbed> sim_testbed() {
-  auto t = make_testbed("sim");
-  CORUN_CHECK(t.ok());
-  return std::move(*t);
+  return p;
 }
 
-// Registrations arrive as JSON objects, whose keys (the knobs) come back sorted: the same
-// knobs as the surrogate's, in another order, number local configurations differently. This
-// view gives a workload the surrogate's knob order and maps local indices between the two.
-struct KnobOrder {
-  Workload reordered;                             // `current` with the surrogate's knob order
-  std::vector<std::vector<std::int32_t>> to_fit;  // [model][service local] -> surrogate local
-};
-
-std::optional<KnobOrder> match_knob_order(const Workload& current,
-                                          const surrogate::Surrogate& s) {
-  const auto& sig = s.signature();
-  if (sig.size() != current.models.size()) return std::nullopt;
-  KnobOrder k{current, {}};
-  for (std::size_t m = 0; m < sig.size(); ++m) {
-    ModelSpec& spec = k.reordered.models[m];
-    if (spec.knobs.size() != sig[m].knobs.size()) return std::nullopt;
-    std::vector<KnobSpec> ordered;
-    for (const auto& want : sig[m].knobs) {
-      auto it = std::find_if(spec.knobs.begin(), spec.knobs.end(),
-                             [&](const KnobSpec& have) { return have.id == want.id; });
-      if (it == spec.knobs.end()) return std::nullopt;
-      ordered.push_back(*it);
-    }
-    const ModelSpec original = current.models[m];
-    spec.knobs = std::move(ordered);
-    std::vector<std::int32_t> map(original.local_config_count());
-    for (std::size_t l = 0; l < map.size(); ++l) {
-      std::vector<std::pair<std::string, std::string>> assign;
-      const Settings st = original.settings(l);
-      for (const auto& knob : original.knobs) {
-        assign.emplace_back(knob_decl(knob.id).name, format_knob_value(knob.id, st.get(knob.id)));
-      }
-      auto idx = spec.find_config(assign);
-      if (!idx) return std::nullopt;
-      map[l] = static_cast<std::int32_t>(*idx);
-    }
-    k.to_fit.push_back(std::move(map));
-  }
-  if (!s.check_workload(k.reordered).ok()) return std::nullopt;
-  return k;
+json margin_json(const Margin& g) {
+  return {{"latency", g.latency}, {"ttft", g.ttft}, {"tpot", g.tpot}};
 }
 
-// Predicts in the service's numbering through a predictor in the surrogate's.
-class RenumberedPredictor final : public AggregatePredictor {
- public:
-  RenumberedPredictor(std::unique_ptr<Predictor> inner,
-                      std::vector<std::vector<std::int32_t>> to_fit)
-      : inner_(std::move(inner)),
-        agg_(dynamic_cast<const AggregatePredictor*>(inner_.get())),
-        to_fit_(std::move(to_fit)) {}
-  [[nodiscard]] std::size_t models() const override { return inner_->models(); }
-  void predict(std::span<const std::int32_t> configs, std::size_t rows,
-               std::span<Predicted> out) const override {
-    std::vector<std::int32_t> mapped(configs.begin(), configs.begin() + rows * models());
-    for (std::size_t i = 0; i < mapped.size(); ++i) mapped[i] = map(i % models(), mapped[i]);
-    inner_->predict(mapped, rows, out);
-  }
-  [[nodiscard]] bool monotone() const override { return agg_ != nullptr && agg_->monotone(); }
-  [[nodiscard]] std::size_t aggregate_dims() const override {
-    return agg_ != nullptr ? agg_->aggregate_dims() : 0;
-  }
-  void contribution(std::size_t m, std::int32_t l, std::span<float> out) const override {
-    CORUN_CHECK(agg_ != nullptr);
-    agg_->contribution(m, map(m, l), out);
-  }
-  [[nodiscard]] Predicted predict_given(std::size_t m, std::int32_t l,
-                                        std::span<const float> others) const override {
-    CORUN_CHECK(agg_ != nullptr);
-    return agg_->predict_given(m, map(m, l), others);
-  }
+Margin margin_from_json(const json& j) {
+  Margin g;
+  if (j.is_number()) return Margin::uniform(j.get<double>());
+  if (!j.is_object()) return g;
+  g.latency = j.value("latency", 0.0);
+  g.ttft = j.value("ttft", 0.0);
+  g.tpot = j.value("tpot", 0.0);
+  return g;
+}
 
- private:
-  [[nodiscard]] std::int32_t map(std::size_t m, std::int32_t l) const {
-    return l == kAbsent ? kAbsent : to_fit_[m][static_cast<std::size_t>(l)];
-  }
-  std::unique_ptr<Predictor> inner_;
-  const AggregatePredictor* agg_;
-  std::vector<std::vector<std::int32_t>> to_fit_;
-};
-
-// The surrogate while the registered models match it, the twin otherwise.
-class SurrogateOrTwin final : public PredictorSource {
- public:
-  SurrogateOrTwin(surrogate::Surrogate s, std::unique_ptr<Testbed> t, double margin,
-                  std::uint64_t seed)
-      : surrogate_(s), testbed_(std::move(t)),
-        fitted_(std::move(s), *testbed_, SurrogateSourceOptions{3, 10, seed}),
-        twin_(sim_testbed(), margin, seed) {}
-  Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override {
-    order_ = match_knob_order(current, surrogate_);
-    if (!order_) {
-      const Status fits = surrogate_.check_workload(current);
-      const std::string reason = fits.ok() ? "" : fits.error().what();
-      if (reason != last_reason_) {
-        std::fprintf(stderr,
-                     "corun serve: planning with the twin: the surrogate does not fit: %s\n",
-                     reason.c_str());
-      }
-      last_reason_ = reason;
-      return twin_.predictor_for(current);
-    }
-    last_reason_.clear();
-    auto inner = fitted_.predictor_for(order_->reordered);
-    if (!inner) return inner.error();
-    return std::unique_ptr<Predictor>(
-        std::make_unique<RenumberedPredictor>(std::move(*inner), order_->to_fit));
-  }
-  std::vector<double> margins(const Workload& current) override {
-    return order_ ? fitted_.margins(order_->reordered) : twin_.margins(current);
-  }
-
- private:
-  surrogate::Surrogate surrogate_;
-  std::unique_ptr<Testbed> testbed_;  // where changed demands are re-profiled alone
-  SurrogateSource fitted_;
-  TwinSource twin_;
-  std::optional<KnobOrder> order_;  // set while the surrogate fits the registered models
-  std::string last_reason_;
-};
+json learning_state_json(const ModelLearningState& s) {
+  return {{"prediction_error", s.last_error},
+          {"abs_error", s.abs_error},
+          {"margin", s.margin},
+          {"z", s.z},
+          {"noise_sd", s.noise_sd},
+          {"shared_error", s.shared_error},
+          {"observations", s.observations},
+          {"misses", s.misses}};
+}
 
 }  // namespace
-
-Result<std::unique_ptr<PredictorSource>> make_surrogate_source(surrogate::Surrogate s,
-                                                               double twin_margin,
-                                                               std::uint64_t seed) {
-  auto t = make_testbed(s.provenance().testbed.empty() ? "sim" : s.provenance().testbed);
-  if (!t) return t.error().wrap("the surrogate's testbed");
-  return std::unique_ptr<PredictorSource>(
-      std::make_unique<SurrogateOrTwin>(std::move(s), std::move(*t), twin_margin, seed));
-}
-
-Result<std::unique_ptr<PredictorSource>> make_twin_source(double margin, std::uint64_t seed) {
-  auto t = make_testbed("sim");
-  if (!t) return t.error();
-  return std::unique_ptr<PredictorSource>(
-      std::make_unique<TwinSource>(std::move(*t), margin, seed));
-}
 
 // ---------------------------------------------------------------------------------------------
 // Construction and recovery
 
 Service::Service(ServiceOptions options, const Catalog& catalog,
-                 std::unique_ptr<PredictorSource> source, std::unique_ptr<StateStore> store,
-                 std::unique_ptr<Solver> solver)
-    : options_(std::move(options)),
-      catalog_(&catalog),
-      source_(std::move(source)),
-      store_(std::move(store)),
-      solver_(std::move(solver)) {}
+                 std::unique_ptr<StateStore> store)
+    : options_(std::move(options)), catalog_(&catalog), store_(std::move(store)) {}
 
 Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Catalog& catalog,
                                                std::unique_ptr<PredictorSource> source) {
   if (options.token.empty()) return Error("serve needs a non-empty bearer token");
   if (!source) return Error("serve needs a predictor source");
-  auto solver = make_solver(options.solver);
-  if (!solver) return solver.error().wrap("--solver");
+  if (auto solver = make_solver(options.solver); !solver) return solver.error().wrap("--solver");
   auto store = StateStore::open(options.state_dir);
   if (!store) return store.error();
   auto st = (*store)->load(options.history_in_memory);
   if (!st) return st.error().wrap("loading " + options.state_dir.string());
-  std::unique_ptr<Service> s(new Service(std::move(options), catalog, std::move(source),
-                                         std::move(*store), std::move(*solver)));
-  auto ok = s->restore(*st);
+  std::unique_ptr<Service> s(new Service(std::move(options), catalog, std::move(*store)));
+  auto ok = s->restore(*st, std::move(source));
   if (!ok) return ok.error();
   s->planner_ = std::thread([p = s.get()] { p->planner_loop(); });
   s->flusher_ = std::thread([p = s.get()] { p->flusher_loop(); });
   return s;
 }
 
-Status Service::restore(const StoredState& st) {
+Workload Service::workload_locked() const {
+  Workload w;
+  w.file = "<serve>";
+  w.device = device_;
+  for (const auto& m : models_) w.models.push_back(m.model);
+  return w;
+}
+
+Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> source) {
   const auto names = catalog_->device_names();
   if (names.empty()) return Error("the catalog has no devices");
   wrapper_device_ = names.front();
@@ -471,10 +331,6 @@ Status Service::restore(const StoredState& st) {
     t.samples = j.value("samples", std::uint64_t{0});
     t.breaches = j.value("breaches", std::uint64_t{0});
     t.stale = j.value("stale", std::uint64_t{0});
-    t.error_ewma = j.value("error_ewma", 0.0);
-    t.abs_error_ewma = j.value("abs_error_ewma", 0.0);
-    t.margin_boost = j.value("margin_boost", 0.0);
-    t.boosted_for_plan = j.value("boosted_for_plan", std::int64_t{-1});
     if (j.contains("last")) t.last = j["last"];
   }
   for (const auto& p : st.plans) {
@@ -482,15 +338,56 @@ Status Service::restore(const StoredState& st) {
     if (!rec.is_object()) return Error("stored plan " + std::to_string(p.id) + " is not JSON");
     history_.push_back(std::move(rec));
   }
+
+  // The controller: the registered models, what telemetry taught (replayed in order), and the
+  // plan in force; decision ids continue the stored ones.
+  ControllerOptions co;
+  co.solver = options_.solver;
+  co.seed = options_.seed;
+  co.threads = options_.solver_threads;
+  co.learning = options_.learning;
+  controller_ = std::make_unique<Controller>(workload_locked(), std::move(source), co);
+  std::vector<LearningSample> learned;
+  for (std::size_t i = 0; i < st.learning.size(); ++i) {
+    auto sample = learning_sample_from_json(json::parse(st.learning[i], nullptr, false));
+    if (!sample) return sample.error().wrap("stored learning sample " + std::to_string(i + 1));
+    learned.push_back(std::move(*sample));
+  }
+  if (!learned.empty()) {
+    if (auto ok = controller_->replay(learned); !ok) return ok.error();
+  }
   if (!history_.empty()) {
     plan_ = history_.back();
     plan_body_ = std::make_shared<const std::string>(plan_body(plan_));
     plan_id_ = plan_.value("id", std::int64_t{0});
-    if (plan_.contains("models") && plan_["models"].is_object()) {
-      for (const auto& [name, m] : plan_["models"].items()) {
-        plan_local_[name] = m.value("index", std::int32_t{0});
-        if (m.contains("predicted")) plan_predicted_[name] = predicted_from_json(m["predicted"]);
+    // The stored plan is the one in force when it covers exactly the registered models.
+    Decision stored;
+    stored.id = plan_id_.load();
+    stored.reason = plan_.value("reason", std::string());
+    const json& ms = plan_.contains("models") ? plan_["models"] : json::object();
+    bool complete = ms.is_object() && ms.size() == models_.size();
+    for (const auto& r : models_) {
+      if (!complete || !ms.contains(r.name)) {
+        complete = false;
+        break;
       }
+      const json& m = ms[r.name];
+      const auto l = m.value("index", std::int32_t{kAbsent});
+      complete = l == kAbsent || (l >= 0 && static_cast<std::size_t>(l) < r.model.local_config_count());
+      stored.config.push_back(l);
+      stored.predicted.push_back(m.contains("predicted") ? predicted_or_zero(m["predicted"])
+                                                         : Predicted{});
+      stored.base.push_back(m.contains("base") ? predicted_or_zero(m["base"])
+                                               : stored.predicted.back());
+      stored.margins.push_back(m.contains("margin") ? margin_from_json(m["margin"]) : Margin{});
+      stored.best_effort.push_back(m.value("best_effort", false));
+    }
+    if (complete && !models_.empty()) {
+      controller_->restore(std::move(stored));
+    } else {
+      controller_->continue_after(plan_id_.load());
+      replan_pending_ = !models_.empty();
+      replan_reason_ = "restart";
     }
   }
   if (!models_.empty() && history_.empty()) {
@@ -804,6 +701,7 @@ HttpResponse Service::register_model(const json& body) {
     models_.push_back({m.name, body, m});
     telemetry_[m.name] = ModelTelemetry{};
     ++generation_;
+    controller_->set_workload(workload_locked());
   }
   request_replan("register " + m.name);
   return json_response(201, {{"model", body}});
@@ -826,6 +724,7 @@ HttpResponse Service::remove_model(const std::string& name) {
     for (std::size_t i = 0; i < models_.size(); ++i) index_[models_[i].name] = i;
     telemetry_.erase(name);
     ++generation_;
+    controller_->set_workload(workload_locked());
   }
   request_replan("remove " + name);
   return json_response(200, {{"removed", name}});
@@ -854,6 +753,7 @@ HttpResponse Service::update_demand(const std::string& name, const json& body) {
     r.spec = spec;
     r.model = std::get<ModelSpec>(parsed);
     ++generation_;
+    controller_->set_workload(workload_locked());
   }
   request_replan("demand " + name);
   return json_response(200, {{"model", spec}});
@@ -942,7 +842,8 @@ HttpResponse Service::post_telemetry(const json& body) {
 
   std::size_t breaches = 0;
   std::int64_t current = 0;
-  bool notify = false;
+  std::vector<std::string> learned;
+  ObservationResult wants;
   {
     std::lock_guard lock(state_mutex_);
     for (std::size_t i = 0; i < samples.size(); ++i) {
@@ -951,9 +852,10 @@ HttpResponse Service::post_telemetry(const json& body) {
                       batch ? "[" + std::to_string(i) + "].model" : "model"});
       }
     }
-    current = plan_id_.load();
+    const auto plan = controller_->plan();
+    current = plan ? plan->id : 0;
     for (const auto& s : samples) {
-      const ModelSpec& spec = models_[index_[s.model]].model;
+      const std::size_t m = index_[s.model];
       ModelTelemetry& t = telemetry_[s.model];
       ++t.samples;
       json last = json::object();
@@ -965,82 +867,66 @@ HttpResponse Service::post_telemetry(const json& body) {
       if (s.plan_id) last["plan_id"] = *s.plan_id;
       t.last = std::move(last);
       telemetry_dirty_ = true;
-      if (s.plan_id && *s.plan_id != current) {
+      // A sample without a plan id is taken to be of the plan in force.
+      const std::int64_t of = s.plan_id.value_or(current);
+      if (!plan || of != current || m >= plan->config.size() || plan->config[m] == kAbsent) {
         ++t.stale;  // observed under another plan: says nothing about this one
         continue;
       }
-      // Ground truth: the observed metrics against the SLA, without margin.
-      const Sla& sla = spec.sla;
-      bool breach = false;
-      auto over = [&](const std::optional<double>& limit, const std::optional<double>& v) {
-        if (limit && v && *v > *limit) breach = true;
+      ModelObservation o;
+      o.model = m;
+      o.local = plan->config[m];
+      auto put = [&](Target target, const std::optional<double>& v) {
+        if (v) o.measured[static_cast<std::size_t>(target)] = *v;
       };
-      over(sla.latency_ms_p95, s.latency_ms_p95);
-      over(sla.ttft_ms_p95, s.ttft_ms_p95);
-      over(sla.tpot_ms_p95, s.tpot_ms_p95);
-      if (sla.min_throughput && s.throughput && *s.throughput < *sla.min_throughput) breach = true;
-
-      // Prediction error against the plan in force, on the latency metrics observed.
-      double ratio = 1;
-      bool have_ratio = false;
-      const auto pit = plan_predicted_.find(s.model);
-      if (pit != plan_predicted_.end()) {
-        const Predicted& p = pit->second;
-        auto cmp = [&](float pred, const std::optional<double>& v, bool primary) {
-          if (!v || !(pred > 0) || pred >= std::numeric_limits<float>::max()) return;
-          const double r = *v / static_cast<double>(pred);
-          if (primary && !have_ratio) {
-            const double a = options_.error_ewma_alpha;
-            t.error_ewma = (1 - a) * t.error_ewma + a * (r - 1);
-            t.abs_error_ewma = (1 - a) * t.abs_error_ewma + a * std::abs(r - 1);
-          }
-          ratio = std::max(ratio, r);
-          have_ratio = true;
-        };
-        cmp(p.latency_ms_p95, s.latency_ms_p95, true);
-        cmp(p.ttft_ms_p95, s.ttft_ms_p95, true);
-        cmp(p.tpot_ms_p95, s.tpot_ms_p95, false);
+      put(Target::kLatencyP95, s.latency_ms_p95);
+      put(Target::kTtftP95, s.ttft_ms_p95);
+      put(Target::kTpotP95, s.tpot_ms_p95);
+      put(Target::kThroughput, s.throughput);
+      std::vector<LearningSample> taught;
+      const ObservationResult r = controller_->observe(std::span(&o, 1), of, &taught);
+      for (const auto& x : taught) learned.push_back(to_json(x).dump());
+      if (m < r.breach.size() && r.breach[m]) {
+        ++t.breaches;
+        ++breaches;
       }
-      if (!breach) continue;
-      ++t.breaches;
-      ++breaches;
-      // One margin step and one re-plan per model per plan: a flood of breaching samples
-      // under the same plan is one piece of evidence, not thousands.
-      if (current > 0 && t.boosted_for_plan != current) {
-        t.boosted_for_plan = current;
-        t.margin_boost = std::min(kMaxMargin, std::max(t.margin_boost + options_.breach_margin_step,
-                                                       ratio - 1 + options_.breach_margin_step));
-        if (!replan_pending_) {
-          replan_pending_ = true;
-          replan_reason_ = "breach " + s.model;
-        }
-        notify = true;
-      }
+      if (r.replan && !wants.replan) wants = r;
     }
   }
-  if (notify) planner_cv_.notify_one();
+  // What the samples taught is durable before they are acknowledged.
+  if (auto ok = store_->append_learning(learned); !ok) {
+    return error({503, "storage_error", ok.error().what(), ""});
+  }
+  if (wants.replan) request_replan(wants.reason);
   metrics_.count_samples(samples.size());
   return json_response(
       202, {{"accepted", samples.size()}, {"breaches", breaches}, {"plan_id", current}});
 }
 
-json Service::telemetry_json(const std::string& name, const ModelTelemetry& t) const {
-  (void)name;
-  return {{"samples", t.samples},
-          {"breaches", t.breaches},
-          {"stale", t.stale},
-          {"error_ewma", t.error_ewma},
-          {"abs_error_ewma", t.abs_error_ewma},
-          {"margin_boost", t.margin_boost},
-          {"boosted_for_plan", t.boosted_for_plan},
-          {"last", t.last}};
+json Service::telemetry_json(const ModelTelemetry& t) const {
+  return {{"samples", t.samples}, {"breaches", t.breaches}, {"stale", t.stale}, {"last", t.last}};
+}
+
+json Service::learning_json() const {
+  const auto state = controller_->learning_state();
+  const Workload w = controller_->workload();
+  json out = json::object();
+  for (std::size_t m = 0; m < state.size() && m < w.models.size(); ++m) {
+    out[w.models[m].name] = learning_state_json(state[m]);
+  }
+  return out;
 }
 
 HttpResponse Service::get_telemetry() {
   json out = json::object();
+  const json learning = learning_json();
   {
     std::lock_guard lock(state_mutex_);
-    for (const auto& m : models_) out[m.name] = telemetry_json(m.name, telemetry_.at(m.name));
+    for (const auto& m : models_) {
+      json t = telemetry_json(telemetry_.at(m.name));
+      if (learning.contains(m.name)) t["learning"] = learning[m.name];
+      out[m.name] = std::move(t);
+    }
   }
   return json_response(200, {{"models", out}, {"flush_interval_ms", options_.telemetry_flush_ms}});
 }
@@ -1051,8 +937,7 @@ void Service::flush_telemetry() {
     std::lock_guard lock(state_mutex_);
     if (!telemetry_dirty_) return;
     telemetry_dirty_ = false;
-    for (const auto& [name, t] : telemetry_)
-      rows.emplace_back(name, telemetry_json(name, t).dump());
+    for (const auto& [name, t] : telemetry_) rows.emplace_back(name, telemetry_json(t).dump());
   }
   auto ok = store_->save_telemetry(rows);
   if (!ok) {
@@ -1121,75 +1006,64 @@ void Service::planner_loop() {
 }
 
 Status Service::plan_once(const std::string& reason) {
-  Workload w;
   std::uint64_t generation = 0;
-  std::vector<double> boosts;
-  JointConfig warm;
-  std::int64_t id = 0;
+  bool empty = false;
   {
     std::lock_guard lock(state_mutex_);
-    w.file = "<serve>";
-    w.device = device_;
-    for (const auto& m : models_) {
-      w.models.push_back(m.model);
-      const auto& t = telemetry_.at(m.name);
-      boosts.push_back(std::max(0.0, t.error_ewma) + t.margin_boost);
-      const auto it = plan_local_.find(m.name);
-      warm.push_back(it != plan_local_.end() &&
-                             it->second < static_cast<std::int32_t>(m.model.local_config_count())
-                         ? it->second
-                         : 0);
-    }
     generation = generation_;
-    id = plan_id_.load() + 1;
+    empty = models_.empty();
   }
-  const std::size_t n = w.models.size();
-  json rec = {{"id", id},
-              {"created_at", now_iso8601()},
+  json rec = {{"created_at", now_iso8601()},
               {"reason", reason},
               {"solver", options_.solver},
               {"device", device_.name}};
   json models = json::object();
-  std::vector<Predicted> predicted(n);
-  JointConfig config;
-  double seconds = 0;
-  if (n > 0) {
-    auto p = source_->predictor_for(w);
-    if (!p) return p.error().wrap("predictor");
-    std::vector<double> margins = source_->margins(w);
-    margins.resize(n, 0.0);
-    for (std::size_t m = 0; m < n; ++m)
-      margins[m] = std::clamp(margins[m] + boosts[m], 0.0, kMaxMargin);
-    const PlanProblem problem(w, std::vector<bool>(n, true), **p, margins);
-    SolverOptions so;
-    so.seed = derive_seed(options_.seed, {static_cast<std::uint64_t>(id)});
-    so.threads = options_.solver_threads;
-    so.warm_start = warm;
-    const auto start = std::chrono::steady_clock::now();
-    auto r = solver_->solve(problem, so);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!r) return r.error().wrap("solving");
-    config = r->config;
-    predicted = r->predicted;
-    rec["feasible"] = r->feasible;
-    rec["predicted_utility"] = r->utility;
-    rec["evaluated"] = r->stats.evaluated;
-    for (std::size_t m = 0; m < n; ++m) {
-      const auto l = config[m];
-      json e = {{"index", l}, {"margin", margins[m]}, {"predicted", predicted_json(predicted[m])}};
-      if (l >= 0) {
-        const std::string d = w.models[m].describe(static_cast<std::size_t>(l));
-        e["settings"] = d;
-        e["config"] = settings_json(d);
-      }
-      models[w.models[m].name] = e;
-    }
-  } else {
+  std::int64_t id = 0;
+  double decision_ms = 0;
+  if (empty) {
+    // Nothing to plan: an empty plan says so (its id continues the sequence).
+    id = plan_id_.load() + 1;
+    controller_->continue_after(id);
     rec["feasible"] = true;
     rec["predicted_utility"] = 0.0;
     rec["evaluated"] = 0;
+    rec["infeasible"] = json::array();
+  } else {
+    auto decided = controller_->replan(reason);
+    if (!decided) return decided.error();
+    if (!*decided) {
+      // The model set changed during the search: the controller wants another decision.
+      request_replan(reason);
+      return {};
+    }
+    const Decision& d = **decided;
+    const Workload w = controller_->workload();
+    id = d.id;
+    decision_ms = d.decision_ms;
+    rec["source"] = d.source;
+    rec["feasible"] = d.feasible;
+    rec["predicted_utility"] = d.predicted_utility;
+    rec["evaluated"] = d.stats.evaluated;
+    json why = json::array();
+    for (const auto& i : d.infeasible) why.push_back(i.message());
+    rec["infeasible"] = why;
+    for (std::size_t m = 0; m < d.config.size() && m < w.models.size(); ++m) {
+      const auto l = d.config[m];
+      json e = {{"index", l},
+                {"margin", margin_json(d.margins[m])},
+                {"predicted", predicted_json(d.predicted[m])},
+                {"base", predicted_json(d.base[m])},
+                {"best_effort", m < d.best_effort.size() && d.best_effort[m]}};
+      if (l >= 0) {
+        const std::string desc = w.models[m].describe(static_cast<std::size_t>(l));
+        e["settings"] = desc;
+        e["config"] = settings_json(desc);
+      }
+      models[w.models[m].name] = e;
+    }
   }
-  rec["decision_ms"] = seconds * 1e3;
+  rec["id"] = id;
+  rec["decision_ms"] = decision_ms;
   rec["models"] = models;
 
   // Publish: durable first, then visible. The mutation lock makes "the models this plan was
@@ -1201,22 +1075,14 @@ Status Service::plan_once(const std::string& reason) {
   }
   auto ok = store_->append_plan(id, rec.dump());
   if (!ok) return ok;
-  metrics_.observe_decision(seconds);
+  metrics_.observe_decision(decision_ms / 1e3);
   metrics_.count_replan();
   // Everything is built outside the lock; the critical section only moves and swaps, so a
   // planner descheduled there (it runs at low priority) holds request handlers up the least.
-  std::unordered_map<std::string, std::int32_t> local;
-  std::unordered_map<std::string, Predicted> preds;
-  for (std::size_t m = 0; m < n; ++m) {
-    local[w.models[m].name] = config[m];
-    preds[w.models[m].name] = predicted[m];
-  }
   auto body = std::make_shared<const std::string>(plan_body(rec));
   json copy = rec;
   {
     std::lock_guard lock(state_mutex_);
-    plan_local_.swap(local);
-    plan_predicted_.swap(preds);
     plan_.swap(rec);
     history_.push_back(std::move(copy));
     if (history_.size() > options_.history_in_memory) history_.pop_front();
@@ -1254,8 +1120,12 @@ HttpResponse Service::get_plan() {
                   models_.empty() ? "no models are registered" : "the first plan is being computed",
                   ""});
   }
+  // The stored plan plus what was learned since it was made: each model's prediction error and
+  // the margin it is planned with now.
   HttpResponse r;
-  r.body = *body;
+  r.body = body->substr(0, body->rfind('}'));
+  r.body += ",\"learning\":" + learning_json().dump(-1, ' ', true, json::error_handler_t::replace) +
+            "}\n";
   return r;
 }
 
@@ -1316,31 +1186,28 @@ HttpResponse Service::get_metrics() {
                   m.name.c_str(), static_cast<unsigned long long>(telemetry_.at(m.name).breaches));
     out += line;
   }
-  out +=
-      "# HELP corun_serve_prediction_error_ratio Moving average of (observed - predicted) / "
-      "predicted latency, by model.\n";
-  out += "# TYPE corun_serve_prediction_error_ratio gauge\n";
-  for (const auto& m : models_) {
-    std::snprintf(line, sizeof line, "corun_serve_prediction_error_ratio{model=\"%s\"} %.6f\n",
-                  m.name.c_str(), telemetry_.at(m.name).error_ewma);
-    out += line;
-  }
-  out +=
-      "# HELP corun_serve_prediction_abs_error_ratio Moving average of |observed - predicted| "
-      "/ predicted latency, by model.\n";
-  out += "# TYPE corun_serve_prediction_abs_error_ratio gauge\n";
-  for (const auto& m : models_) {
-    std::snprintf(line, sizeof line, "corun_serve_prediction_abs_error_ratio{model=\"%s\"} %.6f\n",
-                  m.name.c_str(), telemetry_.at(m.name).abs_error_ewma);
-    out += line;
-  }
-  out += "# HELP corun_serve_margin_boost_ratio Margin added after observed breaches, by model.\n";
-  out += "# TYPE corun_serve_margin_boost_ratio gauge\n";
-  for (const auto& m : models_) {
-    std::snprintf(line, sizeof line, "corun_serve_margin_boost_ratio{model=\"%s\"} %.6f\n",
-                  m.name.c_str(), telemetry_.at(m.name).margin_boost);
-    out += line;
-  }
+  // Learning gauges, one per model (GET /v1/plan's "learning").
+  const auto state = controller_->learning_state();
+  const Workload w = controller_->workload();
+  auto gauge = [&](const char* name, const char* help, double ModelLearningState::*field) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n";
+    for (std::size_t m = 0; m < state.size() && m < w.models.size(); ++m) {
+      std::snprintf(line, sizeof line, "%s{model=\"%s\"} %.6f\n", name, w.models[m].name.c_str(),
+                    state[m].*field);
+      out += line;
+    }
+  };
+  gauge("corun_serve_prediction_error_ratio",
+        "Last (observed - predicted) / predicted of the SLA latency, by model.",
+        &ModelLearningState::last_error);
+  gauge("corun_serve_prediction_abs_error_ratio",
+        "Moving average of |observed - predicted| / predicted of the SLA latency, by model.",
+        &ModelLearningState::abs_error);
+  gauge("corun_serve_margin_ratio", "Margin of the plan in force, by model (0.1 = 10 %).",
+        &ModelLearningState::margin);
+  gauge("corun_serve_bound_z",
+        "Calibrated bound level of the SLA latency in standard deviations, by model.",
+        &ModelLearningState::z);
   HttpResponse r;
   r.status = 200;
   r.content_type = "text/plain; version=0.0.4";

@@ -96,8 +96,11 @@ Result<std::unique_ptr<StateStore>> StateStore::open(const std::filesystem::path
               "CREATE TABLE IF NOT EXISTS plans(id INTEGER PRIMARY KEY, record TEXT NOT NULL);"
               "CREATE TABLE IF NOT EXISTS telemetry(model TEXT PRIMARY KEY,"
               " summary TEXT NOT NULL);"
-              "INSERT INTO schema_version(version) SELECT 1"
-              " WHERE NOT EXISTS (SELECT 1 FROM schema_version);"
+              // Version 2: what online learning was taught, replayed at start.
+              "CREATE TABLE IF NOT EXISTS learning(seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+              " sample TEXT NOT NULL);"
+              "INSERT INTO schema_version(version) SELECT 2"
+              " WHERE NOT EXISTS (SELECT 1 FROM schema_version WHERE version >= 2);"
               "COMMIT;");
   if (!st) return st.error().wrap("initialising " + file.string());
   {
@@ -147,7 +150,35 @@ Result<StoredState> StateStore::load(std::size_t max_plans) const {
     if (!q.ok()) return db_error(durable_, "loading telemetry");
     while (q.step() == SQLITE_ROW) out.telemetry.emplace_back(q.text(0), q.text(1));
   }
+  {
+    Stmt q(durable_, "SELECT sample FROM learning ORDER BY seq");
+    if (!q.ok()) return db_error(durable_, "loading learning samples");
+    while (q.step() == SQLITE_ROW) out.learning.push_back(q.text(0));
+  }
   return out;
+}
+
+Status StateStore::append_learning(const std::vector<std::string>& samples) {
+  if (samples.empty()) return {};
+  std::lock_guard lock(telemetry_mutex_);
+  auto st = exec(telemetry_, "BEGIN IMMEDIATE");
+  if (!st) return st;
+  {
+    Stmt q(telemetry_, "INSERT INTO learning(sample) VALUES(?)");
+    if (!q.ok()) {
+      (void)exec(telemetry_, "ROLLBACK");
+      return db_error(telemetry_, "storing learning samples");
+    }
+    for (const auto& s : samples) {
+      sqlite3_reset(q.get());
+      q.bind(1, s);
+      if (q.step() != SQLITE_DONE) {
+        (void)exec(telemetry_, "ROLLBACK");
+        return db_error(telemetry_, "storing learning samples");
+      }
+    }
+  }
+  return exec(telemetry_, "COMMIT");
 }
 
 Status StateStore::set_device(const std::string& device) {

@@ -212,10 +212,60 @@ std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog)
 
 constexpr double kMaxDurationS = 30 * 24 * 3600.0;
 
-// One event: `at_s` plus exactly one of arrive / depart / demand / sla / context.
+// Whether a map has `key`, also when its value is null (`interference: null`).
+bool has_key(const YamlField& f, const std::string& key) {
+  const YAML::Node& n = f.node();
+  return n.IsMap() && n[key].IsDefined();
+}
+
+// Lowest power limit an event may set, as a fraction of TDP: drivers refuse limits far below
+// the board's default (an RTX 3090 accepts 100 W of its 350 W, an A100 150 W of 400 W).
+constexpr double kMinPowerCapFraction = 0.2;
+
+// A drift event's body: `interference: {sm_util, bandwidth_util}` or null, `power_cap_w: W` or
+// null, `perturb: SEED` or null. Returns false when it is not one (then it is a workload
+// event).
+bool parse_drift(const YamlField& f, const std::string& kind, const Workload& w,
+                 TimelineEvent& e) {
+  const YamlField body = f[kind];
+  const bool null = !body.present();
+  if (kind == "interference") {
+    e.kind = TimelineEvent::Kind::kInterference;
+    if (null) return true;  // the co-tenant leaves
+    if (!body.expect_map()) return true;
+    body.check_keys({"sm_util", "bandwidth_util"});
+    Interference i;
+    i.sm_util = body.number_at("sm_util", 0, 1, false).value_or(0);
+    i.bandwidth_util = body.number_at("bandwidth_util", 0, 1, false).value_or(0);
+    if (!body["sm_util"].present() && !body["bandwidth_util"].present()) {
+      body.error("an interference needs sm_util or bandwidth_util (or null: the co-tenant leaves)");
+    }
+    e.interference = i;
+    return true;
+  }
+  if (kind == "perturb") {
+    e.kind = TimelineEvent::Kind::kPerturb;
+    if (null) return true;  // back to the catalog's values
+    const auto seed = body.integer(1, (1LL << 53));
+    e.perturb_seed = seed ? static_cast<std::uint64_t>(*seed) : 0;
+    return true;
+  }
+  if (kind == "power_cap_w") {
+    e.kind = TimelineEvent::Kind::kPowerCap;
+    if (null) return true;  // back to TDP
+    const double tdp = w.device.tdp_w > 0 ? w.device.tdp_w : 1e4;
+    e.power_cap_w = body.number(kMinPowerCapFraction * tdp, tdp);
+    return true;
+  }
+  return false;
+}
+
+// One event: `at_s` plus exactly one of arrive / depart / demand / sla / context (workload
+// events) or interference / power_cap_w (drift events, applied to the testbed only).
 void parse_event(const YamlField& f, Workload& w) {
   if (!f.expect_map()) return;
-  static const std::vector<std::string> kKinds = {"arrive", "depart", "demand", "sla", "context"};
+  static const std::vector<std::string> kKinds = {
+      "arrive", "depart", "demand", "sla", "context", "interference", "power_cap_w", "perturb"};
   std::vector<std::string> known = kKinds;
   known.emplace_back("at_s");
   f.check_keys(known);
@@ -225,11 +275,15 @@ void parse_event(const YamlField& f, Workload& w) {
   if (at) e.at_s = *at;
   std::vector<std::string> kinds;
   for (const auto& k : kKinds) {
-    if (f[k].present()) kinds.push_back(k);
+    if (has_key(f, k)) kinds.push_back(k);
   }
   if (kinds.size() != 1) {
-    f.error("an event needs exactly one of arrive, depart, demand, sla, context (got " +
+    f.error("an event needs exactly one of " + join(kKinds, ", ") + " (got " +
             std::to_string(kinds.size()) + ")");
+    return;
+  }
+  if (parse_drift(f, kinds[0], w, e)) {
+    w.timeline.events.push_back(e);
     return;
   }
   const std::string kind = kinds[0];
@@ -343,6 +397,12 @@ std::string_view to_string(TimelineEvent::Kind k) {
       return "sla";
     case TimelineEvent::Kind::kContext:
       return "context";
+    case TimelineEvent::Kind::kInterference:
+      return "interference";
+    case TimelineEvent::Kind::kPowerCap:
+      return "power_cap";
+    case TimelineEvent::Kind::kPerturb:
+      return "perturb";
   }
   return "?";
 }
@@ -438,7 +498,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
     diags.add({file, top.line(), 0, "", "a workload must be a mapping with 'device' and 'models'"});
     return diags.to_error();
   }
-  top.check_keys({"name", "description", "device", "models", "objective", "timeline"});
+  top.check_keys({"name", "description", "device", "models", "objective", "timeline", "profiling"});
   Workload w;
   w.file = file;
   w.hash = fnv1a_hex(text);
@@ -491,6 +551,17 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
                             " (known: utility, throughput)");
     } else if (what) {
       w.objective.maximize = *what;
+    }
+  }
+  const YamlField profiling = top["profiling"];
+  if (profiling.present()) {
+    static const std::vector<std::string> kProfiling = {"meanfield", "none"};
+    const auto how = profiling.string();
+    if (how && *how == "none") {
+      w.profiling = Profiling::kNone;
+    } else if (how && *how != "meanfield") {
+      profiling.error("unknown profiling '" + *how + "'" + did_you_mean(*how, kProfiling) +
+                      " (known: meanfield, none)");
     }
   }
   if (diags.empty()) parse_timeline(top["timeline"], w);

@@ -5,7 +5,8 @@
 namespace corun::surrogate {
 
 Result<TrainingData> load_training_data(const profile::Dataset& dataset, const Catalog& catalog,
-                                        std::string_view workload_hash, bool need_standalone) {
+                                        std::string_view workload_hash, bool need_standalone,
+                                        bool include_online) {
   const std::string where = dataset.path().string();
   auto campaigns = dataset.campaigns();
   if (!campaigns) return campaigns.error();
@@ -54,8 +55,11 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
       if (standalone == nullptr || c.stored_samples > standalone->stored_samples) standalone = &c;
       continue;
     }
+    const bool online = c.spec.plan == profile::Plan::kOnline;
+    if (online && !include_online) continue;
     auto samples = dataset.samples(c.id);
     if (!samples) return samples.error();
+    if (online) data.online += samples->size();
     data.corun.insert(data.corun.end(), std::make_move_iterator(samples->begin()),
                       std::make_move_iterator(samples->end()));
   }

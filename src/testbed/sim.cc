@@ -36,9 +36,20 @@ constexpr double kMaxPrefillShare = 0.95;
 // ---------------------------------------------------------------------------------------------
 // Device view.
 
+// An unmanaged co-tenant: always active, it holds SMs and bandwidth, presses on L2, burns
+// power and counts as one more workload for the launch delay.
+struct Background {
+  double active = 0;    // 1 when there is a co-tenant
+  double sms = 0;       // SMs it holds
+  double bw = 0;        // DRAM demand in units of achievable bandwidth
+  double press = 0;     // L2 pressure on co-runners
+  double activity = 0;  // SM power activity (fraction of all SMs computing)
+  double mem_util = 0;  // fraction of datasheet bandwidth
+};
+
 struct DeviceModel {
   double sms = 1;
-  double dram_bytes_s = 1;  // achievable (kDramEfficiency x datasheet)
+  double dram_bytes_s = 1;  // achievable (kDramEfficiency x datasheet x truth)
   double peak_dram_bytes_s = 1;
   double l2_bytes = 1;
   double l2_bytes_s = 1;
@@ -46,19 +57,43 @@ struct DeviceModel {
   double base_mhz = 1;
   double tdp_w = 1;
   double idle_w = 0;
+  double cap_w = 1;  // power limit in force (TDP unless an administrator lowered it)
+  // Hidden truth (SimTruth): scales of math throughput, L2 sensitivity, per-kernel costs and
+  // dynamic power.
+  double compute_scale = 1;
+  double l2_scale = 1;
+  double fixed_s = sim::kKernelFixedS;
+  double launch_scale = 1;
+  double power_scale = 1;
+  Background bg;
 };
 
-DeviceModel device_model(const Device& d) {
+DeviceModel device_model(const Device& d, const SimTruth& truth, const Conditions& c) {
   DeviceModel m;
   m.sms = std::max(1, d.sm_count);
   m.peak_dram_bytes_s = std::max(d.mem_bandwidth_bytes_per_s(), 1e9);
-  m.dram_bytes_s = sim::kDramEfficiency * m.peak_dram_bytes_s;
+  m.dram_bytes_s = sim::kDramEfficiency * m.peak_dram_bytes_s * truth.bandwidth;
   m.l2_bytes = std::max(d.l2_mb, 0.1) * 1e6;
   m.l2_bytes_s = sim::kL2BandwidthPerDramBandwidth * m.peak_dram_bytes_s;
   m.boost_mhz = d.boost_clock_mhz > 0 ? d.boost_clock_mhz : 1000;
   m.base_mhz = d.base_clock_mhz > 0 ? std::min(d.base_clock_mhz, m.boost_mhz) : m.boost_mhz;
   m.tdp_w = d.tdp_w > 0 ? d.tdp_w : 300;
   m.idle_w = std::clamp(d.idle_power_w, 0.0, 0.9 * m.tdp_w);
+  m.cap_w = c.power_cap_w > 0 ? std::clamp(c.power_cap_w, m.idle_w + 1, m.tdp_w) : m.tdp_w;
+  m.compute_scale = truth.compute;
+  m.l2_scale = truth.l2_sensitivity;
+  m.fixed_s = sim::kKernelFixedS * truth.launch;
+  m.launch_scale = truth.launch;
+  m.power_scale = truth.power;
+  const Interference& i = c.interference;
+  if (i.sm_util > 0 || i.bandwidth_util > 0) {
+    m.bg.active = 1;
+    m.bg.sms = std::clamp(i.sm_util, 0.0, 1.0) * m.sms;
+    m.bg.bw = std::clamp(i.bandwidth_util, 0.0, 1.0);
+    m.bg.press = sim::kCoTenantL2Pressure * std::clamp(i.sm_util, 0.0, 1.0);
+    m.bg.activity = std::clamp(i.sm_util, 0.0, 1.0) * (sim::kStalledSmPower + 0.5 * (1 - sim::kStalledSmPower));
+    m.bg.mem_util = m.bg.bw * m.dram_bytes_s / m.peak_dram_bytes_s;
+  }
   return m;
 }
 
@@ -152,7 +187,8 @@ Shape make_shape(const PhaseCost& c, const DeviceModel& dev, double flops_per_s,
   const double reach = softmin(1.0, sm_fraction / sim::kSmFractionForFullBandwidth);
   const double full_bw_s = s.bytes / dev.dram_bytes_s;
   s.memory_s = full_bw_s / reach;
-  s.alone_s = s.kernels * (sim::kKernelFixedS + launch_delay_s(1)) + norm2(s.compute_s, s.memory_s);
+  s.alone_s = s.kernels * (dev.fixed_s + dev.launch_scale * launch_delay_s(1)) +
+              norm2(s.compute_s, s.memory_s);
   s.bw_demand = full_bw_s / s.alone_s;
   // L2 hit traffic: operand tiles re-read by the math loops. DRAM bytes stream through L2
   // once (weights of a decode step, KV): they are not reuse, and streaming loads are inserted
@@ -163,7 +199,7 @@ Shape make_shape(const PhaseCost& c, const DeviceModel& dev, double flops_per_s,
   // Working set of one kernel relative to L2: reuse is most at risk when it just fits, less
   // when it is tiny (hot lines survive) or far larger (it misses anyway).
   const double x = (s.bytes / s.kernels) / dev.l2_bytes;
-  s.l2_sensitivity = reuse_fraction * 2 * x / (1 + x * x);
+  s.l2_sensitivity = dev.l2_scale * reuse_fraction * 2 * x / (1 + x * x);
   const double both = s.compute_s + s.memory_s;
   s.compute_fraction = both > 0 ? s.compute_s / both : 0;
   return s;
@@ -178,6 +214,7 @@ struct Env {
   double mem_latency = 1;  // expected loaded-latency stretch of DRAM accesses
   double l2 = 0;           // L2 interference (fractional extra memory traffic)
   double launch_s = 0;     // per-kernel launch delay
+  double fixed_s = sim::kKernelFixedS;  // per-kernel fixed cost alone (DeviceModel::fixed_s)
   double clock_ratio = 1;  // clock / boost
 };
 
@@ -197,7 +234,7 @@ PhaseTime contended(const Shape& s, const Env& e) {
   // and waits on memory: it stretches with the clock, loaded DRAM latency, lost L2 hits and,
   // less than throughput-bound work, with warps of other clients co-resident on its SMs.
   const double latency_bound =
-      sim::kKernelFixedS * (1 + e.l2) * e.mem_latency * std::sqrt(e.sm_slow) / e.clock_ratio;
+      e.fixed_s * (1 + e.l2) * e.mem_latency * std::sqrt(e.sm_slow) / e.clock_ratio;
   PhaseTime t;
   t.total_s = s.kernels * (latency_bound + e.launch_s) + roof;
   if (t.total_s > 0 && roof > 0) {
@@ -316,13 +353,15 @@ Env environment(const std::vector<SimModel>& ms, std::size_t i, const Shape& sh,
   const SimModel& me = ms[i];
   Env e;
   e.clock_ratio = clock_ratio;
+  e.fixed_s = dev.fixed_s;
+  const Background& bg = dev.bg;
   const double want = me.mult * sh.sms;
   const double mine = std::min(me.cap_sms, want);
   const double self_stretch = std::max(1.0, want / me.cap_sms);
   const double my_bw = me.mult * sh.bw_demand;
   const double my_dram = dram_stretch(my_bw);
   const double my_latency = dram_latency(my_bw);
-  double others_active = 0, l2_load = 0;
+  double others_active = bg.active, l2_load = bg.press;
   for (std::size_t j = 0; j < ms.size(); ++j) {
     if (j == i) continue;
     others_active += ms[j].u;
@@ -339,8 +378,8 @@ Env environment(const std::vector<SimModel>& ms, std::size_t i, const Shape& sh,
     for (std::size_t k = 0; k < count; ++k) {
       const std::size_t t = ((k & ~low) << 1) | (k & low);
       const double w = tables.prob[t] + tables.prob[t | bit];
-      const double d = my_bw + tables.bw[t];
-      const double s = std::max(1.0, (mine + tables.sms[t]) * inv_sms);
+      const double d = my_bw + bg.bw + tables.bw[t];
+      const double s = std::max(1.0, (mine + bg.sms + tables.sms[t]) * inv_sms);
       const double m = dram_stretch(d) * inv_dram;
       el += w * dram_latency(d);
       es += w * s;
@@ -349,7 +388,7 @@ Env environment(const std::vector<SimModel>& ms, std::size_t i, const Shape& sh,
       em2 += w * m * m;
     }
   } else {
-    double sms = 0, bw = 0;
+    double sms = bg.sms, bw = bg.bw;
     for (std::size_t j = 0; j < ms.size(); ++j) {
       if (j == i) continue;
       sms += ms[j].u * ms[j].held_sms;
@@ -368,7 +407,7 @@ Env environment(const std::vector<SimModel>& ms, std::size_t i, const Shape& sh,
   e.mem_cv2 = std::max(0.0, em2 / (em * em) - 1);
   // L2: others' pressure saturates (once the cache is thrashed more co-runners add little).
   e.l2 = sim::kL2OtherWeight * sh.l2_sensitivity * l2_load / (1 + l2_load);
-  e.launch_s = launch_delay_s(1 + others_active);
+  e.launch_s = dev.launch_scale * launch_delay_s(1 + others_active);
   return e;
 }
 
@@ -391,7 +430,7 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
   m.llm = spec.arch.family == ModelFamily::kLlm;
   m.cap_sms = std::clamp(s.sm_share, 1.0, 100.0) / 100.0 * dev.sms;
   m.servers = std::max(1, s.request_concurrency);
-  m.flops_per_s = sustained_flops(device, s.precision);
+  m.flops_per_s = sustained_flops(device, s.precision) * dev.compute_scale;
   m.element_bytes = activation_bytes_per_element(s.precision);
   const ModelArch& a = spec.arch;
   const Precision p = s.precision;
@@ -531,14 +570,15 @@ struct GpuSolution {
 };
 
 double power_at(const DeviceModel& dev, double sm_activity, double mem_util, double ratio) {
-  return dev.idle_w + (dev.tdp_w - dev.idle_w) * (sim::kSmPowerFullLoad * sm_activity *
-                                                      std::pow(ratio, sim::kClockPowerExponent) +
-                                                  sim::kMemoryPowerFullLoad * mem_util);
+  return dev.idle_w + dev.power_scale * (dev.tdp_w - dev.idle_w) *
+                          (sim::kSmPowerFullLoad * sm_activity *
+                               std::pow(ratio, sim::kClockPowerExponent) +
+                           sim::kMemoryPowerFullLoad * mem_util);
 }
 
 GpuSolution gpu_power(const std::vector<SimModel>& ms, const DeviceModel& dev) {
   GpuSolution g;
-  double activity = 0, sm = 0, bytes_s = 0;
+  double activity = dev.bg.activity, sm = dev.bg.sms / dev.sms, bytes_s = 0;
   for (const SimModel& m : ms) {
     sm += m.u * m.held_sms / dev.sms;
     activity += m.u * m.power_activity;
@@ -552,18 +592,19 @@ GpuSolution gpu_power(const std::vector<SimModel>& ms, const DeviceModel& dev) {
   }
   g.sm_util = std::min(1.0, sm);
   activity = std::min(1.0, activity);
-  g.mem_util = std::min(sim::kDramEfficiency, bytes_s / dev.peak_dram_bytes_s);
-  const double target = sim::kPowerCapSettle * dev.tdp_w;
+  g.mem_util =
+      std::min(sim::kDramEfficiency, bytes_s / dev.peak_dram_bytes_s + dev.bg.mem_util);
+  const double target = sim::kPowerCapSettle * dev.cap_w;
   double ratio = 1;
   if (power_at(dev, activity, g.mem_util, 1) > target && activity > 0) {
-    const double budget =
-        (target - dev.idle_w) / (dev.tdp_w - dev.idle_w) - sim::kMemoryPowerFullLoad * g.mem_util;
+    const double budget = (target - dev.idle_w) / (dev.power_scale * (dev.tdp_w - dev.idle_w)) -
+                          sim::kMemoryPowerFullLoad * g.mem_util;
     ratio = budget > 0 ? std::pow(budget / (sim::kSmPowerFullLoad * activity),
                                   1 / sim::kClockPowerExponent)
                        : 0;
   }
   g.clock_ratio = std::clamp(ratio, dev.base_mhz / dev.boost_mhz, 1.0);
-  g.power_w = std::min(power_at(dev, activity, g.mem_util, g.clock_ratio), dev.tdp_w);
+  g.power_w = std::min(power_at(dev, activity, g.mem_util, g.clock_ratio), dev.cap_w);
   return g;
 }
 
@@ -817,12 +858,43 @@ std::uint64_t hash_config(std::span<const std::int32_t> config) {
 
 }  // namespace
 
+SimTruth SimTruth::perturbed(std::uint64_t seed) {
+  Rng rng(derive_seed(seed, {0x7e47ULL}));
+  auto draw = [&] {
+    const double size = 0.1 + 0.3 * rng.uniform();
+    return rng.uniform() < 0.5 ? 1 - size : 1 + size;
+  };
+  SimTruth t;
+  t.bandwidth = draw();
+  t.compute = draw();
+  t.l2_sensitivity = draw();
+  t.launch = draw();
+  t.power = draw();
+  t.seed = seed;
+  return t;
+}
+
+std::string SimTruth::describe() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "bandwidth x%.2f, compute x%.2f, L2 sensitivity x%.2f, launch x%.2f, power x%.2f",
+                bandwidth, compute, l2_sensitivity, launch, power);
+  return buf;
+}
+
+SimTestbed::SimTestbed(SimTruth truth)
+    : truth_(truth),
+      name_(truth.seed == 0 ? std::string("sim") : "sim:perturb=" + std::to_string(truth.seed)) {}
+
 Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t> config,
                                 const MeasureOptions& options) const {
   Measurement out;
   out.testbed = std::string(name());
   out.device = w.device.name;
-  const DeviceModel dev = device_model(w.device);
+  const SimTruth truth = options.conditions.perturb_seed != 0
+                            ? SimTruth::perturbed(options.conditions.perturb_seed)
+                            : truth_;
+  const DeviceModel dev = device_model(w.device, truth, options.conditions);
   out.gpu.clock_mhz = dev.boost_mhz;
   out.gpu.power_w = dev.idle_w;
   if (config.size() != w.models.size()) {
@@ -874,7 +946,7 @@ Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t>
 
   const std::uint64_t config_hash = hash_config(config);
   for (std::size_t k = 0; k < ms.size(); ++k) {
-    const Noise nz = draw_noise(options.seed, ms[k].index, config_hash);
+    const Noise nz = options.noise ? draw_noise(options.seed, ms[k].index, config_hash) : Noise{};
     if (ms[k].llm) {
       report_llm(ms[k], options, nz, out.models[k]);
     } else {
@@ -882,10 +954,12 @@ Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t>
     }
   }
   Rng rng(derive_seed(options.seed, {kGpuNoiseStream, config_hash}));
-  const auto jitter = [&](double v) { return v * std::exp(sim::kGpuCounterNoise * rng.normal()); };
+  const auto jitter = [&](double v) {
+    return options.noise ? v * std::exp(sim::kGpuCounterNoise * rng.normal()) : v;
+  };
   out.gpu.sm_util = std::clamp(jitter(gpu.sm_util), 0.0, 1.0);
   out.gpu.mem_bw_util = std::clamp(jitter(gpu.mem_util), 0.0, 1.0);
-  out.gpu.power_w = std::min(jitter(gpu.power_w), dev.tdp_w);
+  out.gpu.power_w = std::min(jitter(gpu.power_w), dev.cap_w);
   out.gpu.clock_mhz = gpu.clock_ratio * dev.boost_mhz;
   return out;
 }

@@ -109,6 +109,11 @@ inline constexpr double kFamilyPair[4][4] = {
 /// same families still interfere differently.
 inline constexpr double kPairJitter = 0.20;
 
+/// L2 pressure of an unmanaged co-tenant per unit of the SM share it keeps busy. Not from a
+/// source: a co-tenant is an unknown process (a training job, another team's server), so it is
+/// given the pressure of a mid-sized CNN at full load, about half the scale's maximum.
+inline constexpr double kCoTenantL2Pressure = 0.5;
+
 // ---------------------------------------------------------------------------------------------
 // DRAM bandwidth contention.
 

@@ -4,6 +4,7 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/runtime/controller.h"
+#include "corun/runtime/online_run.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/testbed/sim.h"
 
@@ -15,6 +16,7 @@ namespace {
 class SimSource final : public PredictorSource {
  public:
   SimSource(const Testbed& t, double optimism) : t_(&t), optimism_(optimism) {}
+  [[nodiscard]] std::string describe() const override { return "scaled simulator"; }
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override {
     current_ = std::make_unique<Workload>(current);
     return std::unique_ptr<Predictor>(
@@ -22,6 +24,16 @@ class SimSource final : public PredictorSource {
   }
   std::vector<double> margins(const Workload& current) override {
     return std::vector<double>(current.models.size(), 0.05);
+  }
+  ErrorPriors priors(const Workload& current) override {
+    ErrorPriors p(current.models.size());
+    for (auto& m : p) m.fill(ErrorPrior{0, 0.3, 0.3, 0.1, 0.1});
+    return p;
+  }
+  LoadTable loads(const Workload& current) override {
+    LoadTable t;
+    for (const auto& m : current.models) t.emplace_back(m.local_config_count(), 0.5f);
+    return t;
   }
 
  private:
@@ -78,13 +90,20 @@ timeline:
   return std::move(w).value();
 }
 
+// A run of `w` with a scaled simulator as the predictor source.
+Result<RunReport> run(const Workload& w, const Testbed& t, double optimism, bool learning,
+                      const std::string& solver = "exhaustive", OnlineLog* log = nullptr) {
+  RunOptions o;
+  o.controller.solver = solver;
+  o.controller.learning.enabled = learning;
+  o.log = log;
+  return run_online(w, t, std::make_unique<SimSource>(t, optimism), o);
+}
+
 TEST(Controller, ReplansOnEventsAndKeepsAbsentModelsOff) {
   const Workload w = scenario();
   SimTestbed sim;
-  SimSource source(sim, 1.0);
-  ControllerOptions o;
-  o.solver = "exhaustive";
-  auto r = run_online(w, sim, source, o);
+  auto r = run(w, sim, 1.0, false);
   ASSERT_TRUE(r.ok()) << r.error().what();
   ASSERT_EQ(r->intervals.size(), 6u);
   const auto& iv = r->intervals;
@@ -103,7 +122,7 @@ TEST(Controller, ReplansOnEventsAndKeepsAbsentModelsOff) {
   // the next interval re-plan.
   for (std::size_t i = 0; i + 1 < iv.size(); ++i) {
     const bool any = std::find(iv[i].breach.begin(), iv[i].breach.end(), true) != iv[i].breach.end();
-    if (any) {
+    if (any && iv[i].feasible) {
       EXPECT_TRUE(iv[i + 1].replanned) << i;
     }
   }
@@ -115,16 +134,13 @@ TEST(Controller, ReplansOnEventsAndKeepsAbsentModelsOff) {
   }
 }
 
-TEST(Controller, MeasuredBreachesTriggerReplansWithMoreHeadroom) {
+TEST(Controller, WithoutLearningBreachesGrowTheMarginOfTheModel) {
   const Workload w = scenario();
   SimTestbed sim;
-  SimSource source(sim, 0.4);  // wildly optimistic predictions
-  ControllerOptions o;
-  o.solver = "exhaustive";
-  auto r = run_online(w, sim, source, o);
+  auto r = run(w, sim, 0.4, false);  // wildly optimistic predictions
   ASSERT_TRUE(r.ok()) << r.error().what();
   bool breach_replan = false;
-  for (const auto& i : r->intervals) breach_replan = breach_replan || i.reason == "breach";
+  for (const auto& i : r->intervals) breach_replan = breach_replan || i.reason.rfind("breach", 0) == 0;
   EXPECT_TRUE(breach_replan);
   EXPECT_GT(r->sla_violations(), 0u);
   // Breaches are counted on measurements: every counted breach fails the measured SLA.
@@ -133,15 +149,126 @@ TEST(Controller, MeasuredBreachesTriggerReplansWithMoreHeadroom) {
       EXPECT_EQ(i.breach[mm.model], !measured_meets_sla(w.models[mm.model], mm));
     }
   }
+  // The static rule only ever grows a breaching model's margin.
+  double chat_margin = 0;
+  for (const auto& i : r->intervals) {
+    EXPECT_GE(i.margins[0].max(), chat_margin - 1e-12);
+    chat_margin = i.margins[0].max();
+  }
+}
+
+TEST(Controller, LearningCorrectsABiasedPredictorAndHoldsTheSla) {
+  // The source predicts every latency 40 % of what the testbed measures. Learning off repeats
+  // breaches; learning on learns the bias from the first windows and stops breaching (where a
+  // plan can hold every SLA at all: from 40 s the chat's demand exceeds what it can serve).
+  const Workload w = scenario();
+  SimTestbed sim;
+  auto off = run(w, sim, 0.4, false);
+  auto on = run(w, sim, 0.4, true);
+  ASSERT_TRUE(off.ok() && on.ok());
+  std::size_t late_on = 0, late_off = 0;
+  for (std::size_t k = 2; k < on->intervals.size(); ++k) {
+    if (on->intervals[k].feasible) {
+      for (bool b : on->intervals[k].breach) late_on += b ? 1 : 0;
+    }
+    if (off->intervals[k].feasible) {
+      for (bool b : off->intervals[k].breach) late_off += b ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(late_on, 0u);
+  EXPECT_GT(late_off, late_on);
+  // What it predicts for the plan in force is now close to what is measured (cam0's p95).
+  const auto& last = on->intervals.back();
+  const double predicted = last.predicted[1].latency_ms_p95;
+  const double measured = last.measured.models[1].latency_ms_p95;
+  EXPECT_NEAR(predicted / measured, 1.0, 0.2);
+}
+
+TEST(Controller, DriftActsOnTheTestbedOnly) {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: cam0
+    model: yolo11m
+    knobs: {imgsz: [320, 480, 640]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 60}
+timeline:
+  duration_s: 40
+  interval_s: 10
+  events:
+    - {at_s: 20, interference: {sm_util: 0.6, bandwidth_util: 0.6}}
+)",
+                          "drift.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  SimTestbed sim;
+  // The controller never sees a drift event, only its effect in what it measures.
+  Controller c(*w, std::make_unique<SimSource>(sim, 1.0), ControllerOptions{});
+  EXPECT_EQ(c.workload().models.size(), 1u);
+  auto r = run(*w, sim, 1.0, true);
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  ASSERT_EQ(r->intervals[2].drift.size(), 1u);
+  EXPECT_EQ(r->intervals[2].drift[0], "interference sm 0.6 bw 0.6");
+  EXPECT_TRUE(r->intervals[2].events.empty());
+  EXPECT_EQ(r->intervals[2].conditions.interference.sm_util, 0.6);
+  EXPECT_EQ(r->intervals[1].conditions.interference.sm_util, 0.0);
+  // The same configuration measures slower next to the co-tenant.
+  Workload now = *w;
+  const Measurement quiet = sim.measure(now, JointConfig{0}, {10, 1});
+  const Measurement crowded = sim.measure(now, JointConfig{0}, {10, 1, r->intervals[2].conditions});
+  EXPECT_GT(crowded.models[0].latency_ms_p95, 1.1 * quiet.models[0].latency_ms_p95);
+}
+
+TEST(Controller, ObservationsOfAnotherPlanAreStale) {
+  const Workload w = scenario();
+  SimTestbed sim;
+  Controller c(w, std::make_unique<SimSource>(sim, 1.0), ControllerOptions{});
+  auto d = c.replan("start");
+  ASSERT_TRUE(d.ok() && *d);
+  ModelObservation o;
+  o.model = 1;
+  o.local = (**d).config[1];
+  o.measured[0] = 10;
+  EXPECT_EQ(c.observe(std::span(&o, 1), (**d).id + 7).stale, 1u);
+  o.local = (**d).config[1] + 1;  // not the configuration in force
+  EXPECT_EQ(c.observe(std::span(&o, 1), (**d).id).stale, 1u);
+  o.local = (**d).config[1];
+  EXPECT_EQ(c.observe(std::span(&o, 1), (**d).id).learned, 1u);
+}
+
+TEST(Controller, ReplayRebuildsWhatObservationsTaught) {
+  const Workload w = scenario();
+  SimTestbed sim;
+  Controller a(w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
+  auto d = a.replan("start");
+  ASSERT_TRUE(d.ok() && *d);
+  std::vector<LearningSample> taught;
+  for (int k = 0; k < 6; ++k) {
+    const Measurement m = sim.measure(w, (**d).config, {10, static_cast<std::uint64_t>(k + 1)});
+    a.observe(observations(m, (**d).config), (**d).id, &taught);
+  }
+  ASSERT_FALSE(taught.empty());
+  // Through JSON, as serve stores them.
+  std::vector<LearningSample> stored;
+  for (const auto& s : taught) {
+    auto back = learning_sample_from_json(nlohmann::json::parse(to_json(s).dump()));
+    ASSERT_TRUE(back.ok()) << back.error().what();
+    stored.push_back(*back);
+  }
+  Controller b(w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
+  ASSERT_TRUE(b.replay(stored).ok());
+  const auto sa = a.learning_state(), sb = b.learning_state();
+  for (std::size_t m = 0; m < sa.size(); ++m) {
+    EXPECT_EQ(sa[m].observations, sb[m].observations);
+    EXPECT_NEAR(sa[m].shared_error, sb[m].shared_error, 1e-9);
+    EXPECT_NEAR(sa[m].noise_sd, sb[m].noise_sd, 1e-9);
+  }
 }
 
 TEST(Controller, DeterministicBySeed) {
   const Workload w = scenario();
   SimTestbed sim;
-  SimSource a(sim, 1.0), b(sim, 1.0);
-  ControllerOptions o;
-  auto ra = run_online(w, sim, a, o);
-  auto rb = run_online(w, sim, b, o);
+  auto ra = run(w, sim, 0.7, true, "ga");
+  auto rb = run(w, sim, 0.7, true, "ga");
   ASSERT_TRUE(ra.ok() && rb.ok());
   for (std::size_t i = 0; i < ra->intervals.size(); ++i) {
     EXPECT_EQ(ra->intervals[i].plan, rb->intervals[i].plan);
@@ -163,20 +290,26 @@ namespace {
 TEST(Report, JsonAndHtmlCarryTheLedger) {
   const Workload w = scenario();
   SimTestbed sim;
-  SimSource source(sim, 0.4);
-  auto r = run_online(w, sim, source, ControllerOptions{});
+  auto r = run(w, sim, 0.4, true);
   ASSERT_TRUE(r.ok());
   const auto dir = std::filesystem::temp_directory_path() / "corun_report_test";
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(write_report(*r, w, dir).ok());
   const auto j = nlohmann::json::parse(*read_file(dir / "report.json"));
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["testbed"], "sim");
+  EXPECT_EQ(j["learning"], true);
   EXPECT_EQ(j["intervals"].size(), r->intervals.size());
   EXPECT_EQ(j["summary"]["sla_violations"], r->sla_violations());
+  EXPECT_TRUE(j["intervals"][1]["models"][0].contains("margin"));
+  EXPECT_TRUE(j["intervals"][1]["models"][0].contains("learning"));
   const auto html = *read_file(dir / "report.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("cam1: latency p95"), std::string::npos);
+  EXPECT_NE(html.find("chat: TTFT p95"), std::string::npos);
+  EXPECT_NE(html.find("chat: TPOT p95"), std::string::npos);
+  EXPECT_NE(html.find("planned bound"), std::string::npos);
+  EXPECT_NE(html.find("Prediction error"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, static
   std::filesystem::remove_all(dir);
 }
@@ -189,7 +322,7 @@ TEST(Report, JsonAndHtmlCarryTheLedger) {
 namespace corun {
 namespace {
 
-TEST(SchedulerEval, ScoresEverySolverOnEveryScenario) {
+TEST(SchedulerEval, ScoresEverySolverAndLearningModeOnEveryScenario) {
   const Workload w = scenario();
   SimTestbed sim;
   SourceFactory factory = [&](const Workload&) -> Result<std::unique_ptr<PredictorSource>> {
@@ -197,24 +330,30 @@ TEST(SchedulerEval, ScoresEverySolverOnEveryScenario) {
   };
   SchedulerEvalOptions o;
   o.solvers = {"exhaustive", "greedy"};
+  o.learning = {false, true};
   auto rows = evaluate_scheduler({w}, sim, factory, o);
   ASSERT_TRUE(rows.ok()) << rows.error().what();
-  ASSERT_EQ(rows->size(), 2u);
+  ASSERT_EQ(rows->size(), 4u);
   const auto& ex = (*rows)[0];
   EXPECT_EQ(ex.solver, "exhaustive");
+  EXPECT_FALSE(ex.learning);
+  EXPECT_TRUE((*rows)[2].learning);
   EXPECT_EQ(ex.gap_to_exhaustive_pct, 0.0);
   EXPECT_GE(ex.decisions, 3u);  // start, arrival, demand change
   // The source predicts from the testbed with another seed: near the oracle, not beyond it.
   EXPECT_GE(ex.gap_to_oracle_pct, 0.0);
   EXPECT_LT(ex.gap_to_oracle_pct, 25.0);
+  EXPECT_GE(ex.gap_to_oracle_1_pct, 0.0);
   const auto& greedy = (*rows)[1];
   EXPECT_GE(greedy.gap_to_exhaustive_pct, 0.0);
   EXPECT_GT(greedy.decision_ms_p50, 0.0);
   const auto j = to_json(greedy);
-  for (const char* k : {"scenario", "solver", "gap_to_exhaustive_pct", "gap_to_oracle_pct",
-                        "sla_violations", "decision_ms_p50", "decision_ms_p99"}) {
+  for (const char* k : {"scenario", "solver", "learning", "gap_to_exhaustive_pct",
+                        "gap_to_oracle_pct", "gap_to_oracle_1_pct", "sla_violations",
+                        "breach_rate", "drift", "decision_ms_p50", "decision_ms_p99"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
+  EXPECT_EQ(j["learning"], "off");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/core/rng.h"
+#include "corun/core/stats.h"
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
 #include "corun/profile/campaign.h"
@@ -115,12 +116,12 @@ TEST(SurrogateSource, DemandChangeReprofilesOnlyThatModel) {
   SurrogateSource source(fitted(w, surrogate::RegressorKind::kLinear, false), **tb, {2, 10, 5});
   auto before = source.predictor_for(w);
   ASSERT_TRUE(before.ok()) << before.error().what();
-  EXPECT_EQ(source.standalone_measurements(), 0u);  // profiled at these demands already
+  EXPECT_EQ(source.measurements_taken(), 0u);  // profiled at these demands already
 
   w.models[1].demand.fps = 10;  // cam0 slows down: its standalone profile is stale
   auto after = source.predictor_for(w);
   ASSERT_TRUE(after.ok()) << after.error().what();
-  EXPECT_EQ(source.standalone_measurements(), 6u * 2u);  // cam0's 6 configurations x 2 repeats
+  EXPECT_EQ(source.measurements_taken(), 6u * 2u);  // cam0's 6 configurations x 2 repeats
   EXPECT_EQ(source.refreshes(), 1u);
   const JointConfig c = {0, 5, 1};
   std::vector<Predicted> a(3), b(3);
@@ -131,7 +132,7 @@ TEST(SurrogateSource, DemandChangeReprofilesOnlyThatModel) {
 
   auto again = source.predictor_for(w);  // nothing changed since: nothing measured
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(source.standalone_measurements(), 12u);
+  EXPECT_EQ(source.measurements_taken(), 12u);
 }
 
 TEST(SurrogateSource, MarginsCoverOnlyConstrainedLatencies) {

@@ -4,6 +4,7 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/profile/campaign.h"
+#include "corun/runtime/twin_source.h"
 #include "corun/serve/service.h"
 
 namespace corun {
@@ -40,7 +41,7 @@ TEST(ServeSurrogate, UsedWhileTheModelsMatchTwinOtherwise) {
   ASSERT_TRUE(s.ok()) << s.error().what();
 
   constexpr double kTwinMargin = 0.123;
-  auto source = serve::make_surrogate_source(*s, kTwinMargin, 1);
+  auto source = FittedOrTwinSource::on_own_testbed(*s, {3, 10, 1}, TwinOptions{kTwinMargin, 10});
   ASSERT_TRUE(source.ok()) << source.error().what();
   ASSERT_TRUE((*source)->predictor_for(*w).ok());
   const auto fitted = (*source)->margins(*w);

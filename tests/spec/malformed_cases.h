@@ -113,6 +113,29 @@ inline std::vector<MalformedCase> malformed_cases() {
        "device: rtx3090\nmodels:\n" + kGoodVision +
            "timeline: {duration_s: 60, events: [{at_s: 5, context: {model: cam0, prompt_tokens: 9}}]}\n",
        {"timeline.events[0].context", "apply to LLMs"}},
+      {"interference share above 1",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 5, interference: {sm_util: 1.3}}]}\n",
+       {"timeline.events[0].interference.sm_util", "out of range [0, 1]"}},
+      {"interference without a share",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 5, interference: {}}]}\n",
+       {"timeline.events[0].interference", "needs sm_util or bandwidth_util"}},
+      {"misspelt interference key",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 5, interference: {sm_utl: 0.2}}]}\n",
+       {"timeline.events[0].interference.sm_utl", "did you mean 'sm_util'"}},
+      {"power cap above the board's TDP",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 5, power_cap_w: 500}]}\n",
+       {"timeline.events[0].power_cap_w", "out of range [70, 350]"}},
+      {"perturbation seed not a positive integer",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "timeline: {duration_s: 60, events: [{at_s: 5, perturb: 0}]}\n",
+       {"timeline.events[0].perturb", "out of range"}},
+      {"unknown profiling",
+       "device: rtx3090\nprofiling: nope\nmodels:\n" + kGoodVision,
+       {"profiling", "unknown profiling 'nope'", "meanfield, none"}},
   };
 }
 

@@ -162,5 +162,38 @@ timeline:
   EXPECT_EQ(t.events[4].kind, TimelineEvent::Kind::kDepart);
 }
 
+TEST(Workload, DriftEventsActOnTheTestbedAndAreNotForThePlanner) {
+  auto w = parse(R"(device: rtx3090
+profiling: none
+models:
+  - {name: cam0, model: yolo11n, demand: {fps: 30}}
+timeline:
+  duration_s: 300
+  events:
+    - {at_s: 0, perturb: 11}
+    - {at_s: 100, interference: {sm_util: 0.3, bandwidth_util: 0.4}}
+    - {at_s: 150, power_cap_w: 250}
+    - {at_s: 200, interference: null}
+    - {at_s: 250, power_cap_w: null}
+    - {at_s: 260, depart: cam0}
+)");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  EXPECT_EQ(w->profiling, Profiling::kNone);
+  const auto& e = w->timeline.events;
+  ASSERT_EQ(e.size(), 6u);
+  EXPECT_EQ(e[0].kind, TimelineEvent::Kind::kPerturb);
+  EXPECT_EQ(e[0].perturb_seed, 11u);
+  EXPECT_EQ(e[1].kind, TimelineEvent::Kind::kInterference);
+  ASSERT_TRUE(e[1].interference.has_value());
+  EXPECT_EQ(e[1].interference->sm_util, 0.3);
+  EXPECT_EQ(e[1].interference->bandwidth_util, 0.4);
+  EXPECT_EQ(e[2].kind, TimelineEvent::Kind::kPowerCap);
+  EXPECT_EQ(e[2].power_cap_w.value_or(0), 250);
+  EXPECT_FALSE(e[3].interference.has_value());  // the co-tenant leaves
+  EXPECT_FALSE(e[4].power_cap_w.has_value());   // back to TDP
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_FALSE(e[i].planner_visible()) << i;
+  EXPECT_TRUE(e[5].planner_visible());
+}
+
 }  // namespace
 }  // namespace corun

@@ -53,7 +53,90 @@ TEST(MakeTestbed, KnowsSimAndSuggestsForTypos) {
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.error().what().find("did you mean 'sim'"), std::string::npos)
       << typo.error().what();
-  EXPECT_EQ(testbed_names(), std::vector<std::string>{"sim"});
+  EXPECT_EQ(testbed_names(), (std::vector<std::string>{"sim", "sim:perturb=SEED"}));
+  for (const char* bad : {"sim:perturb=", "sim:perturb=x", "sim:perturb=0", "sim:perturb=-3"}) {
+    auto b = make_testbed(bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(b.error().kind(), Error::Kind::kInvalidInput);
+    EXPECT_NE(b.error().what().find("positive integer"), std::string::npos) << b.error().what();
+  }
+}
+
+TEST(SimTruth, APerturbedGpuDiffersFromItsCatalogTwinByTenToFortyPercent) {
+  const SimTruth t = SimTruth::perturbed(7);
+  for (double v : {t.bandwidth, t.compute, t.l2_sensitivity, t.launch, t.power}) {
+    const double off = std::abs(v - 1);
+    EXPECT_GE(off, 0.1 - 1e-12);
+    EXPECT_LE(off, 0.4 + 1e-12);
+  }
+  // Deterministic by seed, different across seeds.
+  EXPECT_EQ(SimTruth::perturbed(7).bandwidth, t.bandwidth);
+  EXPECT_NE(SimTruth::perturbed(8).bandwidth, t.bandwidth);
+  auto perturbed = make_testbed("sim:perturb=7");
+  ASSERT_TRUE(perturbed.ok());
+  EXPECT_EQ((*perturbed)->name(), "sim:perturb=7");
+  const Workload w = paper_n5();
+  const JointConfig c(w.models.size(), 0);
+  const MeasureOptions quiet(10, 1, {}, false);
+  const Measurement twin = SimTestbed().measure(w, c, quiet);
+  const Measurement truth = (*perturbed)->measure(w, c, quiet);
+  // Another GPU: every model's latency moves; and the same GPU through the conditions.
+  Conditions as_event;
+  as_event.perturb_seed = 7;
+  const Measurement via_event = SimTestbed().measure(w, c, MeasureOptions(10, 1, as_event, false));
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    EXPECT_NE(truth.models[m].latency_ms_p95, twin.models[m].latency_ms_p95) << m;
+    EXPECT_EQ(truth.models[m].latency_ms_p95, via_event.models[m].latency_ms_p95) << m;
+  }
+}
+
+TEST(SimTestbed, NoiseFreeMeasurementsAreTheExpectedValues) {
+  const Workload w = paper_n5();
+  const JointConfig c(w.models.size(), 0);
+  const Measurement a = SimTestbed().measure(w, c, MeasureOptions(10, 1, {}, false));
+  const Measurement b = SimTestbed().measure(w, c, MeasureOptions(10, 99, {}, false));
+  // No seed dependence, and noisy windows scatter around it on both sides.
+  EXPECT_EQ(a.models[1].latency_ms_p95, b.models[1].latency_ms_p95);
+  int above = 0;
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const Measurement n = SimTestbed().measure(w, c, MeasureOptions(10, seed));
+    above += n.models[1].latency_ms_p50 > a.models[1].latency_ms_p50 ? 1 : 0;
+  }
+  EXPECT_GT(above, 5);
+  EXPECT_LT(above, 35);
+}
+
+TEST(SimTestbed, ACoTenantSlowsEveryModelAndAPowerCapLowersTheClock) {
+  const Workload w = paper_n5();
+  const JointConfig c(w.models.size(), 0);
+  const MeasureOptions quiet(10, 1, {}, false);
+  const Measurement alone = SimTestbed().measure(w, c, quiet);
+  Conditions cotenant;
+  cotenant.interference = {0.3, 0.4};
+  const Measurement crowded = SimTestbed().measure(w, c, MeasureOptions(10, 1, cotenant, false));
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    EXPECT_GT(crowded.models[m].latency_ms_p50, alone.models[m].latency_ms_p50) << m;
+  }
+  // The co-tenant's own share shows in the aggregate counters (one light model: far from full).
+  JointConfig one(w.models.size(), kAbsent);
+  one[0] = 0;
+  const Measurement light = SimTestbed().measure(w, one, quiet);
+  const Measurement light_crowded =
+      SimTestbed().measure(w, one, MeasureOptions(10, 1, cotenant, false));
+  EXPECT_GT(light_crowded.gpu.sm_util, light.gpu.sm_util + 0.25);
+  EXPECT_GT(light_crowded.gpu.mem_bw_util, light.gpu.mem_bw_util + 0.3);
+  // A limit below what the load draws on the 350 W board: power stays under it, the clock falls
+  // and every model slows.
+  const double limit = 0.8 * alone.gpu.power_w;
+  ASSERT_GT(limit, 70);
+  Conditions capped;
+  capped.power_cap_w = limit;
+  const Measurement limited = SimTestbed().measure(w, c, MeasureOptions(10, 1, capped, false));
+  EXPECT_LE(limited.gpu.power_w, limit + 1e-9);
+  EXPECT_LT(limited.gpu.clock_mhz, alone.gpu.clock_mhz);
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    EXPECT_GT(limited.models[m].latency_ms_p50, alone.models[m].latency_ms_p50) << m;
+  }
 }
 
 TEST(SimTestbed, ReportsEveryRunningModelWithMetricsInRange) {

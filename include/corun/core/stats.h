@@ -19,4 +19,15 @@ inline double quantile(std::vector<double> v, double q, double empty = NAN) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+/// @brief z such that a standard normal stays below it with probability `p` (0 < p < 1).
+inline double normal_quantile(double p) {
+  // Bisection on the normal CDF: 60 halvings of [-10, 10] are exact to double precision.
+  double lo = -10, hi = 10;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 }  // namespace corun

@@ -30,4 +30,8 @@ std::string markup_escape(std::string_view s);
 /// @brief Formats a double compactly ("640", "0.33", "1.5e-05").
 std::string format_number(double v);
 
+/// @brief A measured or predicted quantity for people: thousands separated and no decimals from
+/// 1,000 up ("9,900"), one decimal below ("48.3"), two below 1 ("0.87").
+std::string format_quantity(double v);
+
 }  // namespace corun

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace corun {
@@ -24,6 +25,8 @@ struct SvgPlot {
   bool log_x = false;
   std::optional<double> y_min, y_max;  ///< default: the data's range
   std::optional<double> reference_y;   ///< a dotted horizontal line (e.g. R^2 = 0.95)
+  /// Vertical dotted lines at x with a short label at their top (e.g. events over time).
+  std::vector<std::pair<double, std::string>> markers_x;
   std::vector<SvgSeries> series;
   int width = 860;
   int height = 420;

@@ -22,12 +22,35 @@ double config_quality(const ModelSpec& m, const Settings& s);
 /// min(1, throughput / offered) with offered frames/s or output tokens/s.
 double served_fraction(const ModelSpec& m, const Settings& s, double throughput);
 
+/// @brief Utility of model m of `w` in local configuration l with metrics p: weight × quality ×
+/// served fraction (objective "utility"), or weight × served fraction ("throughput").
+/// PlanProblem::model_utility is the same, from cached tables.
+double model_utility(const Workload& w, std::size_t m, std::int32_t l, const Predicted& p);
+
+/// @brief Headroom kept on each latency metric a plan constrains: a prediction v is planned as
+/// v·(1 + margin). Metrics differ in how well they are predicted (an LLM's TTFT p95 over a few
+/// requests is far noisier than a camera's latency p95 over hundreds of frames), so each has
+/// its own. Min-throughput SLAs use the latency margin (throughput / (1 + margin)).
+struct Margin {
+  double latency = 0;
+  double ttft = 0;
+  double tpot = 0;
+
+  /// @brief The same margin on every metric.
+  static constexpr Margin uniform(double m) { return {m, m, m}; }
+  /// @brief The largest of the three.
+  [[nodiscard]] double max() const;
+};
+
+/// @brief Margins of every model in every local configuration: [model][local config].
+using MarginTable = std::vector<std::vector<Margin>>;
+
 /// @brief Whether metrics meet a model's SLA after inflating latencies by (1 + margin).
-bool meets_sla(const ModelSpec& m, const Predicted& p, double margin);
+bool meets_sla(const ModelSpec& m, const Predicted& p, const Margin& margin);
 
 /// @brief How far metrics are from the SLA: sum over constrained metrics of
 /// max(0, value·(1+margin)/limit - 1). 0 means the SLA holds.
-double sla_excess(const ModelSpec& m, const Predicted& p, double margin);
+double sla_excess(const ModelSpec& m, const Predicted& p, const Margin& margin);
 
 /// @brief A planning problem: which models run, what they may use, how plans are scored.
 /// Owns the per-(model, local config) tables the solvers need; cheap to query, thread-safe.
@@ -36,9 +59,14 @@ class PlanProblem {
   /// @param w the workload (outlives the problem)
   /// @param active which models run (size = models; inactive ones are kAbsent in every plan)
   /// @param predictor predictions for candidate plans (outlives the problem)
-  /// @param margins per-model latency margin (0.1 = keep 10 % headroom); empty = none
+  /// @param margins per-model latency margin on every metric (0.1 = keep 10 % headroom); empty
+  /// = none
   PlanProblem(const Workload& w, std::vector<bool> active, const Predictor& predictor,
               std::vector<double> margins = {});
+  /// @param margins per (model, local configuration) margins: a configuration the online loop
+  /// has observed may be planned closer to the SLA than one it has not
+  PlanProblem(const Workload& w, std::vector<bool> active, const Predictor& predictor,
+              MarginTable margins);
 
   [[nodiscard]] const Workload& workload() const { return *workload_; }
   [[nodiscard]] const Predictor& predictor() const { return *predictor_; }
@@ -47,7 +75,22 @@ class PlanProblem {
   [[nodiscard]] bool active(std::size_t m) const { return active_[m]; }
   [[nodiscard]] const std::vector<std::size_t>& active_models() const { return active_list_; }
   [[nodiscard]] std::size_t local_count(std::size_t m) const { return space_.local_counts()[m]; }
-  [[nodiscard]] double margin(std::size_t m) const { return margins_[m]; }
+  [[nodiscard]] const MarginTable& margins() const { return margins_; }
+  [[nodiscard]] const Margin& margin(std::size_t m, std::int32_t l) const {
+    return margins_[m][static_cast<std::size_t>(l)];
+  }
+  /// @brief sla_excess of model m in local configuration l with predictions p, at its margin;
+  /// a configuration a pin excludes counts as one full SLA excess.
+  [[nodiscard]] double excess(std::size_t m, std::int32_t l, const Predicted& p) const {
+    const double pinned_out = pinned_[m] != kAbsent && pinned_[m] != l ? 1.0 : 0.0;
+    return pinned_out + sla_excess(workload_->models[m], p, margin(m, l));
+  }
+  /// @brief Restricts model m to local configuration l: every other configuration of it scores
+  /// as infeasible, so every solver keeps it there. Call before the problem is given to a
+  /// solver (not thread-safe against solving).
+  void pin(std::size_t m, std::int32_t l) { pinned_[m] = l; }
+  /// @brief The configuration model m is pinned to, or kAbsent.
+  [[nodiscard]] std::int32_t pinned(std::size_t m) const { return pinned_[m]; }
   [[nodiscard]] double quality(std::size_t m, std::int32_t l) const { return quality_[m][l]; }
 
   /// @brief Number of joint configurations over the active models.
@@ -76,7 +119,8 @@ class PlanProblem {
   ConfigSpace space_;
   std::vector<bool> active_;
   std::vector<std::size_t> active_list_;
-  std::vector<double> margins_;
+  MarginTable margins_;
+  std::vector<std::int32_t> pinned_;
   std::vector<std::vector<double>> quality_;
   std::vector<std::vector<Settings>> settings_;
 };

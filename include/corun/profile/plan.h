@@ -17,12 +17,14 @@ namespace corun::profile {
 ///   averages, because one 10-second window of a p95 is noisy. kMeanField: K joint configurations,
 ///   stratified so that each model visits its local configurations evenly (each sample yields one
 ///   row per model). kJoint: K joint configurations drawn uniformly, the sampling of the
-///   Abacus-style joint baseline.
-enum class Plan { kStandalone, kMeanField, kJoint };
+///   Abacus-style joint baseline. kOnline: not a sampling plan: what the online loop measured
+///   (each interval of `corun run`), stored as it happens; refits of the surrogate train on it.
+enum class Plan { kStandalone, kMeanField, kJoint, kOnline };
 
 std::string_view to_string(Plan p);
 std::optional<Plan> parse_plan(std::string_view s);
-/// @brief {"standalone", "meanfield", "joint"}.
+/// @brief The sampling plans a campaign can run: {"standalone", "meanfield", "joint"}
+/// (parse_plan also reads "online", the provenance of online samples).
 const std::vector<std::string>& plan_names();
 
 /// @brief Number of samples of a plan: the sum of local counts times the passes (`budget`, at

@@ -3,84 +3,226 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
+#include "corun/runtime/infeasibility.h"
+#include "corun/runtime/learner.h"
+#include "corun/runtime/predictor_source.h"
 #include "corun/spec/workload.h"
 #include "corun/testbed/testbed.h"
 
 namespace corun {
 
-/// @brief Where the controller gets predictions for the workload as it is now. A surrogate
-/// source refits nothing online; it may refresh a changed model's standalone profile (a
-/// measurement linear in its local configurations) when its demand or context changes.
-class PredictorSource {
- public:
-  virtual ~PredictorSource() = default;
-  /// @brief A predictor for `current` (same models, current demands). Called after each event.
-  virtual Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) = 0;
-  /// @brief Calibrated latency margin per model (0.1 = plan with 10 % headroom).
-  virtual std::vector<double> margins(const Workload& current) = 0;
-};
-
-/// @brief One interval of the online loop: what happened, what was decided, what was measured.
-struct IntervalRecord {
-  double t_s = 0;                    ///< start of the interval
-  std::vector<std::string> events;   ///< events applied at t_s ("arrive cam3", ...)
-  bool replanned = false;
-  std::string reason;                ///< why a re-plan happened ("start", "event", "breach")
-  bool plan_changed = false;
-  double decision_ms = 0;            ///< wall time of the solver call (0 when not replanned)
-  std::uint64_t evaluated = 0;
-  JointConfig plan;
-  std::vector<Predicted> predicted;  ///< per model, from the surrogate
-  Measurement measured;              ///< ground truth from the testbed
-  double predicted_utility = 0;
-  double measured_utility = 0;       ///< utility recomputed from measured metrics
-  std::vector<bool> breach;          ///< per model: measured SLA breach (ground truth)
-};
-
-/// @brief How the online loop runs.
+/// @brief How the online controller decides and learns. Every setting is declared here once.
 struct ControllerOptions {
-  std::string solver = "ga";
-  std::uint64_t seed = 1;
-  int threads = 2;
-  /// After a measured breach the model's margin grows to the observed under-prediction plus
-  /// this much, so the re-plan keeps more headroom.
+  std::string solver = "ga";  ///< exhaustive, ga, exact, greedy or hillclimb
+  std::uint64_t seed = 1;     ///< solver seeds derive from it and the decision id
+  int threads = 2;            ///< solver threads
+  LearningOptions learning;
+  /// Learning off only: after a measured breach the model's margin grows to the observed
+  /// under-prediction plus this much (corun's rule before online learning).
   double breach_margin_step = 0.05;
-  /// Called after every decision with the problem it solved and the answer (evaluations use
-  /// it to score the decision against references); not timed as part of the decision.
-  std::function<void(const PlanProblem&, const PlanResult&, const IntervalRecord&)> on_decision;
+  /// Learning off only: the largest margin breaches may grow a model's margin to.
+  double max_margin = 5;
+  /// Called inside every decision with the problem solved and the solver's answer (before
+  /// any degradation), e.g. so that an evaluation can score it against references; not timed.
+  std::function<void(const PlanProblem&, const PlanResult&)> on_decision;
 };
 
-/// @brief Everything a run produced.
-struct RunReport {
-  std::string workload;
-  std::string testbed;
-  std::string device;
-  std::string solver;
-  std::uint64_t seed = 0;
-  std::vector<std::string> model_names;
-  std::vector<IntervalRecord> intervals;
-
-  [[nodiscard]] std::size_t sla_violations() const;  ///< model-intervals breaching, measured
-  [[nodiscard]] std::vector<double> decision_ms() const;  ///< one per re-plan
+/// @brief A plan the controller decided, with what it expects of it.
+struct Decision {
+  std::int64_t id = 0;         ///< 1, 2, ... in decision order (0 = none yet)
+  std::string reason;          ///< "start", "event", "breach cam0", "learning", ...
+  std::string source;          ///< PredictorSource::describe() when it was made
+  JointConfig config;          ///< one local index per model, kAbsent when it does not run
+  std::vector<Predicted> predicted;  ///< corrected predictions per model
+  std::vector<Predicted> base;       ///< the source's predictions before online corrections
+  std::vector<Margin> margins;       ///< per model, of the configuration it runs in
+  double predicted_utility = 0;
+  /// Every SLA holds under the predictions and margins; false: see `infeasible`, and the
+  /// models whose SLA the degradation rule gave up (`best_effort`).
+  bool feasible = true;
+  std::vector<Infeasibility> infeasible;
+  std::vector<bool> best_effort;  ///< per model
+  double decision_ms = 0;          ///< wall time of the search (and degradation)
+  SearchStats stats;
 };
 
-/// @brief Runs a workload's timeline online: at each interval apply due events; re-plan (warm
-/// started) at the start, after events and after a measured breach; apply the plan to the
-/// testbed for one interval; record predicted vs measured metrics and SLA status.
-/// `on_interval` (optional) is called after each interval, e.g. to print a line.
-Result<RunReport> run_online(const Workload& w, const Testbed& testbed, PredictorSource& source,
-                             const ControllerOptions& options,
-                             const std::function<void(const IntervalRecord&)>& on_interval = {});
+/// @brief Where one model's online error model stands (for reports, GET /v1/plan, /metrics).
+struct ModelLearningState {
+  double last_error = 0;       ///< measured / predicted − 1 of its SLA latency, last window
+  double abs_error = 0;        ///< moving average of |measured / predicted − 1|
+  double margin = 0;           ///< the largest margin of its configuration in the plan in force
+  double z = 0;                ///< conformal bound level, standard deviations (SLA latency)
+  double noise_sd = 0;         ///< estimated window noise, log space (SLA latency)
+  double shared_error = 0;     ///< the learned log error shared by its configurations
+  std::uint64_t observations = 0;
+  std::uint64_t misses = 0;    ///< measured values above their planned bound
+  std::uint64_t breaches = 0;  ///< measured SLA breaches
+};
 
-/// @brief Whether measured metrics meet a model's SLA (no margin; ground truth).
-bool measured_meets_sla(const ModelSpec& m, const ModelMetrics& mm);
+/// @brief What an observation did.
+struct ObservationResult {
+  std::vector<bool> breach;   ///< per model of the workload: measured SLA breach (ground truth)
+  std::size_t learned = 0;    ///< observations that updated a learner
+  std::size_t stale = 0;      ///< observations of another plan than the one in force (ignored)
+  bool replan = false;        ///< the controller wants a new decision
+  std::string reason;         ///< why ("breach cam0", "learning")
+};
 
-/// @brief Predicted-shaped view of measured metrics (for utility on ground truth).
-Predicted as_predicted(const ModelMetrics& mm);
+/// @brief What one observation taught, as stored for replay (serve's state, a resumed run):
+/// enough to rebuild the learners without the predictor that was used.
+struct LearningSample {
+  std::string model;        ///< model name
+  std::string model_key;    ///< its catalog model and knob values: local indices mean nothing else
+  std::int32_t local = 0;
+  double others_load = NAN;  ///< its co-runners' load (LoadTable) in that window
+  /// log(measured / base prediction) per target (NaN: not observed)
+  std::array<double, kTargetCount> log_ratio{NAN, NAN, NAN, NAN};
+  double under_prediction = 1;  ///< measured / predicted of the SLA latencies (learning off)
+  bool breach = false;
+  double error = NAN;           ///< measured / predicted − 1 of the SLA latency
+};
+
+/// @brief The JSON form of a learning sample (serve's stored state).
+nlohmann::json to_json(const LearningSample& s);
+/// @brief Reads a learning sample back; errors name the field.
+Result<LearningSample> learning_sample_from_json(const nlohmann::json& j);
+
+/// @brief The online controller: one object holding the workload as it is now, the plan in
+/// force, each model's error state and margins, the predictor source and the solver.
+/// `corun run` drives it with a testbed and a simulated clock (runtime/online_run.h); `corun
+/// serve` drives it from HTTP and a planner thread. Decisions never wait for learning, and
+/// learning never waits for a decision.
+///
+/// Thread-safety: every member function may be called from several threads. replan() runs one
+/// at a time (it owns the source and the solver while it searches) without blocking observe(),
+/// apply() or set_workload(); a decision made for a workload that changed during its search is
+/// dropped (replan() returns none) and a new one is due.
+///
+/// @code
+/// Controller c(workload, std::make_unique<TwinSource>(), options);
+/// auto d = c.replan("start");                    // plan
+/// auto r = c.observe(observations, c.plan()->id);  // learn from what ran
+/// if (r.replan) c.replan(r.reason);
+/// @endcode
+class Controller {
+ public:
+  Controller(Workload w, std::unique_ptr<PredictorSource> source, ControllerOptions options);
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // ---- the workload as the planner knows it
+
+  /// @brief Applies a workload event (arrive, depart, demand, sla, context); drift events are
+  /// refused by CHECK: they belong to the testbed. Returns its description; a re-plan is due.
+  std::string apply(const TimelineEvent& e);
+  /// @brief Replaces the model set (serve: a registration, removal or demand update). Models
+  /// are matched by name: one whose catalog model or knob values changed starts learning anew.
+  void set_workload(Workload w);
+  [[nodiscard]] Workload workload() const;
+  [[nodiscard]] const ControllerOptions& options() const { return options_; }
+
+  // ---- deciding
+
+  /// @brief Whether something happened since the last decision that asks for a new one.
+  [[nodiscard]] bool replan_due() const;
+  /// @brief Why a decision is due ("start", "event", "breach cam0", "learning", "refit").
+  [[nodiscard]] std::string due_reason() const;
+  /// @brief Plans the workload as it is now: corrected predictions, calibrated margins, the
+  /// solver warm-started from the plan in force, and when no plan meets every SLA the
+  /// degradation rule (runtime/infeasibility.h). Returns the decision now in force, or none
+  /// when the workload changed during the search (the decision was dropped).
+  Result<std::optional<Decision>> replan(const std::string& reason);
+  /// @brief The plan in force (null before the first decision).
+  [[nodiscard]] std::shared_ptr<const Decision> plan() const;
+
+  /// @brief What the controller would predict for `config` now (a what-if: nothing changes):
+  /// corrected predictions, the margins it would plan with, and whether every SLA would hold.
+  struct WhatIf {
+    std::vector<Predicted> predicted;
+    std::vector<Margin> margins;
+    std::vector<double> excess;  ///< per model: SLA excess at its margin (0: holds)
+    double utility = 0;
+    bool feasible = false;
+  };
+  Result<WhatIf> what_if(const JointConfig& config);
+
+  // ---- learning
+
+  /// @brief Learns from one window of measurements of the plan `plan_id` (one per model that
+  /// reported; models absent from `obs` are not judged). Observations of another plan are
+  /// counted as stale and ignored. Learning-sample records of what was learned are appended to
+  /// `samples` when given (for durable storage).
+  ObservationResult observe(std::span<const ModelObservation> obs, std::int64_t plan_id,
+                            std::vector<LearningSample>* samples = nullptr);
+  /// @brief Rebuilds learning state from stored samples (in their order) without judging or
+  /// re-planning: what a restarted service or a resumed run does before its first decision.
+  Status replay(std::span<const LearningSample> samples);
+  /// @brief Restores the plan in force from a stored decision (a restarted service): its
+  /// telemetry is learned from at once, and the next decision continues its ids. The decision
+  /// must be for the current workload's models.
+  void restore(Decision d);
+  /// @brief Makes the next decision's id `last` + 1 (a restarted service whose stored plan no
+  /// longer fits its models).
+  void continue_after(std::int64_t last);
+  /// @brief Swaps in a refit surrogate: its base predictions differ, so the learners restart
+  /// from its priors and the recent observations of the current workload are replayed against
+  /// it; a re-plan is due.
+  Status adopt(surrogate::Surrogate refit);
+  /// @brief The source's surrogate (null for the twin): what a refit starts from. Only the
+  /// planner thread may call it while replan() can run.
+  [[nodiscard]] const surrogate::Surrogate* fitted() const;
+
+  /// @brief Per model of the workload.
+  [[nodiscard]] std::vector<ModelLearningState> learning_state() const;
+  /// @brief Testbed measurements the source took itself (models re-profiled alone).
+  [[nodiscard]] std::size_t source_measurements() const;
+
+  /// @brief The key that identifies a model's learning state (catalog model and knob values).
+  static std::string model_key(const ModelSpec& m);
+
+ private:
+  struct Learners;
+  struct Recent;
+
+  /// Builds the corrections and margins of every (model, configuration) for a decision.
+  [[nodiscard]] std::shared_ptr<const CorrectionTable> corrections_locked(
+      const Workload& w, const std::vector<double>& static_margins, LoadTable loads) const;
+  /// Co-runners' load of model m in `config` under loads_.
+  [[nodiscard]] double others_load_locked(std::size_t m, const JointConfig& config) const;
+  void ensure_learners_locked(const Workload& w, const ErrorPriors& priors);
+  void learn_locked(std::size_t m, const LearningSample& s);
+  [[nodiscard]] double planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const;
+
+  const ControllerOptions options_;
+  std::unique_ptr<PredictorSource> source_;  // used by replan() only (planner_mutex_)
+  std::unique_ptr<Solver> solver_;
+
+  /// Serialises decisions: the source and the solver belong to one search at a time.
+  mutable std::mutex planner_mutex_;
+  /// Guards everything below; never held while a search runs.
+  mutable std::mutex mutex_;
+  Workload workload_;                         // GUARDED_BY(mutex_)
+  std::uint64_t generation_ = 0;              // GUARDED_BY(mutex_): bumped by every change
+  std::shared_ptr<const Decision> plan_;      // GUARDED_BY(mutex_)
+  std::vector<std::string> plan_names_;       // GUARDED_BY(mutex_): the models plan_ indexes
+  std::vector<std::unique_ptr<Learners>> learners_;  // GUARDED_BY(mutex_), per model
+  std::vector<double> planned_log_bound_;     // GUARDED_BY(mutex_): [model * targets]
+  LoadTable loads_;                           // GUARDED_BY(mutex_): of the plan in force
+  bool due_ = true;                           // GUARDED_BY(mutex_)
+  std::string due_reason_ = "start";          // GUARDED_BY(mutex_)
+  std::unique_ptr<Recent> recent_;            // GUARDED_BY(mutex_)
+  std::int64_t last_id_ = 0;                  // GUARDED_BY(mutex_): id of the latest decision
+};
 
 }  // namespace corun

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "corun/core/result.h"
-#include "corun/runtime/controller.h"
+#include "corun/runtime/online_run.h"
 
 namespace corun {
 
@@ -15,7 +15,9 @@ namespace corun {
 nlohmann::json report_json(const RunReport& r, const Workload& w);
 
 /// @brief A self-contained HTML page (inline SVG, no scripts or external files): objective over
-/// time, predicted vs measured, and each model's SLA metric against its limit.
+/// time; per model and SLA metric, measured against predicted with the planned bound (the margin
+/// band) and the limit; prediction error over time; events and unseen drift as markers; why a
+/// plan was infeasible.
 std::string report_html(const RunReport& r, const Workload& w);
 
 /// @brief Writes report.json and report.html into `dir` (created if missing), atomically.

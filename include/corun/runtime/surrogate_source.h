@@ -6,7 +6,7 @@
 
 #include "corun/core/result.h"
 #include "corun/plan/predictor.h"
-#include "corun/runtime/controller.h"
+#include "corun/runtime/predictor_source.h"
 #include "corun/surrogate/surrogate.h"
 #include "corun/testbed/testbed.h"
 
@@ -57,9 +57,6 @@ struct SurrogateSourceOptions {
   double confidence = 0.9999;
 };
 
-/// @brief z such that a standard normal stays below it with probability `p` (0 < p < 1).
-double normal_quantile(double p);
-
 /// @brief The production predictor source: a fitted surrogate plus standalone profiles. When a
 /// model's demand (rate, prompt or output length) differs from the one its standalone profile
 /// was measured at, the source re-profiles that model alone on the testbed — local-count x
@@ -72,11 +69,17 @@ class SurrogateSource final : public PredictorSource {
   /// @param testbed where standalone profiles are re-measured (kept by reference)
   SurrogateSource(surrogate::Surrogate s, const Testbed& testbed, SurrogateSourceOptions options);
 
+  [[nodiscard]] std::string describe() const override;
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override;
   std::vector<double> margins(const Workload& current) override;
+  ErrorPriors priors(const Workload& current) override;
+  LoadTable loads(const Workload& current) override;
+  /// @brief Takes a refit of the same models; the re-profiled standalone table is kept.
+  Status adopt(surrogate::Surrogate refit) override;
+  [[nodiscard]] const surrogate::Surrogate* fitted() const override { return &surrogate_; }
 
   /// @brief Standalone measurements taken since construction (re-profiling cost).
-  [[nodiscard]] std::size_t standalone_measurements() const { return measurements_; }
+  [[nodiscard]] std::size_t measurements_taken() const override { return measurements_; }
   /// @brief How many times a model was re-profiled alone.
   [[nodiscard]] std::size_t refreshes() const { return refreshes_; }
 

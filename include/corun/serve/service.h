@@ -21,7 +21,7 @@
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/controller.h"
-#include "corun/surrogate/surrogate.h"
+#include "corun/runtime/predictor_source.h"
 #include "corun/serve/metrics.h"
 #include "corun/serve/store.h"
 #include "corun/spec/workload.h"
@@ -61,35 +61,18 @@ struct ServiceOptions {
   int telemetry_flush_ms = 1000;
   /// Re-plans are spaced at least this far apart (a burst of events costs one re-plan).
   int min_replan_interval_ms = 200;
-  /// After an observed breach the model's margin grows to the observed under-prediction plus
-  /// this much (as the online controller does).
-  double breach_margin_step = 0.05;
-  double error_ewma_alpha = 0.05;        ///< weight of one sample in the per-model error average
   std::size_t history_in_memory = 1000;  ///< plans kept for /v1/plan/history
+  /// Online learning from telemetry (corrections, calibrated margins); see runtime/learner.h.
+  LearningOptions learning;
 };
 
-/// @brief Builds the predictor source the service plans with.
-using PredictorSourceFactory = std::function<Result<std::unique_ptr<PredictorSource>>()>;
-
-/// @brief The default predictor source: a digital twin that predicts by measuring candidates
-/// on the `sim` testbed with one fixed noise seed (TestbedPredictor), with a constant latency
-/// margin per model. Used until a fitted surrogate is given.
-Result<std::unique_ptr<PredictorSource>> make_twin_source(double margin, std::uint64_t seed);
-
-/// @brief A fitted surrogate (corun fit / corun run) for the registered models: while they are
-/// exactly the models it was fitted on (names, catalog models, knob values, in order), plans
-/// use it — with SurrogateSource's re-profiling of changed demands and its error-model margins
-/// — and otherwise the twin above, so that registering a model it does not know never stops
-/// planning.
-Result<std::unique_ptr<PredictorSource>> make_surrogate_source(surrogate::Surrogate s,
-                                                               double twin_margin,
-                                                               std::uint64_t seed);
-
-/// @brief The scheduler as a service: registered models, the plan in force and its history,
-/// telemetry, and a background planner. handle() is the whole HTTP API (docs/serve.md);
-/// transports (serve/server.h, tests) only translate requests.
-/// Thread-safety: handle() may be called from many threads at once. Registrations and plans
-/// are committed to the StateStore before they are acknowledged or served.
+/// @brief The scheduler as a service: the HTTP API (docs/serve.md), the registered models and
+/// their durable state, and a planner thread, around one online Controller
+/// (runtime/controller.h) that decides and learns — the same object `corun run` drives.
+/// handle() is the whole API; transports (serve/server.h, tests) only translate requests.
+/// Thread-safety: handle() may be called from many threads at once. Registrations, plans and
+/// what telemetry taught are committed to the StateStore before they are acknowledged or
+/// served, and a restarted service replays them.
 class Service {
  public:
   /// @brief Opens the state directory, reloads models, plans and telemetry, and starts the
@@ -118,16 +101,13 @@ class Service {
     nlohmann::json spec;  ///< registration JSON (demand updates applied)
     ModelSpec model;
   };
-  /// Online observation of one model (what the monitor keeps).
+  /// What telemetry said of one model (counts and the last sample; the learning state is
+  /// the controller's).
   struct ModelTelemetry {
     std::uint64_t samples = 0;
     std::uint64_t breaches = 0;
     std::uint64_t stale = 0;  ///< samples for another plan than the one in force
-    double error_ewma = 0;    ///< (observed - predicted) / predicted, latency the SLA constrains
-    double abs_error_ewma = 0;
-    double margin_boost = 0;  ///< added after breaches
-    std::int64_t boosted_for_plan = -1;
-    nlohmann::json last;  ///< last observed sample
+    nlohmann::json last;      ///< last observed sample
   };
   struct ApiError {
     int status;
@@ -136,9 +116,8 @@ class Service {
     std::string field;
   };
 
-  Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<PredictorSource> source,
-          std::unique_ptr<StateStore> store, std::unique_ptr<Solver> solver);
-  Status restore(const StoredState& st);
+  Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store);
+  Status restore(const StoredState& st, std::unique_ptr<PredictorSource> source);
 
   HttpResponse route(const HttpRequest& req, std::size_t& route_index);
   HttpResponse error(const ApiError& e) const;
@@ -167,13 +146,15 @@ class Service {
   void flusher_loop();
   void flush_telemetry();
   Status plan_once(const std::string& reason);
-  nlohmann::json telemetry_json(const std::string& name, const ModelTelemetry& t) const;
+  /// The registered models as a workload (state_mutex_ held).
+  Workload workload_locked() const;
+  nlohmann::json telemetry_json(const ModelTelemetry& t) const;
+  nlohmann::json learning_json() const;
 
   ServiceOptions options_;
   const Catalog* catalog_;
-  std::unique_ptr<PredictorSource> source_;
   std::unique_ptr<StateStore> store_;
-  std::unique_ptr<Solver> solver_;
+  std::unique_ptr<Controller> controller_;
   Device device_;
   std::string wrapper_device_;  ///< catalog device name used to run the spec parser
   Metrics metrics_;
@@ -187,8 +168,6 @@ class Service {
   std::unordered_map<std::string, std::size_t> index_;         // GUARDED_BY(state_mutex_)
   std::uint64_t generation_ = 0;                               // GUARDED_BY(state_mutex_)
   nlohmann::json plan_;                                        // GUARDED_BY(state_mutex_)
-  std::unordered_map<std::string, Predicted> plan_predicted_;  // GUARDED_BY(state_mutex_)
-  std::unordered_map<std::string, std::int32_t> plan_local_;   // GUARDED_BY(state_mutex_)
   std::deque<nlohmann::json> history_;                        // GUARDED_BY(state_mutex_)
   std::unordered_map<std::string, ModelTelemetry> telemetry_;  // GUARDED_BY(state_mutex_)
   bool telemetry_dirty_ = false;                               // GUARDED_BY(state_mutex_)

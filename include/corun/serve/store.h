@@ -33,19 +33,21 @@ struct StoredState {
   std::vector<StoredModel> models;  ///< in registration order
   std::vector<StoredPlan> plans;    ///< the most recent ones, oldest first
   std::vector<std::pair<std::string, std::string>> telemetry;  ///< model -> summary JSON
+  std::vector<std::string> learning;  ///< learning samples (JSON), in the order they were learned
 };
 
 /// @brief The serve layer's durable state: one SQLite database (`serve.db`, WAL journal) under
 /// the state directory. Registrations and plans are written with `synchronous=FULL` and are
 /// committed before a call returns, so whatever a caller acknowledges survives `kill -9` and
-/// power loss. Telemetry summaries go through a second connection with `synchronous=NORMAL`
-/// (they survive a killed process; on power loss the last flush may be lost).
+/// power loss. Telemetry summaries and learning samples go through a second connection with
+/// `synchronous=NORMAL` (they survive a killed process; on power loss the last commits may be
+/// lost).
 /// Thread-safety: every method may be called from any thread; calls are serialised per
 /// connection.
 class StateStore {
  public:
   /// @brief Current schema version (table `schema_version`).
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   /// @brief Opens (creating if needed) `dir/serve.db`. Refuses a database written by a newer
   /// schema.
@@ -68,6 +70,9 @@ class StateStore {
   Status append_plan(std::int64_t id, const std::string& record_json);
   /// @brief Replaces the telemetry summaries in one transaction.
   Status save_telemetry(const std::vector<std::pair<std::string, std::string>>& summaries);
+  /// @brief Appends learning samples (JSON) in one transaction, committed before it returns:
+  /// what a telemetry post taught survives a killed process once it is acknowledged.
+  Status append_learning(const std::vector<std::string>& samples);
 
  private:
   StateStore() = default;

@@ -62,15 +62,46 @@ struct ModelSpec {
       const std::vector<std::pair<std::string, std::string>>& assignments) const;
 };
 
-/// @brief One change of the workload at a point in time (see docs/formats.md, "timeline").
+/// @brief An unmanaged co-tenant on the GPU (another process corun does not plan): the share
+/// of the SMs it keeps busy and of the achievable DRAM bandwidth it pulls, each in [0, 1].
+struct Interference {
+  double sm_util = 0;
+  double bandwidth_util = 0;
+};
+
+/// @brief One change at a point in time (see docs/formats.md, "timeline"). Workload events
+/// (arrive, depart, demand, sla, context) change what the planner plans for. Drift events
+/// (interference, power_cap) change only the testbed's truth: the planner is never told about
+/// them, and has to notice them in what it measures.
 struct TimelineEvent {
-  enum class Kind { kArrive, kDepart, kDemand, kSla, kContext };
+  enum class Kind {
+    kArrive,
+    kDepart,
+    kDemand,
+    kSla,
+    kContext,
+    kInterference,
+    kPowerCap,
+    kPerturb
+  };
   double at_s = 0;
   Kind kind = Kind::kArrive;
-  std::size_t model = 0;  ///< index into Workload::models
+  std::size_t model = 0;  ///< index into Workload::models (workload events only)
   Demand demand;          ///< kDemand: the new demand (unset fields keep their value)
   Sla sla;                ///< kSla: the SLA fields that change
+  /// kInterference: the co-tenant from now on; none = the co-tenant leaves.
+  std::optional<Interference> interference;
+  /// kPowerCap: the board power limit from now on, in W; none = back to the device's TDP.
+  std::optional<double> power_cap_w;
+  /// kPerturb: the seed of the GPU's hidden physical parameters from now on (a GPU that
+  /// differs from its catalog description, testbed/sim.h SimTruth); 0 = the catalog's values.
+  std::uint64_t perturb_seed = 0;
   int line = 0;
+
+  /// @brief Whether the planner is told about the event (false for drift events).
+  [[nodiscard]] bool planner_visible() const {
+    return kind != Kind::kInterference && kind != Kind::kPowerCap && kind != Kind::kPerturb;
+  }
 };
 
 std::string_view to_string(TimelineEvent::Kind k);
@@ -87,6 +118,11 @@ struct Objective {
   std::string maximize = "utility";
 };
 
+/// @brief How `corun run` learns the workload before it runs it. kMeanField: standalone
+/// passes and 20·N co-runs, then a fitted MeanField surrogate; kNone: nothing is measured
+/// beforehand: plans start from the catalog twin and improve online.
+enum class Profiling { kMeanField, kNone };
+
 /// @brief A whole workload file: device, models, objective.
 struct Workload {
   std::string file;   ///< where it was read from ("<string>" for text)
@@ -95,6 +131,7 @@ struct Workload {
   std::vector<ModelSpec> models;
   Objective objective;
   Timeline timeline;
+  Profiling profiling = Profiling::kMeanField;
 
   /// @brief Index of the model called `name`.
   [[nodiscard]] std::optional<std::size_t> find_model(std::string_view name) const;

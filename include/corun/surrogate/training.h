@@ -17,6 +17,7 @@ struct TrainingData {
   Workload workload;
   StandaloneTable standalone;
   std::vector<profile::SampleRecord> corun;  ///< samples of every meanfield and joint campaign
+  std::size_t online = 0;  ///< of them, samples the online loop measured (include_online)
   Provenance provenance;
 };
 
@@ -24,7 +25,10 @@ struct TrainingData {
 /// with its campaigns, the most complete standalone campaign, and the samples of every co-run
 /// campaign. `workload_hash` may be empty when the dataset holds one workload.
 /// @param need_standalone when false (joint surrogate) a missing standalone campaign is allowed.
+/// @param include_online also train on what the online loop measured (a refit): samples of the
+/// "online" campaigns of this workload, whatever run wrote them.
 Result<TrainingData> load_training_data(const profile::Dataset& dataset, const Catalog& catalog,
-                                        std::string_view workload_hash, bool need_standalone);
+                                        std::string_view workload_hash, bool need_standalone,
+                                        bool include_online = false);
 
 }  // namespace corun::surrogate

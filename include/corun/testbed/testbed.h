@@ -53,10 +53,41 @@ struct Measurement {
   [[nodiscard]] bool ok() const { return error.empty(); }
 };
 
-/// @brief How to measure: window length and the seed of this measurement's noise.
+/// @brief What acts on a testbed besides the configuration it measures, and what the planner
+/// is never told: an unmanaged co-tenant and an administrator's power limit. Drift events of a
+/// workload's timeline change it (apply()); the online loop hands it to the testbed only.
+struct Conditions {
+  Interference interference;  ///< the co-tenant's share (zeros: none)
+  double power_cap_w = 0;     ///< board power limit in W (0: the device's TDP)
+  /// The GPU's hidden physical parameters are drawn from this seed (the simulator's
+  /// SimTruth::perturbed; 0: the testbed's own truth). Real testbeds ignore it.
+  std::uint64_t perturb_seed = 0;
+
+  /// @brief Whether anything acts on the testbed.
+  [[nodiscard]] bool any() const {
+    return interference.sm_util > 0 || interference.bandwidth_util > 0 || power_cap_w > 0 ||
+           perturb_seed != 0;
+  }
+  /// @brief Applies a drift event (kInterference, kPowerCap, kPerturb; others are ignored) and
+  /// returns its description ("interference sm 0.3 bw 0.4", "power cap 250 W", ...).
+  std::string apply(const TimelineEvent& e);
+  /// @brief A key that identifies the conditions (for caches of measurements).
+  [[nodiscard]] std::string key() const;
+};
+
+/// @brief How to measure: window length, the seed of this measurement's noise, and the
+/// conditions the testbed runs under.
 struct MeasureOptions {
+  MeasureOptions(double window = 10, std::uint64_t noise_seed = 1, Conditions c = {},
+                 bool with_noise = true)
+      : window_s(window), seed(noise_seed), conditions(c), noise(with_noise) {}
+
   double window_s = 10;
   std::uint64_t seed = 1;
+  Conditions conditions;
+  /// false: report the expected values, without measurement noise (a digital twin's view; a
+  /// real testbed ignores it and always measures).
+  bool noise = true;
 };
 
 /// @brief A source of ground truth: runs a joint configuration and reports what it observed.
@@ -71,12 +102,18 @@ class Testbed {
                               const MeasureOptions& options) const = 0;
 };
 
+/// @brief The conditions at time 0 of a workload's timeline (its drift events at 0 s): what the
+/// testbed runs under while corun profiles it before the timeline starts.
+Conditions initial_conditions(const Workload& w);
+
 /// @brief Names accepted by make_testbed.
 std::vector<std::string> testbed_names();
 /// @brief Makes a testbed built outside this layer (e.g. `torch-cpu`, which needs libtorch)
 /// available to make_testbed under `name`. Call before make_testbed; not thread-safe.
 void register_testbed(std::string name, std::function<std::unique_ptr<Testbed>()> factory);
-/// @brief Creates a testbed by name ("sim"); unknown names get a suggestion.
+/// @brief Creates a testbed by name: "sim", "sim:perturb=SEED" (the simulator with hidden
+/// physical parameters drawn from SEED: a GPU that differs from its catalog description, see
+/// SimTruth), or a registered name; unknown names get a suggestion.
 Result<std::unique_ptr<Testbed>> make_testbed(std::string_view name);
 
 }  // namespace corun

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "corun/core/result.h"
+#include "corun/plan/solver.h"
+
+namespace corun {
+
+/// @brief Why one model's SLA cannot be held, and what limits it.
+struct Infeasibility {
+  std::size_t model = 0;
+  std::string name;
+  std::string sla_key;  ///< "ttft_ms_p95", "latency_ms_p95", ...
+  double limit = 0;     ///< the SLA value
+  double best = 0;      ///< the best predicted value of that metric
+  std::string best_config;  ///< the configuration that reaches it
+  /// true: not even alone on the GPU; false: not next to the other models (it was the least
+  /// weighted one that could not fit).
+  bool alone = true;
+  /// What limits it: the demand against the capacity of its fastest configuration, or "the
+  /// other models" ("demand 1.5 requests/s exceeds the ≈ 0.9 requests/s the largest
+  /// request_concurrency serves").
+  std::string cause;
+
+  /// @brief "chat: ttft_ms_p95 1500 cannot be met: best 9,900 ms at precision=awq,...; CAUSE".
+  [[nodiscard]] std::string message() const;
+};
+
+/// @brief A plan under the degradation rule, and why it was needed.
+struct DegradedPlan {
+  PlanResult result;
+  std::vector<Infeasibility> why;  ///< empty when every SLA holds
+  std::vector<bool> best_effort;   ///< per model: SLA given up
+};
+
+/// @brief Solves `problem`; when no plan meets every SLA, applies corun's degradation rule:
+/// 1. a model whose SLA no configuration meets even alone on the GPU is run best effort — its
+///    SLA stops constraining the plan and it is pinned to the configuration closest to its SLA
+///    alone — and every other model is planned as usual;
+/// 2. while the rest still cannot all be held, the model with the lowest objective weight (ties:
+///    the largest SLA excess in the least-violating plan) gives up its SLA; it is not pinned, so
+///    the search may move it to whatever configuration lets the others hold.
+/// Each given-up SLA is explained (Infeasibility). The answer's `feasible` says whether every
+/// remaining SLA holds.
+Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& solver,
+                                     const SolverOptions& options);
+
+}  // namespace corun

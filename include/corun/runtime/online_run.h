@@ -1,0 +1,114 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/result.h"
+#include "corun/profile/dataset.h"
+#include "corun/runtime/controller.h"
+#include "corun/testbed/testbed.h"
+
+namespace corun {
+
+/// @brief One interval of the online loop: what happened, what was decided, what was measured.
+struct IntervalRecord {
+  double t_s = 0;                    ///< start of the interval
+  std::vector<std::string> events;   ///< workload events applied at t_s ("arrive cam3", ...)
+  std::vector<std::string> drift;    ///< drift events the testbed applied at t_s (unseen)
+  Conditions conditions;             ///< what acted on the testbed during the interval
+  bool replanned = false;
+  std::string reason;                ///< why a decision was made ("start", "event", ...)
+  bool plan_changed = false;
+  bool refit = false;        ///< a refit surrogate was adopted at the start of the interval
+  bool replayed = false;     ///< the measurement was read back from the run's dataset
+  std::int64_t decision = 0;         ///< id of the decision in force
+  double decision_ms = 0;            ///< wall time of the decision (0 when not replanned)
+  std::uint64_t evaluated = 0;
+  JointConfig plan;
+  std::vector<Predicted> predicted;  ///< per model, corrected predictions of the plan
+  std::vector<Margin> margins;       ///< per model, of its configuration
+  bool feasible = true;              ///< the plan in force holds every SLA (predicted)
+  std::vector<std::string> infeasible;  ///< why not (Infeasibility::message)
+  Measurement measured;              ///< ground truth from the testbed
+  double predicted_utility = 0;
+  double measured_utility = 0;       ///< utility recomputed from measured metrics
+  std::vector<bool> breach;          ///< per model: measured SLA breach (ground truth)
+  std::vector<ModelLearningState> learning;  ///< per model, after learning from the interval
+};
+
+/// @brief Everything a run produced.
+struct RunReport {
+  std::string workload;
+  std::string testbed;
+  std::string device;
+  std::string solver;
+  std::string source;      ///< what predicted at the start (PredictorSource::describe)
+  bool learning = true;
+  double breach_target = 0;
+  std::uint64_t seed = 0;
+  std::vector<std::string> model_names;
+  std::vector<IntervalRecord> intervals;
+  std::size_t refits = 0;                 ///< refit surrogates adopted
+  std::size_t replayed = 0;               ///< intervals read back from the dataset
+  std::size_t source_measurements = 0;    ///< models re-profiled alone by the source
+
+  [[nodiscard]] std::size_t sla_violations() const;  ///< model-intervals breaching, measured
+  [[nodiscard]] std::vector<double> decision_ms() const;  ///< one per decision
+};
+
+/// @brief What a run measured, in its dataset (an "online" campaign keyed by the run's
+/// identity): each interval is stored as it is measured, so a killed `corun run` resumed with
+/// the same settings reads the intervals back instead of measuring them again and reaches the
+/// same decisions, and refits train on them. Not thread-safe.
+class OnlineLog {
+ public:
+  /// @param run_key identifies the run (seed and every setting that changes decisions)
+  static Result<std::unique_ptr<OnlineLog>> open(const std::filesystem::path& dataset,
+                                                 const Workload& w, std::string_view workload_text,
+                                                 std::string_view testbed, double window_s,
+                                                 std::uint64_t run_key, std::uint64_t intervals);
+  /// @brief The stored measurement of interval `step`, if it was of `config`.
+  [[nodiscard]] std::optional<Measurement> find(std::uint64_t step, const JointConfig& config) const;
+  /// @brief Stores interval `step` (atomically; an interval already stored is kept).
+  Status store(std::uint64_t step, const JointConfig& config, std::uint64_t seed,
+               const Measurement& m);
+
+ private:
+  OnlineLog(profile::Dataset ds, std::int64_t campaign) : ds_(std::move(ds)), campaign_(campaign) {}
+  profile::Dataset ds_;
+  std::int64_t campaign_ = 0;
+  std::vector<profile::SampleRecord> stored_;
+};
+
+/// @brief How the online loop runs.
+struct RunOptions {
+  ControllerOptions controller;
+  /// Called after each interval with its record and the workload as the planner knew it.
+  std::function<void(const IntervalRecord&, const Workload&)> on_interval;
+  /// Stores and resumes the intervals (corun run); none: nothing persists (evaluations).
+  OnlineLog* log = nullptr;
+  /// The dataset the surrogate was profiled into: enables background refits on its campaigns
+  /// plus the online samples (LearningOptions::refit_every); empty: no refits.
+  std::filesystem::path refit_dataset;
+  const Catalog* catalog = nullptr;  ///< for refits (nullptr: the built-in catalog)
+};
+
+/// @brief Runs a workload's timeline on a testbed with a simulated clock: at each interval the
+/// due events are applied — workload events to the controller, drift events to the testbed's
+/// conditions only —, the controller re-plans when it asks to (start, events, breaches, learning
+/// that moved a planned bound, an adopted refit), the plan in force is measured for one interval
+/// and the controller learns from it. A refit started after interval k is adopted at the start of
+/// interval k+2, so a run is deterministic whatever the fit's wall time.
+Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
+                             std::unique_ptr<PredictorSource> source, const RunOptions& options);
+
+/// @brief The observations of a measurement of `config`, for Controller::observe.
+std::vector<ModelObservation> observations(const Measurement& m, const JointConfig& config);
+
+}  // namespace corun

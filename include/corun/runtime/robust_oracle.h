@@ -1,0 +1,75 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "corun/space/space.h"
+#include "corun/spec/workload.h"
+#include "corun/testbed/testbed.h"
+
+namespace corun {
+
+/// @brief How a plan fared on the testbed over independent measurement windows.
+struct RobustScore {
+  double earned = 0;      ///< mean utility per window, a window breaching an SLA earning 0
+  double utility = 0;     ///< mean measured utility per window, breaches or not
+  std::size_t breaching_windows = 0;
+  bool holds = false;     ///< SLAs held in at least the oracle's `hold` share of the windows
+};
+
+/// @brief The references plans are judged against, measured on the testbed itself (never on
+/// predictions). The robust oracle is the best plan whose SLAs hold in at least `hold` (99 %)
+/// of `windows` (20) independent measurement windows, ranked by mean measured utility; the
+/// single-window oracle is the best plan that meets every SLA in one window with a fixed noise
+/// seed, which can pick a plan that passed by luck. Both are cached per workload state and
+/// testbed conditions. Thread-safe.
+///
+/// The robust search is exact without measuring every configuration 20 times: utility is at
+/// most weight × quality × (1 − skip) summed over models (the served fraction is at most 1),
+/// so candidates are visited in decreasing order of that bound and the search stops when the
+/// bound falls to the best robust utility found. Candidates that miss an SLA by more than 50 %
+/// in the single window are skipped: noise of that size does not occur in 20 windows.
+class RobustOracle {
+ public:
+  RobustOracle(const Testbed& testbed, double window_s, int threads, int windows = 20,
+               double hold = 0.99);
+
+  struct Answer {
+    bool feasible = false;  ///< some plan holds (robust)
+    JointConfig config;
+    double utility = 0;     ///< its mean measured utility over the windows
+    bool feasible_1 = false;  ///< some plan met every SLA in the single window
+    JointConfig config_1;
+    double utility_1 = 0;   ///< the single-window oracle's utility in its window
+  };
+  /// @brief The oracles for the workload as it is (active models, demands, SLAs) under
+  /// `conditions`.
+  Answer best(const Workload& now, const Conditions& conditions);
+  /// @brief `plan` measured over the oracle's windows.
+  RobustScore score(const Workload& now, const Conditions& conditions, const JointConfig& plan);
+  /// @brief `plan` measured in the single-window oracle's window: its utility, 0 when it breaches.
+  double score_1(const Workload& now, const Conditions& conditions, const JointConfig& plan);
+
+  /// @brief Windows measured so far (cost of the references).
+  [[nodiscard]] std::uint64_t measurements() const;
+
+ private:
+  RobustScore measure_windows(const Workload& now, const Conditions& c, const JointConfig& plan);
+
+  const Testbed& testbed_;
+  double window_s_;
+  int threads_;
+  int windows_;
+  double hold_;
+  mutable std::mutex mutex_;
+  std::map<std::string, Answer> best_;        // GUARDED_BY(mutex_)
+  std::map<std::string, RobustScore> scores_;  // GUARDED_BY(mutex_)
+  std::uint64_t measurements_ = 0;             // GUARDED_BY(mutex_)
+};
+
+/// @brief What identifies a workload state for the references: active models, demands, SLAs.
+std::string state_key(const Workload& w);
+
+}  // namespace corun

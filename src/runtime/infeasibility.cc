@@ -1,0 +1,252 @@
+#include "corun/runtime/infeasibility.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "corun/core/strings.h"
+#include "corun/plan/objective.h"
+#include "corun/space/space.h"
+
+namespace corun {
+
+namespace {
+
+// A configuration serves its demand when it serves this fraction of it: throughput predictions
+// carry a few percent of error.
+constexpr double kServes = 0.98;
+
+bool has_sla(const ModelSpec& m) {
+  return m.sla.latency_ms_p95 || m.sla.ttft_ms_p95 || m.sla.tpot_ms_p95 || m.sla.min_throughput;
+}
+
+// Predictions of model m in each of its local configurations, with the others as in `context`
+// (kAbsent everywhere: alone on the GPU).
+std::vector<Predicted> sweep(const PlanProblem& p, std::size_t m, JointConfig context) {
+  const std::size_t n = p.models();
+  const std::size_t count = p.local_count(m);
+  std::vector<std::int32_t> rows(count * n);
+  for (std::size_t l = 0; l < count; ++l) {
+    context[m] = static_cast<std::int32_t>(l);
+    std::copy(context.begin(), context.end(), rows.begin() + static_cast<std::ptrdiff_t>(l * n));
+  }
+  std::vector<Predicted> all(count * n);
+  p.predictor().predict(rows, count, all);
+  std::vector<Predicted> out(count);
+  for (std::size_t l = 0; l < count; ++l) out[l] = all[l * n + m];
+  return out;
+}
+
+std::int32_t closest(const PlanProblem& p, std::size_t m, const std::vector<Predicted>& preds) {
+  std::int32_t best = 0;
+  double least = std::numeric_limits<double>::infinity();
+  for (std::size_t l = 0; l < preds.size(); ++l) {
+    const auto li = static_cast<std::int32_t>(l);
+    const double e = sla_excess(p.workload().models[m], preds[l], p.margin(m, li));
+    if (e < least) {
+      least = e;
+      best = li;
+    }
+  }
+  return best;
+}
+
+// One SLA key of a model: its name, limit, direction and where its value is in Predicted.
+struct Key {
+  std::string name;
+  double limit = 0;
+  bool lower_is_better = true;
+  double (*value)(const Predicted&) = nullptr;
+};
+
+std::vector<Key> keys(const ModelSpec& m) {
+  std::vector<Key> out;
+  if (m.arch.family == ModelFamily::kLlm) {
+    if (m.sla.ttft_ms_p95) {
+      out.push_back({"ttft_ms_p95", *m.sla.ttft_ms_p95, true,
+                     [](const Predicted& q) { return static_cast<double>(q.ttft_ms_p95); }});
+    }
+    if (m.sla.tpot_ms_p95) {
+      out.push_back({"tpot_ms_p95", *m.sla.tpot_ms_p95, true,
+                     [](const Predicted& q) { return static_cast<double>(q.tpot_ms_p95); }});
+    }
+  }
+  if (m.sla.latency_ms_p95) {
+    out.push_back({"latency_ms_p95", *m.sla.latency_ms_p95, true,
+                   [](const Predicted& q) { return static_cast<double>(q.latency_ms_p95); }});
+  }
+  if (m.sla.min_throughput) {
+    out.push_back({"min_throughput", *m.sla.min_throughput, false,
+                   [](const Predicted& q) { return static_cast<double>(q.throughput); }});
+  }
+  return out;
+}
+
+// The demand a configuration serves, in the unit the demand is written in.
+struct Served {
+  double offered = 0;
+  double served = 0;
+  const char* unit = "requests/s";
+};
+
+Served served(const ModelSpec& m, const Settings& s, const Predicted& q) {
+  Served out;
+  switch (m.arch.family) {
+    case ModelFamily::kLlm:
+      out.offered = m.demand.rps;
+      out.served = m.demand.output_tokens > 0 ? q.throughput / static_cast<double>(m.demand.output_tokens) : 0;
+      break;
+    case ModelFamily::kVision:
+      out.offered = m.demand.fps * (1 - s.skip_rate);
+      out.served = q.throughput;
+      out.unit = "frames/s";
+      break;
+    default:
+      out.offered = m.demand.rps;
+      out.served = q.throughput;
+      break;
+  }
+  return out;
+}
+
+// What limits a model that cannot meet its SLA alone.
+std::string alone_cause(const PlanProblem& p, std::size_t m, const std::vector<Predicted>& preds) {
+  const ModelSpec& spec = p.workload().models[m];
+  std::size_t fastest = 0;
+  double ratio = -1;
+  for (std::size_t l = 0; l < preds.size(); ++l) {
+    const Served s = served(spec, spec.settings(l), preds[l]);
+    const double r = s.offered > 0 ? s.served / s.offered : 1;
+    if (r > ratio) {
+      ratio = r;
+      fastest = l;
+    }
+  }
+  const Settings best = spec.settings(fastest);
+  const Served s = served(spec, best, preds[fastest]);
+  if (s.offered > 0 && s.served < kServes * s.offered) {
+    std::string who = "its fastest configuration (" + spec.describe(fastest) + ")";
+    for (const auto& k : spec.knobs) {
+      if (k.id != KnobId::kRequestConcurrency) continue;
+      const double top = *std::max_element(k.values.begin(), k.values.end());
+      if (best.request_concurrency == static_cast<int>(top)) {
+        who = "the largest request_concurrency (" + format_number(top) + ")";
+      }
+    }
+    return "demand " + format_number(s.offered) + " " + s.unit + " exceeds the ≈ " +
+           format_quantity(s.served) + " " + s.unit + " " + who + " serves";
+  }
+  return "even alone on the GPU no configuration is within the limit at the planned margin";
+}
+
+Infeasibility explain(const PlanProblem& p, std::size_t m, const std::vector<Predicted>& preds,
+                      bool alone) {
+  const ModelSpec& spec = p.workload().models[m];
+  Infeasibility why;
+  why.model = m;
+  why.name = spec.name;
+  why.alone = alone;
+  const std::int32_t c = closest(p, m, preds);
+  // The key violated most at the closest configuration.
+  const auto ks = keys(spec);
+  double worst = -1;
+  const Margin& margin = p.margin(m, c);
+  for (const auto& k : ks) {
+    const double v = k.value(preds[static_cast<std::size_t>(c)]);
+    const double mk = k.name == "ttft_ms_p95" ? margin.ttft
+                      : k.name == "tpot_ms_p95" ? margin.tpot
+                                                : margin.latency;
+    const double e = k.lower_is_better ? v * (1 + mk) / k.limit - 1 : 1 - v / ((1 + mk) * k.limit);
+    if (e > worst) {
+      worst = e;
+      why.sla_key = k.name;
+      why.limit = k.limit;
+      // The best value of this key over the configurations.
+      double best = k.lower_is_better ? std::numeric_limits<double>::infinity() : -1;
+      std::size_t at = 0;
+      for (std::size_t l = 0; l < preds.size(); ++l) {
+        const double x = k.value(preds[l]);
+        if (k.lower_is_better ? x < best : x > best) {
+          best = x;
+          at = l;
+        }
+      }
+      why.best = best;
+      why.best_config = spec.describe(at);
+    }
+  }
+  why.cause = alone ? alone_cause(p, m, preds)
+                    : "not next to the other models; it has the lowest weight (" +
+                          format_number(spec.weight) + ") of those that cannot all be held";
+  return why;
+}
+
+}  // namespace
+
+std::string Infeasibility::message() const {
+  const std::string unit = sla_key == "min_throughput" ? "" : " ms";
+  return name + ": " + sla_key + " " + format_number(limit) + " cannot be met" +
+         (alone ? "" : " next to the others") + ": best " + format_quantity(best) + unit + " at " +
+         best_config + "; " + cause;
+}
+
+Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& solver,
+                                     const SolverOptions& options) {
+  auto first = solver.solve(problem, options);
+  if (!first) return first.error();
+  const std::size_t n = problem.models();
+  DegradedPlan out;
+  out.result = *first;
+  out.best_effort.assign(n, false);
+  if (first->feasible || problem.active_models().empty()) return out;
+
+  Workload w = problem.workload();  // its given-up SLAs are cleared
+  std::vector<std::int32_t> pins(n, kAbsent);
+  std::vector<bool> active(n);
+  for (std::size_t m = 0; m < n; ++m) active[m] = problem.active(m);
+  auto give_up = [&](std::size_t m, std::int32_t pin) {
+    w.models[m].sla = Sla{};
+    pins[m] = pin;
+    out.best_effort[m] = true;
+  };
+  // 1. Models that no configuration serves within their SLA even alone.
+  for (std::size_t m : problem.active_models()) {
+    if (!has_sla(problem.workload().models[m])) continue;
+    const auto preds = sweep(problem, m, JointConfig(n, kAbsent));
+    const std::int32_t c = closest(problem, m, preds);
+    if (problem.excess(m, c, preds[static_cast<std::size_t>(c)]) == 0) continue;
+    out.why.push_back(explain(problem, m, preds, true));
+    give_up(m, c);
+  }
+  // 2. The lowest weight, until the rest can be held.
+  for (std::size_t round = 0; round <= n; ++round) {
+    PlanProblem p(w, active, problem.predictor(), problem.margins());
+    for (std::size_t m = 0; m < n; ++m) {
+      if (pins[m] != kAbsent) p.pin(m, pins[m]);
+    }
+    auto r = solver.solve(p, options);
+    if (!r) return r.error();
+    out.result = *r;
+    if (r->feasible) break;
+    std::size_t pick = n;
+    double weight = std::numeric_limits<double>::infinity(), excess = -1;
+    for (std::size_t m : p.active_models()) {
+      if (out.best_effort[m] || !has_sla(w.models[m])) continue;
+      const double e = p.excess(m, r->config[m], r->predicted[m]);
+      const double wt = w.models[m].weight;
+      if (wt < weight || (wt == weight && e > excess)) {
+        pick = m;
+        weight = wt;
+        excess = e;
+      }
+    }
+    if (pick == n) break;  // nothing left to give up (VRAM, or pins alone do not fit)
+    const auto preds = sweep(p, pick, r->config);
+    out.why.push_back(explain(problem, pick, preds, false));
+    // Not pinned: without its SLA, the search may move it wherever the others hold.
+    give_up(pick, kAbsent);
+  }
+  return out;
+}
+
+}  // namespace corun

@@ -1,0 +1,242 @@
+#include "corun/runtime/online_run.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "corun/core/rng.h"
+#include "corun/core/strings.h"
+#include "corun/plan/objective.h"
+#include "corun/runtime/refit.h"
+#include "corun/runtime/testbed_predictor.h"
+
+namespace corun {
+
+namespace {
+
+// Noise stream of the interval measurements of a run.
+constexpr std::uint64_t kIntervalStream = 0x7275;
+
+double metric(const ModelMetrics& mm, Target t) {
+  switch (t) {
+    case Target::kLatencyP95:
+      return mm.latency_ms_p95 > 0 ? mm.latency_ms_p95 : NAN;
+    case Target::kTtftP95:
+      return mm.ttft_ms_p95.value_or(NAN);
+    case Target::kTpotP95:
+      return mm.tpot_ms_p95.value_or(NAN);
+    case Target::kThroughput:
+      return mm.throughput;
+  }
+  return NAN;
+}
+
+}  // namespace
+
+std::size_t RunReport::sla_violations() const {
+  std::size_t n = 0;
+  for (const auto& iv : intervals) {
+    n += static_cast<std::size_t>(std::count(iv.breach.begin(), iv.breach.end(), true));
+  }
+  return n;
+}
+
+std::vector<double> RunReport::decision_ms() const {
+  std::vector<double> out;
+  for (const auto& iv : intervals) {
+    if (iv.replanned) out.push_back(iv.decision_ms);
+  }
+  return out;
+}
+
+std::vector<ModelObservation> observations(const Measurement& m, const JointConfig& config) {
+  std::vector<ModelObservation> out;
+  for (const auto& mm : m.models) {
+    if (mm.model >= config.size() || config[mm.model] == kAbsent) continue;
+    ModelObservation o;
+    o.model = mm.model;
+    o.local = config[mm.model];
+    o.failed = !mm.ok();
+    if (mm.ok()) {
+      for (Target t : surrogate::kAllTargets) {
+        o.measured[static_cast<std::size_t>(t)] = metric(mm, t);
+      }
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// OnlineLog
+
+Result<std::unique_ptr<OnlineLog>> OnlineLog::open(const std::filesystem::path& dataset,
+                                                   const Workload& w,
+                                                   std::string_view workload_text,
+                                                   std::string_view testbed, double window_s,
+                                                   std::uint64_t run_key,
+                                                   std::uint64_t intervals) {
+  auto ds = profile::Dataset::open(dataset, profile::Dataset::Mode::kCreate);
+  if (!ds) return ds.error();
+  const profile::CampaignSpec spec{profile::Plan::kOnline, run_key, std::string(testbed), window_s};
+  auto id = ds->ensure_campaign(spec, w, workload_text, w.device.name, intervals);
+  if (!id) return id.error().wrap("the online log");
+  auto stored = ds->samples(*id);
+  if (!stored) return stored.error();
+  std::unique_ptr<OnlineLog> log(new OnlineLog(std::move(*ds), *id));
+  log->stored_ = std::move(*stored);
+  return log;
+}
+
+std::optional<Measurement> OnlineLog::find(std::uint64_t step, const JointConfig& config) const {
+  for (const auto& s : stored_) {
+    if (s.index == step && s.config == config) return s.measurement;
+  }
+  return std::nullopt;
+}
+
+Status OnlineLog::store(std::uint64_t step, const JointConfig& config, std::uint64_t seed,
+                        const Measurement& m) {
+  profile::SampleRecord rec;
+  rec.index = step;
+  rec.config = config;
+  rec.measurement_seed = seed;
+  rec.measurement = m;
+  return ds_.insert(campaign_, rec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop
+
+Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
+                             std::unique_ptr<PredictorSource> source, const RunOptions& options) {
+  if (auto s = make_solver(options.controller.solver); !s) return s.error();
+  RunReport report;
+  report.workload = w.file;
+  report.testbed = std::string(testbed.name());
+  report.device = w.device.name;
+  report.solver = options.controller.solver;
+  report.seed = options.controller.seed;
+  report.learning = options.controller.learning.enabled;
+  report.breach_target = options.controller.learning.breach_target;
+  report.source = source->describe();
+  for (const auto& m : w.models) report.model_names.push_back(m.name);
+
+  // The planner never sees drift events.
+  Workload planner = w;
+  std::erase_if(planner.timeline.events, [](const TimelineEvent& e) { return !e.planner_visible(); });
+  Controller controller(planner, std::move(source), options.controller);
+
+  std::unique_ptr<BackgroundRefit> refit;
+  const std::size_t refit_every = options.controller.learning.refit_every;
+  if (!options.refit_dataset.empty() && refit_every > 0 && options.controller.learning.enabled &&
+      controller.fitted() != nullptr) {
+    auto r = BackgroundRefit::open(
+        options.refit_dataset,
+        options.catalog != nullptr ? *options.catalog : Catalog::default_catalog(),
+        *controller.fitted());
+    if (!r) return r.error();
+    refit = std::move(*r);
+  }
+  std::uint64_t refit_started = 0;
+
+  const std::size_t n = w.models.size();
+  const double interval = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
+  const double duration = w.timeline.duration_s > 0 ? w.timeline.duration_s : interval;
+  Conditions conditions;
+  std::size_t next_event = 0;
+  JointConfig last_plan;
+
+  for (std::uint64_t step = 0; static_cast<double>(step) * interval < duration - 1e-9; ++step) {
+    IntervalRecord rec;
+    rec.t_s = static_cast<double>(step) * interval;
+    while (next_event < w.timeline.events.size() &&
+           w.timeline.events[next_event].at_s <= rec.t_s + 1e-9) {
+      const TimelineEvent& e = w.timeline.events[next_event++];
+      if (e.planner_visible()) {
+        rec.events.push_back(controller.apply(e));
+      } else {
+        rec.drift.push_back(conditions.apply(e));
+      }
+    }
+    rec.conditions = conditions;
+    if (refit && refit->running() && step >= refit_started + 2) {
+      auto s = refit->wait();
+      if (s && *s) {
+        if (auto st = controller.adopt(std::move(**s)); !st.ok()) return st.error().wrap("refit");
+        rec.refit = true;
+        ++report.refits;
+      }
+    }
+    const Workload now = controller.workload();
+    const bool any_active =
+        std::any_of(now.models.begin(), now.models.end(), [](const ModelSpec& m) { return m.active; });
+    if (any_active && (controller.replan_due() || !controller.plan())) {
+      rec.reason = step == 0 ? std::string("start") : controller.due_reason();
+      auto d = controller.replan(rec.reason);
+      if (!d) return d.error().wrap("at t=" + format_number(rec.t_s));
+      if (*d) {
+        rec.replanned = true;
+        rec.decision_ms = (*d)->decision_ms;
+        rec.evaluated = (*d)->stats.evaluated;
+      }
+    }
+    const auto plan = controller.plan();
+    JointConfig config(n, kAbsent);
+    if (plan) config = plan->config;
+    for (std::size_t m = 0; m < n; ++m) {
+      if (!now.models[m].active) config[m] = kAbsent;
+    }
+    rec.plan = config;
+    rec.plan_changed = rec.replanned && config != last_plan;
+    last_plan = config;
+    if (plan) {
+      rec.decision = plan->id;
+      rec.predicted = plan->predicted;
+      rec.margins = plan->margins;
+      rec.feasible = plan->feasible;
+      for (const auto& why : plan->infeasible) rec.infeasible.push_back(why.message());
+      for (std::size_t m = 0; m < n; ++m) {
+        if (config[m] != kAbsent) rec.predicted_utility += model_utility(now, m, config[m], rec.predicted[m]);
+      }
+    }
+    const std::uint64_t seed = derive_seed(options.controller.seed, {kIntervalStream, step});
+    std::optional<Measurement> stored;
+    if (options.log != nullptr) stored = options.log->find(step, config);
+    if (stored) {
+      rec.measured = std::move(*stored);
+      rec.replayed = true;
+      ++report.replayed;
+    } else {
+      rec.measured = testbed.measure(now, config, {interval, seed, conditions, true});
+      if (options.log != nullptr) {
+        if (auto st = options.log->store(step, config, seed, rec.measured); !st.ok()) {
+          return st.error().wrap("storing interval " + std::to_string(step));
+        }
+      }
+    }
+    rec.breach.assign(n, false);
+    for (const auto& mm : rec.measured.models) {
+      if (config[mm.model] != kAbsent && mm.ok()) {
+        rec.measured_utility += model_utility(now, mm.model, config[mm.model], as_predicted(mm));
+      }
+    }
+    if (plan) {
+      const auto r = controller.observe(observations(rec.measured, config), plan->id);
+      rec.breach = r.breach;
+    }
+    rec.learning = controller.learning_state();
+    if (refit) {
+      refit->add(now, config, rec.measured, seed);
+      if (!refit->running() && refit->pending() >= refit_every) {
+        refit->start();
+        refit_started = step;
+      }
+    }
+    if (options.on_interval) options.on_interval(rec, now);
+    report.intervals.push_back(std::move(rec));
+  }
+  report.source_measurements = controller.source_measurements();
+  return report;
+}
+
+}  // namespace corun

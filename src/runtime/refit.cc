@@ -1,0 +1,75 @@
+#include "corun/runtime/refit.h"
+
+namespace corun {
+
+namespace {
+
+bool same_demands(const Workload& a, const Workload& b) {
+  if (a.models.size() != b.models.size()) return false;
+  for (std::size_t m = 0; m < a.models.size(); ++m) {
+    const Demand& x = a.models[m].demand;
+    const Demand& y = b.models[m].demand;
+    if (x.fps != y.fps || x.rps != y.rps || x.prompt_tokens != y.prompt_tokens ||
+        x.output_tokens != y.output_tokens) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BackgroundRefit>> BackgroundRefit::open(
+    const std::filesystem::path& dataset, const Catalog& catalog,
+    const surrogate::Surrogate& fitted) {
+  auto ds = profile::Dataset::open(dataset, profile::Dataset::Mode::kReadOnly);
+  if (!ds) return ds.error();
+  auto data = surrogate::load_training_data(*ds, catalog, fitted.provenance().workload_hash,
+                                            fitted.kind() != surrogate::SurrogateKind::kJoint);
+  if (!data) return data.error().wrap("reading the campaigns to refit on");
+  std::unique_ptr<BackgroundRefit> r(new BackgroundRefit());
+  r->data_ = std::move(*data);
+  r->data_.provenance.seed = fitted.provenance().seed;
+  r->fit_.kind = fitted.kind();
+  r->fit_.regressor = fitted.regressor_kind();
+  r->fit_.monotone = fitted.monotone();
+  r->fit_.seed = fitted.provenance().seed;
+  return r;
+}
+
+BackgroundRefit::~BackgroundRefit() {
+  if (job_.valid()) job_.wait();
+}
+
+void BackgroundRefit::add(const Workload& current, const JointConfig& config,
+                          const Measurement& m, std::uint64_t seed) {
+  if (!same_demands(current, data_.workload) || config.size() != data_.workload.models.size()) {
+    return;
+  }
+  profile::SampleRecord rec;
+  rec.index = online_.size();
+  rec.config = config;
+  rec.measurement_seed = seed;
+  rec.measurement = m;
+  online_.push_back(std::move(rec));
+}
+
+void BackgroundRefit::start() {
+  if (job_.valid()) return;
+  std::vector<profile::SampleRecord> rows = data_.corun;
+  rows.insert(rows.end(), online_.begin(), online_.end());
+  used_ = online_.size();
+  surrogate::Provenance prov = data_.provenance;
+  job_ = std::async(std::launch::async,
+                    [w = data_.workload, table = data_.standalone, rows = std::move(rows),
+                     fit = fit_, prov = std::move(prov)]() -> Result<surrogate::Surrogate> {
+                      return surrogate::Surrogate::fit(w, table, rows, fit, prov);
+                    });
+}
+
+std::optional<Result<surrogate::Surrogate>> BackgroundRefit::wait() {
+  if (!job_.valid()) return std::nullopt;
+  return job_.get();
+}
+
+}  // namespace corun

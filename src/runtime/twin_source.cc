@@ -1,0 +1,242 @@
+#include "corun/runtime/twin_source.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "corun/core/check.h"
+#include "corun/runtime/controller.h"
+#include "corun/runtime/testbed_predictor.h"
+
+namespace corun {
+
+namespace {
+
+// The twin's predictor: a noise-free TestbedPredictor that owns the workload it measures.
+class TwinPredictor final : public Predictor {
+ public:
+  TwinPredictor(const Workload& w, const Testbed& t, double window_s)
+      : w_(std::make_unique<Workload>(w)),
+        inner_(*w_, t, MeasureOptions{window_s, 1, {}, false}) {}
+  [[nodiscard]] std::size_t models() const override { return inner_.models(); }
+  void predict(std::span<const std::int32_t> configs, std::size_t rows,
+               std::span<Predicted> out) const override {
+    inner_.predict(configs, rows, out);
+  }
+
+ private:
+  std::unique_ptr<Workload> w_;  // stable address for inner_
+  TestbedPredictor inner_;
+};
+
+// How far a GPU strays from its catalog twin, in log space. Shared: one model's latency on a real
+// board against the datasheet roofline is commonly 10-40 % off (achieved bandwidth, kernel
+// efficiency, launch overheads; REFERENCES.md: static models erred by more than 60 % on an
+// L4); sd 0.3. Load slope: contention scales with the same parameters (bandwidth, L2
+// sensitivity), so its error per unit of co-runners' load is of the same size; sd 0.5. Per
+// configuration: the part that differs between two configurations of the same model (compute-
+// against memory-bound shapes); sd 0.12. Noise: one 10 s window's p95.
+constexpr ErrorPrior kTwinLatency{0, 0.3, 0.5, 0.12, 0.1};
+constexpr ErrorPrior kTwinThroughput{0, 0.1, 0.2, 0.05, 0.05};
+
+}  // namespace
+
+TwinSource::TwinSource(TwinOptions options) : options_(options) {}
+
+Result<std::unique_ptr<Predictor>> TwinSource::predictor_for(const Workload& current) {
+  const double window =
+      current.timeline.interval_s > 0 ? current.timeline.interval_s : options_.window_s;
+  return std::unique_ptr<Predictor>(std::make_unique<TwinPredictor>(current, sim_, window));
+}
+
+std::vector<double> TwinSource::margins(const Workload& current) {
+  return std::vector<double>(current.models.size(), options_.margin);
+}
+
+ErrorPriors TwinSource::priors(const Workload& current) {
+  ErrorPriors out(current.models.size());
+  for (auto& model : out) {
+    for (Target t : surrogate::kAllTargets) {
+      model[static_cast<std::size_t>(t)] = surrogate::is_latency(t) ? kTwinLatency : kTwinThroughput;
+    }
+  }
+  return out;
+}
+
+LoadTable TwinSource::loads(const Workload& current) {
+  const double window =
+      current.timeline.interval_s > 0 ? current.timeline.interval_s : options_.window_s;
+  LoadTable out(current.models.size());
+  for (std::size_t m = 0; m < current.models.size(); ++m) {
+    const ModelSpec& spec = current.models[m];
+    char demand[96];
+    std::snprintf(demand, sizeof demand, "|%.9g|%.9g|%d|%d", spec.demand.fps, spec.demand.rps,
+                  spec.demand.prompt_tokens, spec.demand.output_tokens);
+    const std::string key = Controller::model_key(spec) + demand;
+    auto it = alone_.find(key);
+    if (it == alone_.end()) {
+      std::vector<float> loads(spec.local_config_count(), 0.0f);
+      JointConfig c(current.models.size(), kAbsent);
+      for (std::size_t l = 0; l < loads.size(); ++l) {
+        c[m] = static_cast<std::int32_t>(l);
+        const Measurement alone = sim_.measure(current, c, MeasureOptions{window, 1, {}, false});
+        if (alone.ok()) loads[l] = static_cast<float>(alone.gpu.sm_util + alone.gpu.mem_bw_util);
+      }
+      it = alone_.emplace(key, std::move(loads)).first;
+    }
+    out[m] = it->second;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fitted surrogate while it fits, the twin otherwise.
+
+// Registrations arrive as JSON objects, whose keys (the knobs) come back sorted: the same knobs
+// as the surrogate's, in another order, number local configurations differently. This view gives
+// a workload the surrogate's knob order and maps local indices between the two.
+struct FittedOrTwinSource::KnobOrder {
+  Workload reordered;                             // `current` with the surrogate's knob order
+  std::vector<std::vector<std::int32_t>> to_fit;  // [model][workload local] -> surrogate local
+};
+
+namespace {
+
+std::unique_ptr<FittedOrTwinSource::KnobOrder> match_knob_order(const Workload& current,
+                                                                const surrogate::Surrogate& s) {
+  const auto& sig = s.signature();
+  if (sig.size() != current.models.size()) return nullptr;
+  auto k = std::make_unique<FittedOrTwinSource::KnobOrder>();
+  k->reordered = current;
+  for (std::size_t m = 0; m < sig.size(); ++m) {
+    ModelSpec& spec = k->reordered.models[m];
+    if (spec.knobs.size() != sig[m].knobs.size()) return nullptr;
+    std::vector<KnobSpec> ordered;
+    for (const auto& want : sig[m].knobs) {
+      auto it = std::find_if(spec.knobs.begin(), spec.knobs.end(),
+                             [&](const KnobSpec& have) { return have.id == want.id; });
+      if (it == spec.knobs.end()) return nullptr;
+      ordered.push_back(*it);
+    }
+    const ModelSpec original = current.models[m];
+    spec.knobs = std::move(ordered);
+    std::vector<std::int32_t> map(original.local_config_count());
+    for (std::size_t l = 0; l < map.size(); ++l) {
+      std::vector<std::pair<std::string, std::string>> assign;
+      const Settings st = original.settings(l);
+      for (const auto& knob : original.knobs) {
+        assign.emplace_back(knob_decl(knob.id).name, format_knob_value(knob.id, st.get(knob.id)));
+      }
+      auto idx = spec.find_config(assign);
+      if (!idx) return nullptr;
+      map[l] = static_cast<std::int32_t>(*idx);
+    }
+    k->to_fit.push_back(std::move(map));
+  }
+  if (!s.check_workload(k->reordered).ok()) return nullptr;
+  return k;
+}
+
+// Predicts in the workload's numbering through a predictor in the surrogate's.
+class RenumberedPredictor final : public AggregatePredictor {
+ public:
+  RenumberedPredictor(std::unique_ptr<Predictor> inner,
+                      std::vector<std::vector<std::int32_t>> to_fit)
+      : inner_(std::move(inner)),
+        agg_(dynamic_cast<const AggregatePredictor*>(inner_.get())),
+        to_fit_(std::move(to_fit)) {}
+  [[nodiscard]] std::size_t models() const override { return inner_->models(); }
+  void predict(std::span<const std::int32_t> configs, std::size_t rows,
+               std::span<Predicted> out) const override {
+    std::vector<std::int32_t> mapped(configs.begin(), configs.begin() + rows * models());
+    for (std::size_t i = 0; i < mapped.size(); ++i) mapped[i] = map(i % models(), mapped[i]);
+    inner_->predict(mapped, rows, out);
+  }
+  [[nodiscard]] bool monotone() const override { return agg_ != nullptr && agg_->monotone(); }
+  [[nodiscard]] std::size_t aggregate_dims() const override {
+    return agg_ != nullptr ? agg_->aggregate_dims() : 0;
+  }
+  void contribution(std::size_t m, std::int32_t l, std::span<float> out) const override {
+    CORUN_CHECK(agg_ != nullptr);
+    agg_->contribution(m, map(m, l), out);
+  }
+  [[nodiscard]] Predicted predict_given(std::size_t m, std::int32_t l,
+                                        std::span<const float> others) const override {
+    CORUN_CHECK(agg_ != nullptr);
+    return agg_->predict_given(m, map(m, l), others);
+  }
+
+ private:
+  [[nodiscard]] std::int32_t map(std::size_t m, std::int32_t l) const {
+    return l == kAbsent ? kAbsent : to_fit_[m][static_cast<std::size_t>(l)];
+  }
+  std::unique_ptr<Predictor> inner_;
+  const AggregatePredictor* agg_;
+  std::vector<std::vector<std::int32_t>> to_fit_;
+};
+
+}  // namespace
+
+FittedOrTwinSource::FittedOrTwinSource(surrogate::Surrogate s, const Testbed& testbed,
+                                       SurrogateSourceOptions fitted, TwinOptions twin)
+    : fitted_(std::move(s), testbed, fitted), twin_(twin) {}
+
+FittedOrTwinSource::FittedOrTwinSource(std::unique_ptr<Testbed> owned, surrogate::Surrogate s,
+                                       SurrogateSourceOptions fitted, TwinOptions twin)
+    : owned_(std::move(owned)), fitted_(std::move(s), *owned_, fitted), twin_(twin) {}
+
+Result<std::unique_ptr<FittedOrTwinSource>> FittedOrTwinSource::on_own_testbed(
+    surrogate::Surrogate s, SurrogateSourceOptions fitted, TwinOptions twin) {
+  auto t = make_testbed(s.provenance().testbed.empty() ? "sim" : s.provenance().testbed);
+  if (!t) return t.error().wrap("the surrogate's testbed");
+  return std::unique_ptr<FittedOrTwinSource>(
+      new FittedOrTwinSource(std::move(*t), std::move(s), fitted, twin));
+}
+
+FittedOrTwinSource::~FittedOrTwinSource() = default;
+
+std::string FittedOrTwinSource::describe() const {
+  return order_ ? fitted_.describe() : twin_.describe();
+}
+
+Result<std::unique_ptr<Predictor>> FittedOrTwinSource::predictor_for(const Workload& current) {
+  order_ = match_knob_order(current, *fitted_.fitted());
+  if (!order_) {
+    const Status fits = fitted_.fitted()->check_workload(current);
+    const std::string reason = fits.ok() ? "" : fits.error().what();
+    if (reason != last_reason_) {
+      std::fprintf(stderr, "corun: planning with the twin: the surrogate does not fit: %s\n",
+                   reason.c_str());
+    }
+    last_reason_ = reason;
+    return twin_.predictor_for(current);
+  }
+  last_reason_.clear();
+  auto inner = fitted_.predictor_for(order_->reordered);
+  if (!inner) return inner.error();
+  return std::unique_ptr<Predictor>(
+      std::make_unique<RenumberedPredictor>(std::move(*inner), order_->to_fit));
+}
+
+std::vector<double> FittedOrTwinSource::margins(const Workload& current) {
+  return order_ ? fitted_.margins(order_->reordered) : twin_.margins(current);
+}
+
+ErrorPriors FittedOrTwinSource::priors(const Workload& current) {
+  return order_ ? fitted_.priors(order_->reordered) : twin_.priors(current);
+}
+
+LoadTable FittedOrTwinSource::loads(const Workload& current) {
+  if (!order_) return twin_.loads(current);
+  const LoadTable fitted = fitted_.loads(order_->reordered);
+  LoadTable out(current.models.size());
+  for (std::size_t m = 0; m < out.size(); ++m) {
+    for (std::int32_t l : order_->to_fit[m]) {
+      out[m].push_back(static_cast<std::size_t>(l) < fitted[m].size() ? fitted[m][static_cast<std::size_t>(l)] : 0.0f);
+    }
+  }
+  return out;
+}
+
+Status FittedOrTwinSource::adopt(surrogate::Surrogate refit) { return fitted_.adopt(std::move(refit)); }
+
+}  // namespace corun

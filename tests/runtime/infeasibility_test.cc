@@ -1,0 +1,134 @@
+// When no plan holds every SLA: the plan says which model, which SLA and what limits it, the
+// degradation rule gives up the right SLAs, and the online loop stops re-planning on breaches it
+// knows it cannot fix.
+#include "corun/runtime/infeasibility.h"
+
+#include <gtest/gtest.h>
+
+#include "corun/catalog/catalog.h"
+#include "corun/runtime/online_run.h"
+#include "corun/runtime/testbed_predictor.h"
+#include "corun/runtime/twin_source.h"
+#include "corun/testbed/sim.h"
+
+namespace corun {
+namespace {
+
+// An LLM whose demand is far beyond what any of its configurations serves on an RTX 3090 next
+// to a camera that fits easily.
+Workload overloaded() {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: assistant
+    model: qwen2.5-7b
+    knobs: {precision: [fp16, awq], request_concurrency: [1, 4]}
+    demand: {rps: 20, prompt_tokens: 2048, output_tokens: 256}
+    sla: {ttft_ms_p95: 1500, tpot_ms_p95: 80}
+    weight: 3
+  - name: cam0
+    model: yolo11n
+    knobs: {imgsz: [320, 640]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 60}
+timeline:
+  duration_s: 50
+  interval_s: 10
+)",
+                          "overloaded.yaml", Catalog::default_catalog());
+  EXPECT_TRUE(w.ok()) << w.error().what();
+  return *w;
+}
+
+TEST(Infeasibility, NamesTheModelTheSlaAndTheDemandThatLimitsIt) {
+  const Workload w = overloaded();
+  SimTestbed sim;
+  const TestbedPredictor truth(w, sim, MeasureOptions{10, 1, {}, false});
+  const PlanProblem p(w, {true, true}, truth);
+  auto solver = make_solver("exhaustive");
+  ASSERT_TRUE(solver.ok());
+  auto r = solve_degrading(p, **solver, {1, 1, std::nullopt});
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  ASSERT_EQ(r->why.size(), 1u);
+  const Infeasibility& why = r->why[0];
+  EXPECT_EQ(why.name, "assistant");
+  EXPECT_TRUE(why.alone);
+  EXPECT_EQ(why.sla_key, "ttft_ms_p95");
+  EXPECT_EQ(why.limit, 1500);
+  EXPECT_GT(why.best, 1500);
+  const std::string msg = why.message();
+  EXPECT_NE(msg.find("assistant: ttft_ms_p95 1500 cannot be met: best "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("demand 20 requests/s exceeds the"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the largest request_concurrency (4) serves"), std::string::npos) << msg;
+  // The camera's SLA still holds in the degraded plan; the assistant runs best effort.
+  EXPECT_TRUE(r->best_effort[0]);
+  EXPECT_FALSE(r->best_effort[1]);
+  EXPECT_TRUE(r->result.feasible);
+  EXPECT_LE(r->result.predicted[1].latency_ms_p95, 60);
+}
+
+// Two models that each hold their SLA alone but not together (a hand-made predictor): b must run
+// every frame (skip_rate 0) to serve its minimum throughput, and at skip_rate 0 it slows a past
+// a's SLA: a's latency is 4 ms plus 3 ms per unit of b's load (1 at skip 0, 0.5 at skip 0.5).
+class Crowded final : public Predictor {
+ public:
+  [[nodiscard]] std::size_t models() const override { return 2; }
+  void predict(std::span<const std::int32_t> configs, std::size_t rows,
+               std::span<Predicted> out) const override {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::int32_t b = configs[r * 2 + 1];
+      const float load = b == kAbsent ? 0.0f : (b == 0 ? 1.0f : 0.5f);
+      out[r * 2] = Predicted{4 + 3 * load, 0, 0, 30};
+      out[r * 2 + 1] = Predicted{4, 0, 0, b == 0 ? 30.0f : 15.0f};
+    }
+  }
+};
+
+TEST(Infeasibility, TheLowestWeightGivesUpFirstAndMovesAside) {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - {name: a, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 6.5}, weight: 2}
+  - name: b
+    model: yolo11n
+    knobs: {skip_rate: [0, 0.5]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 15, min_throughput: 25}
+)",
+                          "crowded.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const Crowded crowded;
+  const PlanProblem p(*w, {true, true}, crowded);
+  auto solver = make_solver("exhaustive");
+  auto r = solve_degrading(p, **solver, {1, 1, std::nullopt});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->why.size(), 1u);
+  EXPECT_EQ(r->why[0].name, "b");
+  EXPECT_FALSE(r->why[0].alone);
+  EXPECT_EQ(r->why[0].sla_key, "min_throughput");
+  EXPECT_NE(r->why[0].message().find("next to the others"), std::string::npos);
+  EXPECT_FALSE(r->best_effort[0]);
+  EXPECT_TRUE(r->best_effort[1]);
+  // b moved to skip_rate 0.5 so that a holds.
+  EXPECT_TRUE(r->result.feasible);
+  EXPECT_EQ(r->result.config[1], 1);
+}
+
+TEST(Infeasibility, TheOnlineLoopSaysSoAndStopsReplanningOnKnownBreaches) {
+  const Workload w = overloaded();
+  SimTestbed sim;
+  RunOptions o;
+  o.controller.solver = "exhaustive";
+  auto r = run_online(w, sim, std::make_unique<TwinSource>(), o);
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  std::size_t assistant_breaches = 0;
+  for (const auto& iv : r->intervals) {
+    EXPECT_FALSE(iv.feasible);
+    ASSERT_FALSE(iv.infeasible.empty());
+    EXPECT_NE(iv.infeasible[0].find("assistant: ttft_ms_p95 1500 cannot be met"), std::string::npos);
+    assistant_breaches += iv.breach[0] ? 1 : 0;
+    EXPECT_NE(iv.reason, "breach assistant");
+  }
+  EXPECT_GT(assistant_breaches, 0u);  // measured, so counted
+}
+
+}  // namespace
+}  // namespace corun

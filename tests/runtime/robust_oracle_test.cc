@@ -1,0 +1,127 @@
+// The references of the scheduler evaluation, and the run's durable online log.
+#include "corun/runtime/robust_oracle.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "corun/catalog/catalog.h"
+#include "corun/runtime/online_run.h"
+#include "corun/runtime/twin_source.h"
+#include "corun/testbed/sim.h"
+
+namespace corun {
+namespace {
+
+// Small enough to measure every configuration over every window: 3 x 3 x 2 = 18 plans.
+Workload small() {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: chat
+    model: qwen2.5-1.5b
+    knobs: {precision: [fp16, awq], request_concurrency: [1, 4], prefill_chunk: [512]}
+    demand: {rps: 1.5, prompt_tokens: 512, output_tokens: 128}
+    sla: {ttft_ms_p95: 900, tpot_ms_p95: 60}
+    weight: 2
+  - name: cam0
+    model: yolo11m
+    knobs: {imgsz: [320, 640, 960]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 40}
+timeline:
+  duration_s: 30
+  interval_s: 10
+)",
+                          "small.yaml", Catalog::default_catalog());
+  EXPECT_TRUE(w.ok()) << w.error().what();
+  return *w;
+}
+
+TEST(RobustOracle, EqualsMeasuringEveryPlanOverEveryWindow) {
+  const Workload w = small();
+  SimTestbed sim;
+  RobustOracle oracle(sim, 10, 1, 20);
+  const auto best = oracle.best(w, {});
+  // Brute force through the same windows.
+  bool any = false;
+  double top = 0;
+  JointConfig arg;
+  for (std::int32_t a = 0; a < 4; ++a) {
+    for (std::int32_t b = 0; b < 3; ++b) {
+      const JointConfig c{a, b};
+      const RobustScore s = oracle.score(w, {}, c);
+      if (s.holds && (!any || s.utility > top)) {
+        any = true;
+        top = s.utility;
+        arg = c;
+      }
+    }
+  }
+  ASSERT_TRUE(any);
+  ASSERT_TRUE(best.feasible);
+  EXPECT_DOUBLE_EQ(best.utility, top);
+  EXPECT_EQ(best.config, arg);
+  // A plan that holds in every window earns all of its utility.
+  const RobustScore s = oracle.score(w, {}, best.config);
+  EXPECT_EQ(s.breaching_windows, 0u);
+  EXPECT_DOUBLE_EQ(s.earned, s.utility);
+}
+
+TEST(RobustOracle, ASingleLuckyWindowPromisesMore) {
+  const Workload w = small();
+  SimTestbed sim;
+  RobustOracle oracle(sim, 10, 1, 20);
+  const auto best = oracle.best(w, {});
+  ASSERT_TRUE(best.feasible_1);
+  // The single-window oracle picks among the plans that passed one draw of the noise: at least
+  // as much utility as the plans that pass twenty.
+  EXPECT_GE(best.utility_1, best.utility - 1e-9);
+  // Every plan that the robust oracle rejects breaches in at least one of its windows.
+  const RobustScore s = oracle.score(w, {}, best.config_1);
+  if (best.config_1 != best.config) {
+    EXPECT_TRUE(s.breaching_windows > 0 || s.utility <= best.utility + 1e-9);
+  }
+}
+
+TEST(RobustOracle, ConditionsChangeTheReference) {
+  const Workload w = small();
+  SimTestbed sim;
+  RobustOracle oracle(sim, 10, 1, 20);
+  Conditions busy;
+  busy.interference = {0.7, 0.7};
+  const auto quiet = oracle.best(w, {});
+  const auto crowded = oracle.best(w, busy);
+  EXPECT_LE(crowded.utility, quiet.utility + 1e-9);
+}
+
+TEST(OnlineLog, AResumedRunReadsItsIntervalsBackAndDecidesTheSame) {
+  const Workload w = small();
+  SimTestbed sim;
+  const auto dir = std::filesystem::temp_directory_path() / "corun_online_log_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto run = [&](std::size_t* replayed) -> Result<RunReport> {
+    auto log = OnlineLog::open(dir / "dataset.db", w, "text", "sim", 10, 42, 3);
+    if (!log) return log.error();
+    RunOptions o;
+    o.controller.solver = "exhaustive";
+    o.log = log->get();
+    auto r = run_online(w, sim, std::make_unique<TwinSource>(), o);
+    if (r) *replayed = r->replayed;
+    return r;
+  };
+  std::size_t first = 99, second = 99;
+  auto a = run(&first);
+  auto b = run(&second);
+  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.error().what() : a.error().what());
+  EXPECT_EQ(first, 0u);
+  EXPECT_EQ(second, a->intervals.size());
+  for (std::size_t k = 0; k < a->intervals.size(); ++k) {
+    EXPECT_EQ(a->intervals[k].plan, b->intervals[k].plan);
+    EXPECT_EQ(a->intervals[k].measured_utility, b->intervals[k].measured_utility);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace corun
