@@ -229,9 +229,11 @@ const bool registered = register_command({
                          decision.c_str(), change.c_str(), fixed(r.predicted_utility, 3).c_str(),
                          fixed(r.measured_utility, 3).c_str(), sla_status(*w, r).c_str());
           }
+          // Each (model, SLA key) is told once; the numbers move a little as corun learns.
           for (const auto& why : r.infeasible) {
-            if (std::find(told.begin(), told.end(), why) != told.end()) continue;
-            told.push_back(why);
+            const std::string what = why.substr(0, why.find(" cannot be met"));
+            if (std::find(told.begin(), told.end(), what) != told.end()) continue;
+            told.push_back(what);
             std::fprintf(log, "infeasible: %s\n", why.c_str());
           }
           last = r.plan;

@@ -431,7 +431,9 @@ void Controller::learn_locked(std::size_t m, const LearningSample& s) {
     if (l.ready) {
       for (Target t : surrogate::kAllTargets) {
         const double y = s.log_ratio[static_cast<std::size_t>(t)];
-        if (std::isfinite(y)) l.target[static_cast<std::size_t>(t)].observe(s.local, s.others_load, y);
+        if (std::isfinite(y)) {
+          l.target[static_cast<std::size_t>(t)].observe(s.local, s.others_load, y, true, s.hint);
+        }
       }
     }
   } else if (s.breach) {
@@ -457,6 +459,35 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
   }
   const Decision& d = *plan_;
   std::vector<ModelObservation> window;
+  // Which models changed in this window, and which way: several together is a change of the
+  // GPU (everyone's shared error moves), one alone a change of its configuration.
+  std::vector<int> changed(n, 0);
+  int up = 0, down = 0, reporting = 0;
+  if (options_.learning.enabled) {
+    for (const ModelObservation& o : obs) {
+      if (o.model >= n || d.config[o.model] == kAbsent || o.local != d.config[o.model]) continue;
+      const Learners& l = *learners_[o.model];
+      if (!l.ready) continue;
+      ++reporting;
+      const double u =
+          std::isfinite(o.others_load) ? o.others_load : others_load_locked(o.model, d.config);
+      for (Target t : sla_targets(workload_.models[o.model])) {
+        const std::size_t k = static_cast<std::size_t>(t);
+        const double y = log_ratio(o.measured[k], field(d.base[o.model], t));
+        if (!l.target[k].is_change(o.local, u, y)) continue;
+        changed[o.model] = y > l.target[k].predict(o.local, u).mean ? 1 : -1;
+        break;
+      }
+      if (changed[o.model] > 0) ++up;
+      if (changed[o.model] < 0) ++down;
+    }
+  }
+  auto hint_for = [&](std::size_t m) {
+    using Hint = TargetLearner::ChangeHint;
+    if (changed[m] == 0 || reporting < 2) return Hint::kUnknown;
+    const int together = changed[m] > 0 ? up : down;
+    return together >= 2 && 2 * together >= reporting ? Hint::kShared : Hint::kConfig;
+  };
   for (const ModelObservation& o : obs) {
     if (o.model >= n || d.config[o.model] == kAbsent || o.local != d.config[o.model]) {
       ++r.stale;
@@ -469,6 +500,7 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     s.model_key = learners_[m]->key;
     s.local = o.local;
     s.others_load = std::isfinite(o.others_load) ? o.others_load : others_load_locked(m, d.config);
+    s.hint = hint_for(m);
     s.breach = breaches(spec, o);
     for (Target t : surrogate::kAllTargets) {
       const std::size_t k = static_cast<std::size_t>(t);
@@ -504,6 +536,7 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
   if (options_.learning.enabled && !r.replan && planned_log_bound_.size() == n * kTargetCount) {
     const double step = std::log1p(options_.learning.replan_bound_change);
     for (std::size_t m = 0; m < n && !r.replan; ++m) {
+      // Models run best effort count too: what was learned may make their SLA holdable again.
       if (d.config[m] == kAbsent || !learners_[m]->ready) continue;
       for (Target t : sla_targets(workload_.models[m])) {
         const double before = planned_log_bound_[m * kTargetCount + static_cast<std::size_t>(t)];
@@ -613,6 +646,7 @@ nlohmann::json to_json(const LearningSample& s) {
           {"key", s.model_key},
           {"local", s.local},
           {"others_load", std::isfinite(s.others_load) ? nlohmann::json(s.others_load) : nlohmann::json()},
+          {"hint", static_cast<int>(s.hint)},
           {"log_ratio", y},
           {"under_prediction", s.under_prediction},
           {"breach", s.breach},
@@ -629,6 +663,9 @@ Result<LearningSample> learning_sample_from_json(const nlohmann::json& j) {
     s.others_load = j.contains("others_load") && j["others_load"].is_number()
                         ? j["others_load"].get<double>()
                         : NAN;
+    const int hint = j.value("hint", 0);
+    if (hint < 0 || hint > 2) return Error("hint: expected 0, 1 or 2");
+    s.hint = static_cast<TargetLearner::ChangeHint>(hint);
     const auto& y = j.at("log_ratio");
     if (!y.is_array() || y.size() != kTargetCount) return Error("log_ratio: expected 4 values");
     for (std::size_t k = 0; k < kTargetCount; ++k) {
@@ -654,7 +691,13 @@ std::vector<ModelLearningState> Controller::learning_state() const {
     s.observations = l.observations;
     s.breaches = l.breaches;
     if (plan_ && m < plan_->margins.size() && plan_names_ == names_of(workload_)) {
-      s.margin = plan_->margins[m].max();
+      // The margins of the metrics its SLA constrains (the others are not planned with).
+      for (Target t : sla_targets(workload_.models[m])) {
+        const Margin& g = plan_->margins[m];
+        s.margin = std::max(s.margin, t == Target::kTtftP95   ? g.ttft
+                                      : t == Target::kTpotP95 ? g.tpot
+                                                              : g.latency);
+      }
     }
     if (l.ready) {
       const TargetLearner& t =

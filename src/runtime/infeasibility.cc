@@ -6,6 +6,7 @@
 
 #include "corun/core/strings.h"
 #include "corun/plan/objective.h"
+#include "corun/runtime/renumbered_predictor.h"
 #include "corun/space/space.h"
 
 namespace corun {
@@ -176,10 +177,53 @@ Infeasibility explain(const PlanProblem& p, std::size_t m, const std::vector<Pre
     }
   }
   why.cause = alone ? alone_cause(p, m, preds)
-                    : "not next to the other models; it has the lowest weight (" +
-                          format_number(spec.weight) + ") of those that cannot all be held";
+                    : "not within its margin next to the other models; of those that cannot all "
+                      "be held it has the lowest weight (" +
+                          format_number(spec.weight) + ")";
   return why;
 }
+
+// The degraded problem: `w` with the given-up SLAs cleared and each pinned model viewed with the
+// one configuration it is pinned to (local count 1), so that every solver keeps it there.
+struct PinnedView {
+  Workload w;
+  std::unique_ptr<Predictor> predictor;
+  MarginTable margins;
+  std::vector<std::int32_t> pins;
+
+  PinnedView(const PlanProblem& problem, Workload relaxed, std::vector<std::int32_t> pinned)
+      : w(std::move(relaxed)), pins(std::move(pinned)) {
+    const std::size_t n = w.models.size();
+    std::vector<std::vector<std::int32_t>> map(n);
+    margins = problem.margins();
+    for (std::size_t m = 0; m < n; ++m) {
+      const std::size_t count = problem.local_count(m);
+      if (pins[m] == kAbsent) {
+        for (std::size_t l = 0; l < count; ++l) map[m].push_back(static_cast<std::int32_t>(l));
+        continue;
+      }
+      ModelSpec& spec = w.models[m];
+      spec.base = spec.settings(static_cast<std::size_t>(pins[m]));
+      spec.knobs.clear();
+      map[m] = {pins[m]};
+      margins[m] = {problem.margin(m, pins[m])};
+    }
+    predictor = make_renumbered(borrowed(problem.predictor()), std::move(map));
+  }
+  // A configuration of the view in the original numbering, and back.
+  [[nodiscard]] JointConfig original(JointConfig c) const {
+    for (std::size_t m = 0; m < c.size(); ++m) {
+      if (pins[m] != kAbsent && c[m] != kAbsent) c[m] = pins[m];
+    }
+    return c;
+  }
+  [[nodiscard]] JointConfig viewed(JointConfig c) const {
+    for (std::size_t m = 0; m < c.size(); ++m) {
+      if (pins[m] != kAbsent && c[m] != kAbsent) c[m] = 0;
+    }
+    return c;
+  }
+};
 
 }  // namespace
 
@@ -200,12 +244,12 @@ Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& s
   out.best_effort.assign(n, false);
   if (first->feasible || problem.active_models().empty()) return out;
 
-  Workload w = problem.workload();  // its given-up SLAs are cleared
+  Workload relaxed = problem.workload();  // its given-up SLAs are cleared
   std::vector<std::int32_t> pins(n, kAbsent);
   std::vector<bool> active(n);
   for (std::size_t m = 0; m < n; ++m) active[m] = problem.active(m);
   auto give_up = [&](std::size_t m, std::int32_t pin) {
-    w.models[m].sla = Sla{};
+    relaxed.models[m].sla = Sla{};
     pins[m] = pin;
     out.best_effort[m] = true;
   };
@@ -218,30 +262,55 @@ Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& s
     out.why.push_back(explain(problem, m, preds, true));
     give_up(m, c);
   }
-  // 2. The lowest weight, until the rest can be held.
-  for (std::size_t round = 0; round <= n; ++round) {
-    PlanProblem p(w, active, problem.predictor(), problem.margins());
-    for (std::size_t m = 0; m < n; ++m) {
-      if (pins[m] != kAbsent) p.pin(m, pins[m]);
-    }
-    auto r = solver.solve(p, options);
+  // 2. Until the rest can be held: the lightest-weighted model whose giving up lets every other
+  // SLA hold, or else the lightest-weighted model the least-violating plan breaches.
+  auto solve_view = [&](const Workload& w, const std::vector<std::int32_t>& pinned)
+      -> Result<std::pair<PlanResult, JointConfig>> {
+    const PinnedView view(problem, w, pinned);
+    const PlanProblem p(view.w, active, *view.predictor, view.margins);
+    SolverOptions o = options;
+    if (o.warm_start && o.warm_start->size() == n) o.warm_start = view.viewed(*o.warm_start);
+    auto r = solver.solve(p, o);
     if (!r) return r.error();
-    out.result = *r;
-    if (r->feasible) break;
-    std::size_t pick = n;
-    double weight = std::numeric_limits<double>::infinity(), excess = -1;
-    for (std::size_t m : p.active_models()) {
-      if (out.best_effort[m] || !has_sla(w.models[m])) continue;
-      const double e = p.excess(m, r->config[m], r->predicted[m]);
-      const double wt = w.models[m].weight;
-      if (wt < weight || (wt == weight && e > excess)) {
+    JointConfig original = view.original(r->config);
+    return std::make_pair(std::move(*r), std::move(original));
+  };
+  for (std::size_t round = 0; round <= n; ++round) {
+    auto r = solve_view(relaxed, pins);
+    if (!r) return r.error();
+    out.result = r->first;
+    out.result.config = r->second;
+    if (r->first.feasible) break;
+    // Candidates by increasing weight; among equal weights the larger breach first.
+    std::vector<std::pair<double, std::size_t>> order;
+    for (std::size_t m : problem.active_models()) {
+      if (out.best_effort[m] || !has_sla(relaxed.models[m])) continue;
+      const double e = problem.excess(m, out.result.config[m], out.result.predicted[m]);
+      order.emplace_back(relaxed.models[m].weight - 1e-9 * e, m);
+    }
+    if (order.empty()) break;  // nothing left to give up (VRAM, or the pins alone do not fit)
+    std::sort(order.begin(), order.end());
+    std::size_t pick = problem.models();
+    for (const auto& [key, m] : order) {
+      Workload trial = relaxed;
+      trial.models[m].sla = Sla{};
+      auto t = solve_view(trial, pins);
+      if (!t) return t.error();
+      if (t->first.feasible) {
         pick = m;
-        weight = wt;
-        excess = e;
+        break;
       }
     }
-    if (pick == n) break;  // nothing left to give up (VRAM, or pins alone do not fit)
-    const auto preds = sweep(p, pick, r->config);
+    if (pick == problem.models()) {
+      for (const auto& [key, m] : order) {
+        if (problem.excess(m, out.result.config[m], out.result.predicted[m]) > 0) {
+          pick = m;
+          break;
+        }
+      }
+    }
+    if (pick == problem.models()) break;
+    const auto preds = sweep(problem, pick, out.result.config);
     out.why.push_back(explain(problem, pick, preds, false));
     // Not pinned: without its SLA, the search may move it wherever the others hold.
     give_up(pick, kAbsent);

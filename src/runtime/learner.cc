@@ -118,7 +118,16 @@ std::size_t TargetLearner::add_config(std::int32_t l) {
   return d;
 }
 
-TargetLearner::Update TargetLearner::observe(std::int32_t l, double u, double y, bool calibrate) {
+bool TargetLearner::is_change(std::int32_t l, double u, double y) const {
+  if (x_.empty() || !std::isfinite(y)) return false;
+  const LogPrediction p = predict(l, u);
+  // The time update adds drift_sd² to the shared variance before the observation.
+  const double s = p.var + options_.drift_sd * options_.drift_sd;
+  return (y - p.mean) * (y - p.mean) > options_.change_chi2 * s;
+}
+
+TargetLearner::Update TargetLearner::observe(std::int32_t l, double u, double y, bool calibrate,
+                                             ChangeHint hint) {
   CORUN_CHECK(!x_.empty());
   Update out;
   if (!std::isfinite(y)) return out;
@@ -155,15 +164,23 @@ TargetLearner::Update TargetLearner::observe(std::int32_t l, double u, double y,
   for (std::size_t i = 0; i < d; ++i) fitted += h[i] * x_[i];
   out.innovation = y - fitted;
   if (out.innovation * out.innovation > options_.change_chi2 * innovation_var) {
-    // A change of the truth: let the shared error jump to it.
+    // A change of the truth: open the variance of what moved, so that this observation moves it
+    // most of the way. Unknown: both halves, and the next observation of another configuration
+    // settles which one it was.
     out.change = true;
-    p_[0] += out.innovation * out.innovation;
+    const double jump = out.innovation * out.innovation;
+    const double shared = hint == ChangeHint::kShared ? 1.0 : hint == ChangeHint::kConfig ? 0.0 : 0.5;
+    p_[0] += shared * jump;
+    p_[s * d + s] += (1 - shared) * jump;
     innovation_var = gain();
   } else {
-    // Covariance matching: E[ν²] = HPHᵀ + R.
-    noise_var_ = std::clamp(
-        noise_var_ + options_.noise_weight * (out.innovation * out.innovation - innovation_var),
-        kMinNoiseVar, kMaxNoiseVar);
+    // Covariance matching, E[ν²] = HPHᵀ + R, weighted by the share of the innovation that is
+    // noise: while the parameters are still uncertain (HPHᵀ ≫ R) an innovation says little
+    // about the noise, and the estimate would collapse to its floor.
+    const double share = noise_var_ / innovation_var;
+    noise_var_ = std::clamp(noise_var_ + options_.noise_weight * share *
+                                             (out.innovation * out.innovation - innovation_var),
+                            kMinNoiseVar, kMaxNoiseVar);
   }
   for (std::size_t i = 0; i < d; ++i) x_[i] += ph[i] / innovation_var * out.innovation;
   for (std::size_t i = 0; i < d; ++i) {

@@ -69,9 +69,11 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
           }
         };
         std::vector<double> interval_gap;
+        std::vector<bool> truth_feasible;
         ro.on_interval = [&](const IntervalRecord& iv, const Workload& now) {
           if (!options.oracle) return;
           const auto best = oracle.best(now, iv.conditions);
+          truth_feasible.push_back(best.feasible);
           const bool any = std::any_of(iv.plan.begin(), iv.plan.end(),
                                        [](std::int32_t l) { return l != kAbsent; });
           if (!any) {
@@ -110,9 +112,14 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
           u += iv.measured_utility;
           model_intervals += iv.measured.models.size();
           if (!iv.feasible) ++row.infeasible_intervals;
-          if (k >= kStartIntervals) {
-            row.violations_after_3 +=
-                static_cast<std::size_t>(std::count(iv.breach.begin(), iv.breach.end(), true));
+          const auto b = static_cast<std::size_t>(std::count(iv.breach.begin(), iv.breach.end(), true));
+          if (k >= kStartIntervals) row.violations_after_3 += b;
+          if (k < truth_feasible.size()) {
+            if (truth_feasible[k]) {
+              row.violations_where_feasible += b;
+            } else {
+              ++row.infeasible_truth_intervals;
+            }
           }
         }
         row.breach_rate = model_intervals > 0 ? static_cast<double>(row.sla_violations) /
@@ -179,6 +186,8 @@ nlohmann::json to_json(const SchedulerEvalRow& r) {
           {"gap_to_oracle_1_pct", num(r.gap_to_oracle_1_pct)},
           {"sla_violations", r.sla_violations},
           {"violations_after_3", r.violations_after_3},
+          {"violations_where_feasible", r.violations_where_feasible},
+          {"infeasible_truth_intervals", r.infeasible_truth_intervals},
           {"breach_rate", r.breach_rate},
           {"infeasible_intervals", r.infeasible_intervals},
           {"drift", drift},

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -207,6 +208,60 @@ std::string short_config(const std::string& cfg) {
 }  // namespace
 
 namespace {
+
+/// An unmanaged co-tenant on the host while a window runs (Conditions::interference): child
+/// processes that keep `sm_util` of the host's cores busy and stream memory `bandwidth_util` of
+/// the time, each in 10 ms periods. Forked (not exec'd): a child only spins on the clock,
+/// sleeps and copies a buffer allocated before the fork, so it needs nothing the parent's other
+/// threads might hold. Stopped (SIGKILL, reaped) when it goes out of scope.
+class CoTenant {
+ public:
+  CoTenant(const Interference& share, int cores) {
+    const double busy = std::clamp(share.sm_util, 0.0, 1.0) * std::max(1, cores);
+    const int burners = static_cast<int>(std::ceil(busy - 1e-9));
+    for (int i = 0; i < burners; ++i) start(busy / burners, false);
+    if (share.bandwidth_util > 0) start(std::clamp(share.bandwidth_util, 0.0, 1.0), true);
+  }
+  ~CoTenant() {
+    for (pid_t p : pids_) ::kill(p, SIGKILL);
+    for (pid_t p : pids_) {
+      int status = 0;
+      ::waitpid(p, &status, 0);
+    }
+  }
+  CoTenant(const CoTenant&) = delete;
+  CoTenant& operator=(const CoTenant&) = delete;
+
+ private:
+  // 64 MiB: far beyond any cache, so every copy goes to DRAM.
+  static constexpr std::size_t kStreamBytes = 64u << 20;
+
+  void start(double duty, bool stream) {
+    std::vector<char> buffer(stream ? kStreamBytes : 0, 1);
+    const pid_t pid = ::fork();
+    if (pid != 0) {
+      if (pid > 0) pids_.push_back(pid);
+      return;
+    }
+    const auto period = std::chrono::milliseconds(10);
+    const auto on = std::chrono::duration_cast<Clock::duration>(period * duty);
+    volatile char sink = 0;
+    for (;;) {
+      const auto t0 = Clock::now();
+      while (Clock::now() - t0 < on) {
+        if (stream) {
+          // Read and write the whole buffer: DRAM traffic, not cache hits.
+          std::memmove(buffer.data() + 64, buffer.data(), buffer.size() - 64);
+          sink = sink + buffer[static_cast<std::size_t>(t0.time_since_epoch().count()) % buffer.size()];
+        }
+      }
+      const auto left = period - (Clock::now() - t0);
+      if (left > Clock::duration::zero()) std::this_thread::sleep_for(left);
+    }
+  }
+
+  std::vector<pid_t> pids_;
+};
 
 /// A worker kept between measurements: blocked reading its next start line (no CPU), its
 /// model built and warm.
@@ -426,6 +481,13 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
       std::chrono::duration<double>(options.window_s));
   const auto deadline = t0 + window + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.grace_s));
+  // The co-tenant runs through the window (from the start line to the last report).
+  std::optional<CoTenant> cotenant;
+  const Interference& share = options.conditions.interference;
+  if (all_ready && (share.sm_util > 0 || share.bandwidth_util > 0)) {
+    cotenant.emplace(share, options_.cores > 0 ? options_.cores
+                                               : static_cast<int>(std::thread::hardware_concurrency()));
+  }
   if (all_ready) {
     for (std::size_t k = 0; k < ws.size(); ++k) {
       const std::uint64_t arrivals =

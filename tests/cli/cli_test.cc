@@ -157,6 +157,8 @@ TEST(Cli, RunProfilesFitsPlansAndReports) {
       run("run " + kSrc + "/workloads/paper-n5.yaml --quiet --out " + out.string());
   EXPECT_NE(again.out.find("(0 + 0 taken now"), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("reused"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("1 intervals read back from the dataset"), std::string::npos)
+      << again.out;
 
   // One decision with the fitted surrogate: exact agrees with exhaustive on N = 5.
   const std::string model = (out / "surrogate.json").string();
@@ -212,6 +214,57 @@ TEST(Cli, FormatsDocShowsTheDeclaredKnobTable) {
   ASSERT_NE(b, std::string::npos);
   EXPECT_EQ(doc.substr(a + begin.size(), b - a - begin.size()), r.out)
       << "docs/formats.md is stale: paste the output of `corun knobs` between the markers";
+}
+
+TEST(Cli, RunSaysWhichSlaCannotBeMetAndWhy) {
+  const auto out = temp_dir() / "run-overloaded";
+  std::filesystem::remove_all(out);
+  const RunResult r =
+      run("run " + kSrc + "/workloads/overloaded-llm.yaml --quiet --out " + out.string());
+  EXPECT_EQ(r.code, 1) << r.err;  // the assistant's SLA breaches: measured, so counted
+  EXPECT_NE(r.out.find("infeasible: assistant: ttft_ms_p95 1500 cannot be met: best "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("demand 6 requests/s exceeds the"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the largest request_concurrency (4) serves"), std::string::npos) << r.out;
+  std::ifstream f(out / "report.json");
+  const auto j = nlohmann::json::parse(f);
+  for (const auto& iv : j.at("intervals")) {
+    EXPECT_FALSE(iv.at("feasible").get<bool>());
+    ASSERT_FALSE(iv.at("infeasible").empty());
+    EXPECT_NE(iv.at("infeasible")[0].get<std::string>().find("assistant: ttft_ms_p95"),
+              std::string::npos);
+    // The cameras keep their SLAs: the degraded plan still holds them.
+    for (const auto& m : iv.at("models")) {
+      if (m.at("name") != "assistant") {
+        EXPECT_FALSE(m.at("sla_breach").get<bool>()) << m.dump();
+      }
+    }
+  }
+  EXPECT_EQ(j.at("summary").at("infeasible_intervals"), j.at("intervals").size());
+  std::ifstream h(out / "report.html");
+  std::stringstream html;
+  html << h.rdbuf();
+  EXPECT_NE(html.str().find("Infeasible: not every SLA can be held"), std::string::npos);
+  EXPECT_NE(html.str().find("assistant: ttft_ms_p95 1500 cannot be met"), std::string::npos);
+}
+
+TEST(Cli, RunStartsFromTheTwinWithoutProfilingWhenAsked) {
+  const auto out = temp_dir() / "run-noprofile";
+  std::filesystem::remove_all(out);
+  const RunResult r = run("run " + kSrc + "/workloads/paper-n3.yaml --quiet --no-profile --out " +
+                          out.string());
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.err;
+  EXPECT_NE(r.out.find("profile: none"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("twin"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out / "surrogate.json"));
+  const RunResult both = run("run " + kSrc + "/workloads/paper-n3.yaml --no-profile --surrogate x.json");
+  EXPECT_EQ(both.code, 2) << both.err;
+  const RunResult bad_target = run("run " + kSrc + "/workloads/paper-n3.yaml --breach-target 2");
+  EXPECT_EQ(bad_target.code, 2);
+  const RunResult bad_mode = run("run " + kSrc + "/workloads/paper-n3.yaml --learning maybe");
+  EXPECT_EQ(bad_mode.code, 2);
+  EXPECT_NE(bad_mode.err.find("--learning"), std::string::npos) << bad_mode.err;
 }
 
 }  // namespace

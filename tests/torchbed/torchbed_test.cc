@@ -173,6 +173,25 @@ TEST(TorchBed, LatencyGrowsWithCorunners) {
   EXPECT_GT(crowded.gpu.mem_bw_util, 0);
 }
 
+TEST(TorchBed, ACoTenantSlowsTheModelsItSharesTheHostWith) {
+  // Conditions::interference starts a real co-tenant: processes keeping every core busy for the
+  // window. Interleaved pairs compared on their means, as above.
+  const TorchTestbed tb(options());
+  const Workload w = workload({spec("cam", "yolo11n", vision(192))});
+  Conditions busy;
+  busy.interference = {1.0, 0.0};
+  double quiet_p50 = 0, crowded_p50 = 0;
+  for (int i = 0; i < 2; ++i) {
+    const Measurement quiet = tb.measure(w, JointConfig{0}, MeasureOptions(0.8, 1));
+    const Measurement crowded = tb.measure(w, JointConfig{0}, MeasureOptions(0.8, 1, busy));
+    ASSERT_TRUE(quiet.ok()) << quiet.error;
+    ASSERT_TRUE(crowded.ok()) << crowded.error;
+    quiet_p50 += quiet.models[0].latency_ms_p50 / 2;
+    crowded_p50 += crowded.models[0].latency_ms_p50 / 2;
+  }
+  EXPECT_GT(crowded_p50, 1.3 * quiet_p50) << quiet_p50 << " vs " << crowded_p50;
+}
+
 TEST(TorchBed, TpotGrowsWithContext) {
   const TorchTestbed tb(options());
   const auto short_ctx = measure_all(tb, tiny_llm(16, 12), 1.5);

@@ -85,6 +85,9 @@ struct LearningSample {
   std::string model_key;    ///< its catalog model and knob values: local indices mean nothing else
   std::int32_t local = 0;
   double others_load = NAN;  ///< its co-runners' load (LoadTable) in that window
+  /// Where a change in this window was: of the whole GPU (several models changed together) or of
+  /// this model's configuration alone.
+  TargetLearner::ChangeHint hint = TargetLearner::ChangeHint::kUnknown;
   /// log(measured / base prediction) per target (NaN: not observed)
   std::array<double, kTargetCount> log_ratio{NAN, NAN, NAN, NAN};
   double under_prediction = 1;  ///< measured / predicted of the SLA latencies (learning off)

@@ -40,9 +40,11 @@ struct DegradedPlan {
 /// 1. a model whose SLA no configuration meets even alone on the GPU is run best effort — its
 ///    SLA stops constraining the plan and it is pinned to the configuration closest to its SLA
 ///    alone — and every other model is planned as usual;
-/// 2. while the rest still cannot all be held, the model with the lowest objective weight (ties:
-///    the largest SLA excess in the least-violating plan) gives up its SLA; it is not pinned, so
-///    the search may move it to whatever configuration lets the others hold.
+/// 2. while the rest still cannot all be held, one more model gives up its SLA: the one with the
+///    lowest objective weight whose giving up lets every remaining SLA hold, or, when no single
+///    one does, the lowest-weighted one the least-violating plan breaches (ties: the larger
+///    breach). It is not pinned, so the search may move it to whatever configuration lets the
+///    others hold.
 /// Each given-up SLA is explained (Infeasibility). The answer's `feasible` says whether every
 /// remaining SLA holds.
 Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& solver,

@@ -111,10 +111,19 @@ class TargetLearner {
     bool miss = false;      ///< the measured value was above the bound planned for it
     bool change = false;    ///< change detected (shared variance reset)
   };
+  /// @brief Where a change of the truth is, when one is detected: the learner alone cannot tell
+  /// a change of the whole GPU (a co-tenant, a power cap: every configuration moves) from one
+  /// of this configuration (its queue saturates); the Controller can, from how many models
+  /// changed in the same window.
+  enum class ChangeHint { kUnknown, kShared, kConfig };
+  /// @brief Is y a change of the truth rather than noise (normalised innovation above
+  /// LearningOptions::change_chi2)?
+  [[nodiscard]] bool is_change(std::int32_t l, double u, double y) const;
   /// @brief Learns from y = log(measured / base prediction) in configuration l at co-runners'
   /// load u. With `calibrate` false the conformal level is left alone (a replay of windows it
   /// already saw).
-  Update observe(std::int32_t l, double u, double y, bool calibrate = true);
+  Update observe(std::int32_t l, double u, double y, bool calibrate = true,
+                 ChangeHint hint = ChangeHint::kUnknown);
   /// @brief Starts the shared error and the configurations' deviations again from `prior` (a
   /// new base predictor), keeping the estimated noise and the conformal level.
   void restart(const ErrorPrior& prior);

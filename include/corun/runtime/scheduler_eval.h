@@ -50,6 +50,10 @@ struct SchedulerEvalRow {
   double gap_to_oracle_1_pct = NAN;
   std::size_t sla_violations = 0;  ///< measured model-intervals breaching
   std::size_t violations_after_3 = 0;  ///< of them, after the first 3 intervals
+  /// Of them, in intervals where the robust oracle holds every SLA: where no plan can, a breach
+  /// is unavoidable whatever the scheduler (the planner then says which SLA cannot be met).
+  std::size_t violations_where_feasible = 0;
+  std::size_t infeasible_truth_intervals = 0;  ///< intervals where no plan holds every SLA
   double breach_rate = 0;          ///< violations / model-intervals that ran
   std::size_t infeasible_intervals = 0;  ///< intervals whose plan could not hold every SLA
   std::vector<DriftOutcome> drift;

@@ -12,6 +12,10 @@
 
 namespace corun {
 
+/// @brief Where online learning starts on top of the catalog twin for a model of `family` and a
+/// target: how far a GPU strays from its catalog description (see twin_source.cc).
+ErrorPrior twin_prior(ModelFamily family, Target t);
+
 /// @brief How the catalog twin predicts.
 struct TwinOptions {
   double margin = 0.1;  ///< static latency margin (what it plans with when learning is off)

@@ -1,0 +1,161 @@
+// corun serve learns the GPU it serves from the telemetry it receives: a client that runs the
+// plans on a GPU that differs from the catalog (a perturbed simulator) and reports what it
+// measured brings the served predictions to what the GPU really does, and the plan near the best
+// the GPU allows.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/rng.h"
+#include "corun/runtime/robust_oracle.h"
+#include "corun/runtime/twin_source.h"
+#include "corun/serve/service.h"
+#include "corun/testbed/sim.h"
+#include "serve_test_util.h"
+
+namespace corun::serve {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+constexpr const char* kToken = "learning-test-token-0123456789";
+
+// The models the client serves (registration order = the workload's order).
+constexpr const char* kModels = R"(device: rtx3090
+models:
+  - name: chat
+    model: qwen2.5-0.5b
+    knobs: {precision: [fp16, awq], request_concurrency: [1, 2, 4]}
+    demand: {rps: 2, prompt_tokens: 256, output_tokens: 64}
+    sla: {ttft_ms_p95: 400, tpot_ms_p95: 12}
+    weight: 2
+  - name: cam0
+    model: yolo11s
+    knobs: {imgsz: [320, 480, 640], skip_rate: [0, 0.5]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 7.5}
+  - name: cam1
+    model: yolo11m
+    knobs: {imgsz: [320, 480, 640]}
+    demand: {fps: 15}
+    sla: {latency_ms_p95: 10.5}
+)";
+
+HttpResponse call(Service& s, const std::string& method, const std::string& path,
+                  const std::string& body = "") {
+  HttpRequest r;
+  r.method = method;
+  r.path = path;
+  r.body = body;
+  r.authorization = std::string("Bearer ") + kToken;
+  if (!body.empty()) r.content_type = "application/json";
+  return s.handle(r);
+}
+
+// Waits until the planner has nothing left to do (deterministic interleaving of telemetry and
+// plans: every window is measured under one plan).
+void settle(Service& s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const json h = json::parse(call(s, "GET", "/healthz").body);
+    if (!h["replan_pending"].get<bool>() && !h["replanning"].get<bool>() &&
+        h["plan_id"].get<std::int64_t>() > 0) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  FAIL() << "the planner did not settle";
+}
+
+TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTruth) {
+  auto w = parse_workload(kModels, "models.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  // The GPU as it really is: every physical parameter 10-40 % off the catalog (seed 7).
+  const SimTestbed truth(SimTruth::perturbed(7));
+  TempDir dir;
+  ServiceOptions o;
+  o.state_dir = dir.path();
+  o.token = kToken;
+  o.solver = "exhaustive";  // a small space: the decisions are exact, the test about learning
+  o.min_replan_interval_ms = 0;
+  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  ASSERT_TRUE(opened.ok()) << opened.error().what();
+  Service& s = **opened;
+  const std::vector<std::string> entries = {
+      R"({"name":"chat","model":"qwen2.5-0.5b","knobs":{"precision":["fp16","awq"],"request_concurrency":[1,2,4]},"demand":{"rps":2,"prompt_tokens":256,"output_tokens":64},"sla":{"ttft_ms_p95":400,"tpot_ms_p95":12},"weight":2})",
+      R"({"name":"cam0","model":"yolo11s","knobs":{"imgsz":[320,480,640],"skip_rate":[0,0.5]},"demand":{"fps":30},"sla":{"latency_ms_p95":7.5}})",
+      R"({"name":"cam1","model":"yolo11m","knobs":{"imgsz":[320,480,640]},"demand":{"fps":15},"sla":{"latency_ms_p95":10.5}})"};
+  for (const auto& e : entries) ASSERT_EQ(call(s, "POST", "/v1/models", e).status, 201);
+
+  auto plan_config = [&](const json& plan) {
+    JointConfig c;
+    for (const auto& m : w->models) c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
+    return c;
+  };
+  json plan;
+  const int kWindows = 30;
+  for (int k = 0; k < kWindows; ++k) {
+    settle(s);
+    plan = json::parse(call(s, "GET", "/v1/plan").body);
+    const JointConfig c = plan_config(plan);
+    const Measurement m = truth.measure(*w, c, MeasureOptions(10, derive_seed(7, {static_cast<std::uint64_t>(k)})));
+    json samples = json::array();
+    for (const auto& mm : m.models) {
+      json sample = {{"model", mm.name}, {"plan_id", plan["id"]}, {"throughput", mm.throughput}};
+      if (w->models[mm.model].arch.family == ModelFamily::kLlm) {
+        if (mm.ttft_ms_p95) sample["ttft_ms_p95"] = *mm.ttft_ms_p95;
+        if (mm.tpot_ms_p95) sample["tpot_ms_p95"] = *mm.tpot_ms_p95;
+      } else {
+        sample["latency_ms_p95"] = mm.latency_ms_p95;
+      }
+      samples.push_back(sample);
+    }
+    ASSERT_EQ(call(s, "POST", "/v1/telemetry", samples.dump()).status, 202);
+  }
+  settle(s);
+  plan = json::parse(call(s, "GET", "/v1/plan").body);
+  const JointConfig c = plan_config(plan);
+
+  // What is predicted for the plan in force against what this GPU does in it on average (the
+  // expected value of the windows' p95: a single window's p95 scatters by up to 25 %).
+  const Measurement expected = truth.measure(*w, c, MeasureOptions(10, 1, {}, false));
+  for (const auto& mm : expected.models) {
+    const json& p = plan["models"][mm.name]["predicted"];
+    if (w->models[mm.model].arch.family == ModelFamily::kLlm) {
+      EXPECT_NEAR(p["ttft_ms_p95"].get<double>() / *mm.ttft_ms_p95, 1.0, 0.10) << mm.name;
+      EXPECT_NEAR(p["tpot_ms_p95"].get<double>() / *mm.tpot_ms_p95, 1.0, 0.10) << mm.name;
+    } else {
+      EXPECT_NEAR(p["latency_ms_p95"].get<double>() / mm.latency_ms_p95, 1.0, 0.10) << mm.name;
+    }
+  }
+  // The twin alone (what serve planned with before it learned) was far off on this GPU.
+  const Measurement twin = SimTestbed().measure(*w, c, MeasureOptions(10, 1, {}, false));
+  double worst = 0;
+  for (std::size_t k = 0; k < twin.models.size(); ++k) {
+    const double a = twin.models[k].latency_ms_p95, b = expected.models[k].latency_ms_p95;
+    worst = std::max(worst, std::abs(a / b - 1));
+  }
+  EXPECT_GT(worst, 0.10);
+
+  // The plan against the best plan the GPU itself allows (robust: every SLA held in 99 % of
+  // 1,000 windows).
+  RobustOracle oracle(truth, 10, 2, 1000);
+  const auto best = oracle.best(*w, {});
+  ASSERT_TRUE(best.feasible);
+  const RobustScore mine = oracle.score(*w, {}, c);
+  const double gap = 100 * (best.utility - mine.earned) / best.utility;
+  EXPECT_LE(gap, 3.0) << plan.dump();
+  // What learning says about itself, where a client can see it.
+  EXPECT_EQ(plan["learning"]["cam0"]["observations"].get<int>(), kWindows);
+  const auto metrics = call(s, "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("corun_serve_margin_ratio{model=\"cam1\"}"), std::string::npos);
+  EXPECT_NE(metrics.find("corun_serve_prediction_abs_error_ratio{model=\"chat\"}"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace corun::serve
