@@ -9,6 +9,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   libxgboost-dev
   libtorch-dev libopenblas0-openmp
+  # Integration tests: the Python client (standard library only).
+  python3
 )
 if [[ ${CORUN_EXTRA_PACKAGES:-} ]]; then
   read -r -a extra <<<"$CORUN_EXTRA_PACKAGES"
