@@ -9,6 +9,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   libxgboost-dev
   libtorch-dev libopenblas0-openmp
+  # Integration tests: the Python client (standard library only) and a real Prometheus
+  # scraping corun serve (promtool comes with it).
+  python3 prometheus
 )
 if [[ ${CORUN_EXTRA_PACKAGES:-} ]]; then
   read -r -a extra <<<"$CORUN_EXTRA_PACKAGES"

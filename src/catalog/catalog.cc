@@ -300,6 +300,44 @@ void parse_cnn_ref(const YamlField& f, const TemplateMap& templates, ModelArch& 
   m.aux_kernels = e.value().aux_kernels;
 }
 
+// `checkpoints: {PRECISION: {hf_id: ORG/NAME, source: ...}}`: one published checkpoint per
+// precision variant. A precision the model does not list has no variant to point at.
+std::vector<ModelCheckpoint> parse_checkpoints(const YamlField& f,
+                                               const std::vector<Precision>& precisions) {
+  std::vector<ModelCheckpoint> out;
+  if (!f.present() || !f.expect_map()) return out;
+  for (const auto& key : f.keys()) {
+    const YamlField c = f[key];
+    const auto p = parse_precision(key);
+    if (!p) {
+      c.error("unknown precision '" + key + "'" + did_you_mean(key, precision_names()) +
+              "; known: " + join(precision_names(), ", "));
+      continue;
+    }
+    if (std::find(precisions.begin(), precisions.end(), *p) == precisions.end()) {
+      c.error("precision '" + key + "' is not in the model's precisions");
+      continue;
+    }
+    if (!c.expect_map()) continue;
+    c.check_keys({"hf_id", "source"});
+    ModelCheckpoint cp;
+    cp.precision = *p;
+    cp.hf_id = c.string_at("hf_id", true).value_or("");
+    cp.source = c.string_at("source", true).value_or("");
+    // A Hugging Face repository id is "owner/name", each part non-empty, no spaces.
+    const auto slash = cp.hf_id.find('/');
+    if (!cp.hf_id.empty() &&
+        (slash == std::string::npos || slash == 0 || slash + 1 == cp.hf_id.size() ||
+         cp.hf_id.find('/', slash + 1) != std::string::npos ||
+         cp.hf_id.find_first_of(" \t") != std::string::npos)) {
+      c["hf_id"].error("'" + cp.hf_id + "' is not a Hugging Face repository id (owner/name)");
+      continue;
+    }
+    if (!cp.hf_id.empty() && !cp.source.empty()) out.push_back(std::move(cp));
+  }
+  return out;
+}
+
 std::optional<ModelArch> parse_model(const YamlField& f, const std::string& name,
                                      const TemplateMap& templates) {
   if (!f.expect_map()) return std::nullopt;
@@ -307,7 +345,7 @@ std::optional<ModelArch> parse_model(const YamlField& f, const std::string& name
   f.check_keys({"display_name", "family", "precisions", "reference_size", "cnn", "conv_layers",
                 "aux_kernels", "encoder", "decoder", "default_seq_len", "speech_decode_tokens",
                 "audio_mel_bins", "published_params_m", "published_gflops", "quality",
-                "quality_metric", "source"});
+                "quality_metric", "source", "checkpoints"});
   ModelArch m;
   m.name = name;
   m.display_name = f.string_at("display_name", false).value_or(name);
@@ -317,6 +355,7 @@ std::optional<ModelArch> parse_model(const YamlField& f, const std::string& name
   read_number(f, "quality", 0, 100, m.quality);
   m.quality_metric = f.string_at("quality_metric", true).value_or("");
   m.source = f.string_at("source", true).value_or("");
+  m.checkpoints = parse_checkpoints(f["checkpoints"], m.precisions);
 
   const YamlField family = f["family"];
   if (!family.present()) {
@@ -594,6 +633,13 @@ std::optional<std::string> Catalog::file(std::string_view name) const {
   const auto it = files_.find(name);
   if (it == files_.end()) return std::nullopt;
   return it->second;
+}
+
+const ModelCheckpoint* ModelArch::checkpoint(Precision p) const {
+  for (const auto& c : checkpoints) {
+    if (c.precision == p) return &c;
+  }
+  return nullptr;
 }
 
 }  // namespace corun

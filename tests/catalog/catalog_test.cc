@@ -314,5 +314,52 @@ TEST(CatalogTest, ParseDeviceInline) {
       << diags2.to_error().what();
 }
 
+TEST(CatalogTest, EveryLlmHasACheckpointPerPrecision) {
+  // A serving stack (corun export) loads an LLM by its Hugging Face id; the ids below are the
+  // official Qwen2.5 repositories (huggingface.co/Qwen), typed here from their model cards.
+  const Catalog c = Catalog::load_embedded().value();
+  for (const auto& name : c.model_names()) {
+    const ModelArch& m = *c.find_model(name);
+    if (m.family != ModelFamily::kLlm) continue;
+    for (Precision p : m.precisions) {
+      const ModelCheckpoint* cp = m.checkpoint(p);
+      ASSERT_NE(cp, nullptr) << name << " " << to_string(p);
+      EXPECT_FALSE(cp->source.empty()) << name;
+    }
+  }
+  const ModelArch& q = *c.find_model("qwen2.5-1.5b");
+  EXPECT_EQ(q.checkpoint(Precision::kFp16)->hf_id, "Qwen/Qwen2.5-1.5B-Instruct");
+  EXPECT_EQ(q.checkpoint(Precision::kAwq)->hf_id, "Qwen/Qwen2.5-1.5B-Instruct-AWQ");
+  EXPECT_EQ(c.find_model("qwen2.5-7b")->checkpoint(Precision::kAwq)->hf_id,
+            "Qwen/Qwen2.5-7B-Instruct-AWQ");
+  EXPECT_EQ(q.checkpoint(Precision::kInt8), nullptr);
+  EXPECT_TRUE(c.find_model("yolo11n")->checkpoints.empty());
+}
+
+TEST(CatalogTest, MalformedCheckpointsAreReported) {
+  TempDir dir;
+  dir.write("devices.yaml", devices_yaml());
+  dir.write("models.yaml", models_yaml() +
+                               "    checkpoints:\n"
+                               "      fp16: {hf_id: org/tiny, source: card}\n"
+                               "      bf16: {hf_id: org/tiny, source: card}\n"
+                               "      awk: {hf_id: org/tiny-awq, source: card}\n"
+                               "      awq: {hf_id: no-slash, source: card}\n");
+  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  ASSERT_FALSE(c.ok());
+  const std::string msg = c.error().what();
+  EXPECT_NE(msg.find("models.tiny-llm.checkpoints.bf16: precision 'bf16' is not in the model's "
+                     "precisions"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("checkpoints.awk: unknown precision 'awk' (did you mean 'awq'?)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("checkpoints.awq.hf_id: 'no-slash' is not a Hugging Face repository id"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("checkpoints.fp16"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace corun

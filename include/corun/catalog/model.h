@@ -55,6 +55,14 @@ struct TransformerDims {
   int position_embeddings = 0;  ///< learned absolute positions (0: rotary, no table)
 };
 
+/// @brief A published checkpoint of one precision variant of a catalog model, as a serving stack
+/// loads it (e.g. vLLM's `--model`). Only models a serving stack downloads by name carry them.
+struct ModelCheckpoint {
+  Precision precision = Precision::kFp16;
+  std::string hf_id;   ///< Hugging Face repository, "Qwen/Qwen2.5-1.5B-Instruct-AWQ"
+  std::string source;  ///< where the id and what it holds were read (model card)
+};
+
 /// @brief A catalog model: its architecture, from which FLOPs, bytes, kernels and memory are
 /// derived, plus published facts kept only to check the derivation and to score quality.
 struct ModelArch {
@@ -80,6 +88,12 @@ struct ModelArch {
   double quality = 0;             ///< e.g. COCO mAP50-95 at reference size, or task score
   std::string quality_metric;     ///< what `quality` measures (higher is better)
   std::string source;
+  /// Published checkpoints by precision (a subset of `precisions`; empty for models that a
+  /// serving stack builds from its own export, such as TensorRT engines of YOLO11).
+  std::vector<ModelCheckpoint> checkpoints;
+
+  /// @brief The checkpoint of precision `p`, or nullptr when none is catalogued.
+  [[nodiscard]] const ModelCheckpoint* checkpoint(Precision p) const;
 };
 
 /// @brief Parameters by how quantisation stores them.

@@ -1,0 +1,73 @@
+#pragma once
+
+// The export layer turns a corun plan into the configuration of a real serving stack: vLLM
+// launch arguments, Triton model configurations, MPS client limits, and a docker compose file
+// that starts them together. (The namespace is `exporting` because `export` is a C++ keyword.)
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/result.h"
+#include "corun/export/deployment.h"
+#include "corun/export/plan_input.h"
+
+namespace corun::exporting {
+
+/// @brief The configuration formats `corun export` writes.
+enum class ExportFormat {
+  kVllm,     ///< vllm.sh: one `vllm serve` command per LLM
+  kTriton,   ///< NAME/config.pbtxt per vision, encoder and speech model (a model repository)
+  kMps,      ///< NAME.env per model: MPS client limits (env-file syntax)
+  kCompose,  ///< docker-compose.yaml (+ the Triton repository it mounts)
+};
+
+/// @brief All formats, in declaration order.
+const std::vector<ExportFormat>& export_formats();
+/// @brief "vllm", "triton", "mps", "compose".
+std::string_view to_string(ExportFormat f);
+/// @brief The format called `name`, or nullopt.
+std::optional<ExportFormat> parse_export_format(std::string_view name);
+/// @brief The format names, for help texts and suggestions.
+const std::vector<std::string>& export_format_names();
+
+/// @brief One file of an export, its path relative to the output directory.
+struct ExportFile {
+  std::string path;
+  std::string content;
+};
+
+/// @brief Renders a plan in one format. Pure: nothing is written.
+/// @param plan a plan resolved against its workload
+/// @param format the target format
+/// @param options provenance, ports and device
+/// @return the files of the export, or an Error (kInvalidInput) when the plan cannot be
+/// expressed in the format: no model the format serves, or a precision without a catalogued
+/// checkpoint (vLLM loads LLMs by their Hugging Face id)
+Result<std::vector<ExportFile>> render_export(const PlanInput& plan, ExportFormat format,
+                                              const ExportOptions& options);
+
+/// @brief The request of one `corun export` call.
+struct ExportRequest {
+  std::string plan_file;
+  std::string format;         ///< a name from export_format_names()
+  std::string workload_file;  ///< empty: the one the plan names
+  std::string out_dir;        ///< empty: print to stdout
+};
+
+/// @brief `corun export`: reads the plan, resolves it against its workload, renders the
+/// format and, with an output directory, writes every file atomically (core/atomic_file.h).
+/// All validation and rendering happen before the first write, so bad input leaves nothing
+/// behind.
+/// @param request the flags
+/// @param catalog catalog for the workload
+/// @param options provenance, ports and device
+/// @return what to print on stdout: the files' contents (each preceded by a `# ==> PATH <==`
+/// line when there are several), or with out_dir the list of files written; an Error of kind
+/// kInvalidInput for bad input, kNotFound for unreadable files, kIo when a write fails
+Result<std::string> run_export(const ExportRequest& request, const Catalog& catalog,
+                               const ExportOptions& options);
+
+}  // namespace corun::exporting

@@ -1,0 +1,43 @@
+// corun export PLAN --format vllm|triton|mps|compose [--out DIR]: a plan as the configuration
+// of a serving stack (docs/export.md).
+#include <cstdio>
+
+#include "command.h"
+#include "common.h"
+#include "corun/core/strings.h"
+#include "corun/export/export.h"
+
+namespace corun::cli {
+namespace {
+
+const bool registered = register_command({
+    "export",
+    "Write a plan (corun plan --json, a run's report.json, or a served plan) as vLLM "
+    "arguments, Triton configs, MPS limits or a docker compose file",
+    [](CLI::App& sub) {
+      auto req = std::make_shared<exporting::ExportRequest>();
+      auto catalog = std::make_shared<std::string>();
+      sub.add_option("plan", req->plan_file,
+                     "plan JSON: corun plan --json output, report.json of corun run, or GET "
+                     "/v1/plan of corun serve")
+          ->required();
+      sub.add_option("--format", req->format,
+                     "output format: " + join(exporting::export_format_names(), ", "))
+          ->required();
+      sub.add_option("--workload", req->workload_file,
+                     "workload file (default: the one the plan names; a served plan names none)");
+      sub.add_option("--out", req->out_dir, "write the files under DIR (default: print them)");
+      sub.add_option("--catalog", *catalog, "catalog directory (default: built in)");
+      return std::function<int()>([req, catalog] {
+        auto c = load_catalog(*catalog);
+        if (!c) return report_error(c.error());
+        auto out = exporting::run_export(*req, **c, exporting::default_export_options());
+        if (!out) return report_error(out.error());
+        std::fputs(out->c_str(), stdout);
+        return kExitOk;
+      });
+    },
+});
+
+}  // namespace
+}  // namespace corun::cli

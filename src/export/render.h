@@ -1,0 +1,57 @@
+#pragma once
+
+// Private to the export layer: the pieces each format is made of, shared by the compose file
+// (which starts the vLLM and Triton servers of the other formats with the MPS environment).
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "corun/core/result.h"
+#include "corun/export/deployment.h"
+#include "corun/export/export.h"
+
+namespace corun::exporting {
+
+/// The model id vLLM loads and its arguments after it ("--flag", "value", ...).
+struct VllmLaunch {
+  std::string model_id;
+  std::vector<std::string> args;
+};
+
+/// vLLM arguments of one LLM listening on `port`. Errors when the precision has no catalogued
+/// checkpoint or no vLLM equivalent.
+Result<VllmLaunch> vllm_launch(const ModelDeployment& d, int port);
+
+/// The Triton model configuration (config.pbtxt text) of one non-LLM model.
+std::string triton_config(const PlanInput& plan, const ModelDeployment& d,
+                          const ExportOptions& options);
+
+/// The MPS client environment of one model, in the order it is written.
+std::vector<std::pair<std::string, std::string>> mps_environment(const ModelDeployment& d,
+                                                                 const ExportOptions& options);
+
+/// "# name: catalog-model, settings" plus the plan and provenance lines every file starts with.
+std::string file_header(const PlanInput& plan, const ExportOptions& options,
+                        const std::string& what);
+
+/// "cam0: yolo11n, imgsz=320,skip_rate=0" (or "... (no searched knob)").
+std::string model_line(const ModelDeployment& d);
+
+/// "12.345" with `digits` decimals.
+std::string fixed_decimals(double v, int digits);
+
+Result<std::vector<ExportFile>> render_vllm(const PlanInput& plan,
+                                            const std::vector<ModelDeployment>& models,
+                                            const ExportOptions& options);
+Result<std::vector<ExportFile>> render_triton(const PlanInput& plan,
+                                              const std::vector<ModelDeployment>& models,
+                                              const ExportOptions& options);
+Result<std::vector<ExportFile>> render_mps(const PlanInput& plan,
+                                           const std::vector<ModelDeployment>& models,
+                                           const ExportOptions& options);
+Result<std::vector<ExportFile>> render_compose(const PlanInput& plan,
+                                               const std::vector<ModelDeployment>& models,
+                                               const ExportOptions& options);
+
+}  // namespace corun::exporting

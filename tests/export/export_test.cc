@@ -1,0 +1,655 @@
+// corun export: the numbers every format derives (checked against hand computations), the
+// golden files of each format (written by hand from the upstream formats), the knob table's
+// completeness, and clear errors for plans that are malformed or made for another workload.
+//
+// Upstream references for the golden files under tests/export/golden/:
+//  - vLLM engine arguments: docs.vllm.ai/en/v0.8.5/serving/engine_args.html (`vllm serve
+//    MODEL`, --served-model-name, --port, --dtype {auto,half,float16,bfloat16,float,float32},
+//    --quantization awq, --max-num-seqs, --enable-chunked-prefill, --max-num-batched-tokens,
+//    --max-model-len, --gpu-memory-utilization "the fraction of GPU memory to be used for the
+//    model executor ... a per-instance limit").
+//  - Triton model configuration: model_config.proto in github.com/triton-inference-server/
+//    common (ModelConfig: name, platform "tensorrt_plan", backend "python", max_batch_size,
+//    default_model_filename, instance_group {count, kind KIND_GPU}, dynamic_batching
+//    {max_queue_delay_microseconds}, parameters map<string, ModelParameter {string_value}>),
+//    text format as in Triton's docs/user_guide/model_configuration.md.
+//  - MPS: docs.nvidia.com/deploy/mps, "Environment Variables": CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
+//    CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=1G" form: device=limit, M or G suffix).
+//  - Compose Specification (github.com/compose-spec/compose-spec, spec.md and deploy.md).
+// The VRAM-derived numbers in them (--gpu-memory-utilization, the MPS memory limits) come from
+// the catalog cost model (model_vram_bytes, tested in its own layer); DeploymentRoundsVram
+// below checks how each is rounded from it.
+#include "corun/export/export.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "corun/core/atomic_file.h"
+#include "corun/export/deployment.h"
+#include "corun/export/knob_map.h"
+#include "corun/export/plan_input.h"
+#include "corun/space/space.h"
+
+namespace corun::exporting {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSource = CORUN_SOURCE_DIR;
+const fs::path kGolden = kSource / "tests/export/golden";
+
+std::string read(const fs::path& p) {
+  auto t = read_file(p);
+  return t ? *t : std::string();
+}
+
+/// A fresh directory, removed with its contents at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("corun-export-" + std::to_string(::getpid()) + "-" + info->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  [[nodiscard]] const fs::path& path() const { return path_; }
+  fs::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name) << text;
+    return path_ / name;
+  }
+
+ private:
+  fs::path path_;
+};
+
+ExportOptions test_options() {
+  ExportOptions o;
+  o.generator = "corun TEST";
+  return o;
+}
+
+const Catalog& catalog() { return Catalog::default_catalog(); }
+
+// The served plan of tests/export/golden, with the paths its headers print made relative.
+PlanInput golden_plan() {
+  auto p = parse_plan_input(read(kGolden / "served-plan.json"), "golden/served-plan.json",
+                            (kGolden / "workload.yaml").string(), catalog());
+  EXPECT_TRUE(p.ok()) << p.error().what();
+  PlanInput plan = std::move(p).value();
+  plan.workload.file = "golden/workload.yaml";
+  return plan;
+}
+
+const ModelDeployment& find(const std::vector<ModelDeployment>& ds, const std::string& name) {
+  for (const auto& d : ds) {
+    if (d.spec->name == name) return d;
+  }
+  ADD_FAILURE() << "no deployment " << name;
+  return ds.front();
+}
+
+TEST(Export, FormatsHaveNamesAndSuggestions) {
+  EXPECT_EQ(export_format_names(), (std::vector<std::string>{"vllm", "triton", "mps", "compose"}));
+  for (ExportFormat f : export_formats()) EXPECT_EQ(parse_export_format(to_string(f)), f);
+  EXPECT_FALSE(parse_export_format("VLLM").has_value());
+}
+
+TEST(Export, GoldenPlanResolvesAgainstItsWorkload) {
+  const PlanInput plan = golden_plan();
+  EXPECT_EQ(plan.kind, PlanKind::kServedPlan);
+  EXPECT_EQ(plan.label, "served plan 12 (reason: demand cam)");
+  ASSERT_EQ(plan.models.size(), 4u);
+  // Workload order, whatever order the served plan listed them in.
+  EXPECT_EQ(plan.spec(plan.models[0]).name, "chat");
+  EXPECT_EQ(plan.spec(plan.models[3]).name, "asr");
+  // The served settings list the knobs alphabetically; the workload numbers them in the order
+  // written: precision (awq = 1), request_concurrency (32 = 1), prefill_chunk (16 = 0).
+  EXPECT_EQ(plan.models[0].local_index, (1u * 2 + 1) * 2 + 0);
+  EXPECT_EQ(plan.models[0].settings.precision, Precision::kAwq);
+  EXPECT_EQ(plan.models[1].settings.sm_share, 50);
+  // Fixed knobs come from the workload, not the plan.
+  EXPECT_EQ(plan.models[2].settings.precision, Precision::kInt8);
+  EXPECT_EQ(plan.models[2].settings.request_concurrency, 2);
+  EXPECT_EQ(plan.models[3].settings.batch, 2);
+}
+
+TEST(Export, DeploymentNumbersMatchHandComputations) {
+  const PlanInput plan = golden_plan();
+  const auto ds = plan_deployment(plan, test_options());
+  ASSERT_EQ(ds.size(), 4u);
+  const auto& chat = find(ds, "chat");
+  const auto& cam = find(ds, "cam");
+  const auto& enc = find(ds, "enc");
+  const auto& asr = find(ds, "asr");
+  // Ports: base 8000 + position in the plan.
+  EXPECT_EQ(chat.port, 8000);
+  EXPECT_EQ(asr.port, 8003);
+  EXPECT_EQ(chat.server, Server::kVllm);
+  EXPECT_EQ(asr.server, Server::kTriton);
+  // chat: prompt 256 + output 64 tokens.
+  EXPECT_EQ(chat.max_model_len, 320);
+  // cam: 30 fps, skip 0.33 -> 30 x 0.67 = 20.1 frames/s reach Triton; a batch of 4 fills in
+  // 3 / 20.1 s = 0.14925373 s = 149254 us; 1 / 0.67 = 1.49 -> stride 2; sm_share 50 -> 50 %.
+  EXPECT_NEAR(cam.input_rate_per_s, 20.1, 1e-9);
+  EXPECT_EQ(cam.queue_delay_us, 149254);
+  EXPECT_EQ(cam.vid_stride, 2);
+  EXPECT_EQ(cam.mps_active_thread_percentage, 50);
+  EXPECT_EQ(chat.mps_active_thread_percentage, 100);  // sm_share not searched: 100
+  // enc: 50 requests/s, batch 8: 7 / 50 s = 140000 us.
+  EXPECT_EQ(enc.queue_delay_us, 140000);
+  // asr: 2 requests/s, batch 2: 1 / 2 s = 500000 us.
+  EXPECT_EQ(asr.queue_delay_us, 500000);
+  EXPECT_EQ(asr.vid_stride, 1);
+}
+
+TEST(Export, VidStrideRoundsUp) {
+  // Keep 1 frame in ceil(1 / (1 - skip)): never more frames than planned.
+  const std::vector<std::pair<double, int>> cases = {
+      {0, 1}, {0.2, 2}, {0.33, 2}, {0.5, 2}, {0.6, 3}, {0.75, 4}, {0.8, 5}, {0.9, 10}, {0.95, 20}};
+  for (const auto& [skip, stride] : cases) {
+    PlanInput plan = golden_plan();
+    plan.models[1].settings.skip_rate = skip;
+    EXPECT_EQ(plan_deployment(plan, test_options())[1].vid_stride, stride) << skip;
+  }
+}
+
+TEST(Export, DeploymentRoundsVram) {
+  const PlanInput plan = golden_plan();
+  const double total = plan.workload.device.vram_bytes();
+  double fractions = 0;
+  for (const auto& d : plan_deployment(plan, test_options())) {
+    const double v = model_vram_bytes(*d.spec, d.settings);
+    EXPECT_DOUBLE_EQ(d.vram_bytes, v);
+    // Fraction rounded down to 0.001, limit rounded up to MiB: the MPS cap is never below
+    // the share vLLM is told it may use.
+    EXPECT_LE(d.vram_fraction, v / total + 1e-12);
+    EXPECT_GT(d.vram_fraction + 0.001, v / total);
+    EXPECT_NEAR(d.vram_fraction * 1000, std::round(d.vram_fraction * 1000), 1e-9);
+    EXPECT_GE(static_cast<double>(d.mps_mem_limit_mib) * 1048576.0, v);
+    EXPECT_LT(static_cast<double>(d.mps_mem_limit_mib - 1) * 1048576.0, v);
+    EXPECT_GE(static_cast<double>(d.mps_mem_limit_mib) * 1048576.0, d.vram_fraction * total);
+    fractions += d.vram_fraction;
+  }
+  EXPECT_LE(fractions, 1.0);
+}
+
+// Lines that are not comments: what a server reads.
+std::string strip_comments(const std::string& text) {
+  std::istringstream in(text);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(' ');
+    if (first != std::string::npos && line[first] == '#') continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string concat(const std::vector<ExportFile>& files) {
+  std::string out;
+  for (const auto& f : files) out += "==> " + f.path + "\n" + f.content;
+  return out;
+}
+
+TEST(Export, GoldenFiles) {
+  const PlanInput plan = golden_plan();
+  const std::vector<std::pair<ExportFormat, std::vector<std::string>>> expected = {
+      {ExportFormat::kVllm, {"vllm.sh"}},
+      {ExportFormat::kTriton, {"cam/config.pbtxt", "enc/config.pbtxt", "asr/config.pbtxt"}},
+      {ExportFormat::kMps, {"chat.env", "cam.env", "enc.env", "asr.env"}},
+      {ExportFormat::kCompose,
+       {"docker-compose.yaml", "triton/cam/config.pbtxt", "triton/enc/config.pbtxt",
+        "triton/asr/config.pbtxt"}},
+  };
+  for (const auto& [format, paths] : expected) {
+    SCOPED_TRACE(std::string(to_string(format)));
+    auto files = render_export(plan, format, test_options());
+    ASSERT_TRUE(files.ok()) << files.error().what();
+    std::vector<std::string> got;
+    for (const auto& f : *files) got.push_back(f.path);
+    EXPECT_EQ(got, paths);
+    for (const auto& f : *files) {
+      // compose mounts the Triton repository: the same configurations as --format triton.
+      std::string golden = f.path;
+      if (golden.rfind("triton/", 0) == 0)
+        golden = "triton/" + golden.substr(7);
+      else
+        golden = std::string(to_string(format)) + "/" + golden;
+      EXPECT_EQ(f.content, read(kGolden / golden)) << "golden " << golden;
+    }
+  }
+}
+
+TEST(Export, ComposeFileParsesAsYamlWithOneServicePerModel) {
+  const PlanInput plan = golden_plan();
+  auto files = render_export(plan, ExportFormat::kCompose, test_options());
+  ASSERT_TRUE(files.ok());
+  const YAML::Node doc = YAML::Load(files->front().content);
+  const YAML::Node services = doc["services"];
+  ASSERT_TRUE(services.IsMap());
+  EXPECT_EQ(services.size(), 5u);  // mps-control + 4 models
+  for (const auto& d : plan_deployment(plan, test_options())) {
+    const YAML::Node s = services[d.spec->name];
+    ASSERT_TRUE(s.IsMap()) << d.spec->name;
+    EXPECT_EQ(s["environment"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"].as<std::string>(),
+              "0=" + std::to_string(d.mps_mem_limit_mib) + "M");
+    EXPECT_EQ(s["ports"][0].as<std::string>(), std::to_string(d.port) + ":8000");
+    EXPECT_EQ(s["depends_on"][0].as<std::string>(), "mps-control");
+  }
+  std::vector<std::string> chat;
+  for (const auto& a : services["chat"]["command"]) chat.push_back(a.as<std::string>());
+  EXPECT_EQ(chat.front(), "--model=Qwen/Qwen2.5-0.5B-Instruct-AWQ");
+  EXPECT_NE(std::find(chat.begin(), chat.end(), "--max-num-seqs=32"), chat.end());
+  EXPECT_NE(std::find(chat.begin(), chat.end(), "--quantization=awq"), chat.end());
+  EXPECT_EQ(services["cam"]["command"][3].as<std::string>(), "--load-model=cam");
+}
+
+// A workload where every knob is searched for every family that has it, and where each knob
+// changes the model's VRAM when it should (a 2048-token prompt makes the prefill chunk matter).
+constexpr const char* kAllKnobs = R"(device: rtx3090
+models:
+  - name: llm
+    model: qwen2.5-0.5b
+    knobs: {precision: [fp16, awq], request_concurrency: [2, 8], prefill_chunk: [256, 1024],
+            sm_share: [50, 100]}
+    demand: {rps: 1, prompt_tokens: 2048, output_tokens: 64}
+  - name: cam
+    model: yolo11s
+    knobs: {precision: [fp16, int8], batch: [1, 4], sm_share: [50, 100], imgsz: [320, 640],
+            skip_rate: [0, 0.5]}
+    demand: {fps: 30}
+  - name: enc
+    model: bert-base
+    knobs: {precision: [fp16, int8], batch: [1, 4], sm_share: [50, 100],
+            request_concurrency: [1, 4]}
+    demand: {rps: 20}
+  - name: asr
+    model: whisper-small
+    knobs: {precision: [fp32, fp16], batch: [1, 2], sm_share: [50, 100],
+            request_concurrency: [1, 2]}
+    demand: {rps: 2}
+)";
+
+bool serves(ExportFormat f, ModelFamily fam) {
+  switch (f) {
+    case ExportFormat::kVllm:
+      return fam == ModelFamily::kLlm;
+    case ExportFormat::kTriton:
+      return fam != ModelFamily::kLlm;
+    case ExportFormat::kMps:
+    case ExportFormat::kCompose:
+      return true;
+  }
+  return false;
+}
+
+TEST(Export, EveryKnobIsExportedOrDeclaredNotApplicable) {
+  // One entry per (format, knob) of the vocabulary: a knob added to spec/knobs.cc fails here
+  // until the table says where it goes in each format.
+  for (ExportFormat f : export_formats()) {
+    for (const KnobDecl& k : knob_decls()) {
+      const auto n =
+          std::count_if(knob_exports().begin(), knob_exports().end(),
+                        [&](const KnobExport& e) { return e.format == f && e.knob == k.id; });
+      EXPECT_EQ(n, 1) << to_string(f) << " " << k.name;
+    }
+  }
+  EXPECT_EQ(knob_exports().size(), export_formats().size() * knob_decls().size());
+  for (const auto& e : knob_exports()) EXPECT_FALSE(e.note.empty()) << knob_decl(e.knob).name;
+}
+
+TEST(Export, TheKnobTableTellsTheTruth) {
+  // For each entry and each family the format serves and the knob applies to: changing only
+  // that knob changes what the servers read (comments aside) exactly when the table says the
+  // knob is exported.
+  auto w = parse_workload(kAllKnobs, "all-knobs.yaml", catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  PlanInput base;
+  base.plan_file = "plan.json";
+  base.label = "test";
+  base.workload = *w;
+  for (std::size_t m = 0; m < w->models.size(); ++m) {
+    base.models.push_back({m, 0, w->models[m].settings(0)});
+  }
+  for (const auto& e : knob_exports()) {
+    const KnobDecl& decl = knob_decl(e.knob);
+    int checked = 0;
+    for (std::size_t m = 0; m < w->models.size(); ++m) {
+      const ModelSpec& spec = w->models[m];
+      if (!serves(e.format, spec.arch.family)) continue;
+      if (std::find(decl.families.begin(), decl.families.end(), spec.arch.family) ==
+          decl.families.end()) {
+        continue;
+      }
+      // The local configuration that differs from 0 only in this knob (its second value).
+      std::size_t stride = 1;
+      std::size_t pos = spec.knobs.size();
+      for (std::size_t k = spec.knobs.size(); k-- > 0;) {
+        if (spec.knobs[k].id == e.knob) {
+          pos = k;
+          break;
+        }
+        stride *= spec.knobs[k].values.size();
+      }
+      ASSERT_LT(pos, spec.knobs.size()) << spec.name << " does not search " << decl.name;
+      PlanInput changed = base;
+      changed.models[m] = {m, stride, spec.settings(stride)};
+      auto a = render_export(base, e.format, test_options());
+      auto b = render_export(changed, e.format, test_options());
+      ASSERT_TRUE(a.ok() && b.ok());
+      const bool differs = strip_comments(concat(*a)) != strip_comments(concat(*b));
+      EXPECT_EQ(differs, e.exported())
+          << to_string(e.format) << " " << decl.name << " on " << spec.name << ": the table says "
+          << (e.exported() ? e.target : "not applicable");
+      ++checked;
+    }
+    // An exported knob must reach some model the format serves.
+    if (e.exported()) {
+      EXPECT_GT(checked, 0) << to_string(e.format) << " " << decl.name;
+    }
+  }
+}
+
+TEST(Export, DocsCarryTheKnobTable) {
+  const std::string doc = read(kSource / "docs/export.md");
+  const std::string begin = "<!-- export-knobs:begin -->\n";
+  const std::string end = "<!-- export-knobs:end -->";
+  const auto b = doc.find(begin);
+  const auto e = doc.find(end);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), knob_export_table_markdown());
+}
+
+TEST(Export, FormatsThatServeNothingInThePlanSayWhy) {
+  PlanInput plan = golden_plan();
+  PlanInput llm_only = plan;
+  llm_only.models = {plan.models[0]};
+  auto t = render_export(llm_only, ExportFormat::kTriton, test_options());
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().what().find("no vision, encoder or speech model"), std::string::npos);
+  PlanInput vision_only = plan;
+  vision_only.models = {plan.models[1]};
+  auto v = render_export(vision_only, ExportFormat::kVllm, test_options());
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.error().what().find("the plan has no LLM"), std::string::npos);
+  // A precision without a catalogued checkpoint cannot be loaded by vLLM.
+  PlanInput int8 = plan;
+  int8.models = {plan.models[0]};
+  int8.models[0].settings.precision = Precision::kInt8;
+  auto i = render_export(int8, ExportFormat::kVllm, test_options());
+  ASSERT_FALSE(i.ok());
+  EXPECT_NE(i.error().what().find("no checkpoint for precision int8"), std::string::npos)
+      << i.error().what();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading plans
+
+struct BadPlan {
+  std::string label;
+  std::string text;
+  std::vector<std::string> expect;  // fragments of the error
+  bool with_workload = true;
+};
+
+std::string served(const std::string& models, const std::string& device = "rtx3090") {
+  return R"({"id": 3, "device": ")" + device + R"(", "models": {)" + models + "}}";
+}
+
+const std::string kAsr = R"("asr": {"index": 0, "settings": ""})";
+const std::string kEnc = R"("enc": {"index": 1, "settings": "batch=8"})";
+const std::string kChat =
+    R"("chat": {"index": 6, "settings": "precision=awq,request_concurrency=32,prefill_chunk=16"})";
+std::string cam(const std::string& settings) {
+  return R"("cam": {"index": 0, "settings": ")" + settings + R"("})";
+}
+std::string all_but_cam() { return kAsr + ", " + kEnc + ", " + kChat; }
+
+TEST(Export, BadPlansNameFileFieldAndReason) {
+  const std::string ok_cam = "imgsz=640,skip_rate=0.33,batch=4,sm_share=50";
+  const std::vector<BadPlan> cases = {
+      {"truncated", "{\"models\": [", {"bad.json: malformed JSON"}},
+      {"not an object", "[]", {"bad.json: expected a JSON object"}},
+      {"unknown shape", R"({"plan": 1})", {"bad.json: not a corun plan"}},
+      {"served without workload",
+       served(all_but_cam() + ", " + cam(ok_cam)),
+       {"bad.json: workload: a served plan does not name its workload file; pass --workload"},
+       false},
+      {"unknown model",
+       served(all_but_cam() + ", " + cam(ok_cam) + R"(, "camm": {"index": 0,
+        "settings": ""})"),
+       {"bad.json: models.camm: model 'camm' is not in", "(did you mean 'cam'?)",
+        "a plan for another workload?"}},
+      {"value not in the workload",
+       served(all_but_cam() + ", " +
+              cam("imgsz=800,skip_rate=0.33,"
+                  "batch=4,sm_share=50")),
+       {"bad.json: models.cam.settings:",
+        "imgsz=800 is not one of the workload's values (320, 640)"}},
+      {"missing knob",
+       served(all_but_cam() + ", " + cam("imgsz=640,batch=4,sm_share=50")),
+       {"bad.json: models.cam.settings:", "does not set skip_rate"}},
+      {"unknown knob",
+       served(all_but_cam() + ", " + cam(ok_cam + ",imgsize=640")),
+       {"bad.json: models.cam.settings:", "no searched knob 'imgsize' (did you mean 'imgsz'?)"}},
+      {"not knob=value",
+       served(all_but_cam() + ", " + cam("imgsz640")),
+       {"bad.json: models.cam.settings: 'imgsz640' is not knob=value"}},
+      {"model missing from the plan",
+       served(all_but_cam()),
+       {"bad.json: models: model 'cam' of", "is not in the plan"}},
+      {"another device",
+       served(all_but_cam() + ", " + cam(ok_cam), "l4"),
+       {"bad.json: device: the plan is for device 'l4'"}},
+      {"plan id", R"({"id": "x", "models": {}})", {"bad.json: id: expected an integer plan id"}},
+      {"plan json config type",
+       R"({"models": [{"name": "chat", "config": 7}]})",
+       {"bad.json: models[0].config: expected a string, got number"}},
+      {"plan json missing name",
+       R"({"models": [{"config": "batch=8"}]})",
+       {"bad.json: models[0].name: missing required field"}},
+      {"report without intervals",
+       R"({"workload": "w.yaml", "intervals": []})",
+       {"bad.json: intervals: the run has no interval"}},
+      {"report schema",
+       R"({"schema_version": 2, "workload": "w.yaml", "intervals": [{}]})",
+       {"bad.json: schema_version: version 2 is not supported"}},
+      {"report hash",
+       R"({"workload": "w.yaml", "workload_hash": "0123", "intervals": [
+        {"t_s": 0, "models": [{"name": "asr", "config": ""}]}]})",
+       {"bad.json: workload_hash: the plan was made for a workload whose text hashes to 0123"}},
+      {"report interval models",
+       R"({"workload": "w.yaml", "intervals": [{"t_s": 0}]})",
+       {"bad.json: intervals[0].models: missing or not a list"}},
+  };
+  const std::string workload = (kGolden / "workload.yaml").string();
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.label);
+    auto p = parse_plan_input(c.text, "bad.json", c.with_workload ? workload : "", catalog());
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error().kind(), Error::Kind::kInvalidInput);
+    for (const auto& frag : c.expect) {
+      EXPECT_NE(p.error().what().find(frag), std::string::npos)
+          << "missing '" << frag << "' in " << p.error().what();
+    }
+  }
+}
+
+TEST(Export, RunReportExportsTheLastIntervalWithTheDemandThen) {
+  TempDir dir;
+  // Demand 10 -> 30 requests/s at t=10 and -> 60 at t=25: the last interval (t=20) ran under
+  // 30, so a batch of 4 fills in 3 / 30 s = 100000 us (not 3 / 10 or 3 / 60).
+  const auto workload = dir.write("w.yaml", R"(device: rtx3090
+models:
+  - name: enc
+    model: bert-base
+    knobs: {batch: [2, 4]}
+    demand: {rps: 10}
+timeline:
+  duration_s: 30
+  interval_s: 10
+  events:
+    - {at_s: 10, demand: {model: enc, rps: 30}}
+    - {at_s: 25, demand: {model: enc, rps: 60}}
+)");
+  const nlohmann::json report = {
+      {"schema_version", 1},
+      {"workload", workload.string()},
+      {"device", "rtx3090"},
+      {"intervals",
+       {{{"t_s", 0}, {"models", {{{"name", "enc"}, {"config", "batch=2"}}}}},
+        {{"t_s", 10}, {"models", {{{"name", "enc"}, {"config", "batch=2"}}}}},
+        {{"t_s", 20}, {"models", {{{"name", "enc"}, {"config", "batch=4"}}}}}}}};
+  auto p = parse_plan_input(report.dump(), "report.json", "", catalog());
+  ASSERT_TRUE(p.ok()) << p.error().what();
+  EXPECT_EQ(p->kind, PlanKind::kRunReport);
+  ASSERT_EQ(p->models.size(), 1u);
+  EXPECT_EQ(p->models[0].settings.batch, 4);
+  const auto d = plan_deployment(*p, test_options());
+  EXPECT_DOUBLE_EQ(d[0].input_rate_per_s, 30);
+  EXPECT_EQ(d[0].queue_delay_us, 100000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The binary
+
+struct RunResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+RunResult run(const std::string& args, const fs::path& dir) {
+  const auto err_path = dir / "stderr.txt";
+  const std::string cmd = std::string(CORUN_BINARY) + " " + args + " 2>" + err_path.string();
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = read(err_path);
+  return r;
+}
+
+TEST(ExportCli, BadInputExitsWith2AndWritesNothing) {
+  TempDir dir;
+  const std::string plan = (kGolden / "served-plan.json").string();
+  const std::string workload = (kGolden / "workload.yaml").string();
+  const auto out = dir.path() / "out";
+
+  auto r = run("export " + plan + " --workload " + workload + " --format vlm --out " + out.string(),
+               dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--format: unknown format 'vlm' (did you mean 'vllm'?)"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+
+  const auto bad = dir.write("bad.json", R"({"id": 1, "models": {"cam": {"settings": "x"}}})");
+  r = run("export " + bad.string() + " --workload " + workload + " --format triton --out " +
+              out.string(),
+          dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(bad.string() + ": models.cam.settings: 'x' is not knob=value"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+
+  // A plan for another workload: the golden plan against paper-n3.
+  r = run("export " + plan + " --workload " + (kSource / "workloads/paper-n3.yaml").string() +
+              " --format compose --out " + out.string(),
+          dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("a plan for another workload?"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+
+  r = run("export " + (dir.path() / "missing.json").string() + " --format mps", dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.json: cannot open"), std::string::npos) << r.err;
+
+  r = run("export " + plan + " --format mps", dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("pass --workload FILE"), std::string::npos) << r.err;
+}
+
+TEST(ExportCli, OutWritesTheTritonRepositoryAndStdoutMatches) {
+  TempDir dir;
+  const std::string args = "export " + (kGolden / "served-plan.json").string() + " --workload " +
+                           (kGolden / "workload.yaml").string() + " --format triton";
+  const auto out = dir.path() / "repo";
+  auto r = run(args + " --out " + out.string(), dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::set<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(out)) {
+    if (e.is_regular_file()) files.insert(fs::relative(e.path(), out).string());
+  }
+  EXPECT_EQ(files,
+            (std::set<std::string>{"asr/config.pbtxt", "cam/config.pbtxt", "enc/config.pbtxt"}));
+  EXPECT_NE(r.out.find("wrote " + (out / "cam/config.pbtxt").string()), std::string::npos);
+  // Without --out the same files go to stdout, each after a header line.
+  r = run(args, dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("# ==> cam/config.pbtxt <==\n" + read(out / "cam/config.pbtxt")),
+            std::string::npos);
+}
+
+TEST(ExportCli, RunReportToVllmAndTriton) {
+  // The acceptance path: corun run, then export the plan in force at the end of the run.
+  TempDir dir;
+  const auto run_dir = dir.path() / "run";
+  auto r =
+      run("run " + (kSource / "workloads/paper-n3.yaml").string() + " --out " + run_dir.string(),
+          dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto report = nlohmann::json::parse(read(run_dir / "report.json"));
+  std::string chat_config;
+  for (const auto& m : report["intervals"].back()["models"]) {
+    if (m["name"] == "chat") chat_config = m["config"].get<std::string>();
+  }
+  ASSERT_FALSE(chat_config.empty());
+  r = run("export " + (run_dir / "report.json").string() + " --format vllm", dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The plan's knobs, as the report states them, in the launch arguments.
+  const bool awq = chat_config.find("precision=awq") != std::string::npos;
+  const auto rc = chat_config.find("request_concurrency=");
+  ASSERT_NE(rc, std::string::npos);
+  const std::string seqs = chat_config.substr(rc + 20, chat_config.find(',', rc) - rc - 20);
+  EXPECT_NE(r.out.find("--max-num-seqs " + seqs + " \\\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--quantization awq") != std::string::npos, awq) << r.out;
+  EXPECT_NE(r.out.find(awq ? "vllm serve Qwen/Qwen2.5-1.5B-Instruct-AWQ \\\n"
+                           : "vllm serve Qwen/Qwen2.5-1.5B-Instruct \\\n"),
+            std::string::npos)
+      << r.out;
+  const auto repo = dir.path() / "triton";
+  r = run(
+      "export " + (run_dir / "report.json").string() + " --format triton --out " + repo.string(),
+      dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(repo / "cam0/config.pbtxt"));
+  EXPECT_TRUE(fs::exists(repo / "cam1/config.pbtxt"));
+  EXPECT_FALSE(fs::exists(repo / "chat"));
+}
+
+}  // namespace
+}  // namespace corun::exporting
