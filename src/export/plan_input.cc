@@ -111,10 +111,12 @@ Result<RawPlan> read_run_report(const json& j, const std::string& file) {
   RawPlan p;
   p.kind = PlanKind::kRunReport;
   if (j.contains("schema_version")) {
-    if (!j["schema_version"].is_number_integer() || j["schema_version"].get<int>() != 1) {
+    // Version 2 added the online-learning fields; the plan's shape is the same in both.
+    const int v = j["schema_version"].is_number_integer() ? j["schema_version"].get<int>() : 0;
+    if (v != 1 && v != 2) {
       return bad(
           file, "schema_version",
-          "version " + j["schema_version"].dump() + " is not supported (this corun reads 1)");
+          "version " + j["schema_version"].dump() + " is not supported (this corun reads 1 and 2)");
     }
   }
   auto w = string_member(j, "workload", "", file, true);

@@ -870,7 +870,20 @@ HttpResponse Service::post_telemetry(const json& body) {
       // A sample without a plan id is taken to be of the plan in force.
       const std::int64_t of = s.plan_id.value_or(current);
       if (!plan || of != current || m >= plan->config.size() || plan->config[m] == kAbsent) {
-        ++t.stale;  // observed under another plan: says nothing about this one
+        // Observed under another plan: it teaches nothing about this one, but an SLA it broke
+        // was broken (the ledger counts what was measured).
+        ++t.stale;
+        const ModelSpec& spec = models_[m].model;
+        auto over = [](const std::optional<double>& limit, const std::optional<double>& v) {
+          return limit && v && *v > *limit;
+        };
+        if (over(spec.sla.latency_ms_p95, s.latency_ms_p95) ||
+            over(spec.sla.ttft_ms_p95, s.ttft_ms_p95) ||
+            over(spec.sla.tpot_ms_p95, s.tpot_ms_p95) ||
+            (spec.sla.min_throughput && s.throughput && *s.throughput < *spec.sla.min_throughput)) {
+          ++t.breaches;
+          ++breaches;
+        }
         continue;
       }
       ModelObservation o;

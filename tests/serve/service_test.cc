@@ -292,14 +292,20 @@ TEST(ServeService, RegistersPlansReactsToBreachesAndRecovers) {
     // The learned correction: cam1 is now predicted slower than before in any configuration.
     EXPECT_GT(after["learning"]["cam1"]["shared_error"].get<double>(), 0.3);
 
-    // A sample for an older plan is stale: counted, no breach.
+    // A sample for an older plan is stale: it teaches nothing (no re-plan, no learning), but the
+    // SLA it broke was broken, and the ledger counts it.
+    const std::int64_t in_force = s->plan_id();
     const auto stale =
         call(*s, "POST", "/v1/telemetry",
              json({{"model", "cam1"}, {"plan_id", id}, {"latency_ms_p95", 500.0}}).dump());
-    EXPECT_EQ(body_of(stale)["breaches"], 0);
+    EXPECT_EQ(body_of(stale)["breaches"], 1);
+    EXPECT_FALSE(s->wait_for_plan(in_force, 300));
+    const json tel_after = body_of(call(*s, "GET", "/v1/telemetry"));
+    EXPECT_EQ(tel_after["models"]["cam1"]["stale"], 1);
+    EXPECT_EQ(tel_after["models"]["cam1"]["learning"]["observations"], 1);
 
     const auto metrics = call(*s, "GET", "/metrics");
-    EXPECT_NE(metrics.body.find("corun_serve_sla_breaches_total{model=\"cam1\"} 1"),
+    EXPECT_NE(metrics.body.find("corun_serve_sla_breaches_total{model=\"cam1\"} 2"),
               std::string::npos)
         << metrics.body;
     EXPECT_NE(metrics.body.find("corun_serve_decision_latency_seconds_count"), std::string::npos);
@@ -311,7 +317,7 @@ TEST(ServeService, RegistersPlansReactsToBreachesAndRecovers) {
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(body_of(call(*s, "GET", "/v1/models")), models_before_restart);
   EXPECT_EQ(body_of(call(*s, "GET", "/v1/plan")), plan_before_restart);
-  EXPECT_EQ(body_of(call(*s, "GET", "/v1/telemetry"))["models"]["cam1"]["breaches"], 1);
+  EXPECT_EQ(body_of(call(*s, "GET", "/v1/telemetry"))["models"]["cam1"]["breaches"], 2);
   const json history = body_of(call(*s, "GET", "/v1/plan/history"));
   json decided = plan_before_restart;
   decided.erase("learning");  // live state: the history keeps the plans as decided
