@@ -34,6 +34,7 @@ TargetLearner::TargetLearner(const ErrorPrior& prior, const LearningOptions& opt
 
 void TargetLearner::restart(const ErrorPrior& prior) {
   prior_ = prior;
+  held_.reset();
   x_ = {prior.bias, 0.0};
   p_ = {prior.shared_sd * prior.shared_sd, 0.0, 0.0, prior.load_sd * prior.load_sd};
   configs_.clear();
@@ -131,14 +132,23 @@ TargetLearner::Update TargetLearner::observe(std::int32_t l, double u, double y,
   CORUN_CHECK(!x_.empty());
   Update out;
   if (!std::isfinite(y)) return out;
-  // Calibration first, against the bound the plan was made with.
+  // Calibration first, against the bound the plan was made with. A window far outside the
+  // bound is either a change of the truth (a co-tenant arrived: the bound is not to blame, the
+  // change is learned below) or a heavy tail of the noise (the bound is to blame). The next
+  // window tells them apart: back near the old prediction, it was the noise, and the held miss
+  // counts after all; near the new one, it was a change, and it is dropped.
   const LogPrediction before = predict(l, u);
   out.miss = y > before.mean + z_ * std::sqrt(before.var);
-  if (calibrate) {
-    set_alpha(alpha_ +
-              options_.calibration_step * (options_.breach_target - (out.miss ? 1.0 : 0.0)));
-    if (out.miss) ++misses_;
+  if (out.miss) ++misses_;
+  auto calibrate_with = [&](bool miss) {
+    set_alpha(alpha_ + options_.calibration_step * (options_.breach_target - (miss ? 1.0 : 0.0)));
+  };
+  if (calibrate && held_) {
+    if (std::abs(y - held_->old_mean) < std::abs(y - before.mean)) calibrate_with(held_->miss);
+    held_.reset();
   }
+  const bool jumped = is_change(l, u, y);
+  if (calibrate && !jumped) calibrate_with(out.miss);
   if (!std::isfinite(u0_) && std::isfinite(u)) u0_ = u;
   const double du = std::isfinite(u) && std::isfinite(u0_) ? u - u0_ : 0.0;
 
@@ -186,6 +196,7 @@ TargetLearner::Update TargetLearner::observe(std::int32_t l, double u, double y,
   for (std::size_t i = 0; i < d; ++i) {
     for (std::size_t j = 0; j < d; ++j) p_[i * d + j] -= ph[i] * ph[j] / innovation_var;
   }
+  if (calibrate && jumped) held_ = Held{out.miss, before.mean};
   ++observations_;
   return out;
 }

@@ -76,9 +76,12 @@ TEST(TargetLearner, ConformalLevelMovesBothWays) {
   TargetLearner l(kPrior, options());
   const double z0 = l.z();
   EXPECT_NEAR(z0, 2.326, 0.01);  // normal 99th percentile
-  // A miss (far above the bound) raises the bound's level...
+  // A miss (above the bound, short of a change of the truth) raises the bound's level...
   for (int i = 0; i < 5; ++i) l.observe(0, 1.0, 0.0);
-  l.observe(0, 1.0, 2.0);
+  const LogPrediction p = l.predict(0, 1.0);
+  const double y = p.mean + 2.8 * std::sqrt(p.var);  // bound: 2.33 sd; change: 3.29 sd
+  ASSERT_FALSE(l.is_change(0, 1.0, y));
+  EXPECT_TRUE(l.observe(0, 1.0, y).miss);
   const double after_miss = l.z();
   EXPECT_GT(after_miss, z0);
   // ... and values within it lower it again, slowly (a 1 % target: ~100 hits per miss).

@@ -149,6 +149,11 @@ class TargetLearner {
   std::vector<double> p_;   // dim x dim covariance, row-major
   std::vector<std::int32_t> configs_;    // local configuration of b_i (slot i + 2)
   double u0_ = 0;           // load of the first observation (the slope's origin)
+  struct Held {             // a window that jumped: its miss waits for the next window's verdict
+    bool miss = false;
+    double old_mean = 0;    // the prediction before the jump
+  };
+  std::optional<Held> held_;
   std::vector<std::uint64_t> last_seen_;  // observation count when b_i was last observed
   double noise_var_ = 0;
   double alpha_ = 0.01;
