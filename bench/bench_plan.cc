@@ -13,6 +13,8 @@
 #include "corun/catalog/catalog.h"
 #include "corun/plan/solver.h"
 #include "corun/profile/campaign.h"
+#include "corun/runtime/controller.h"
+#include "corun/runtime/online_run.h"
 #include "corun/runtime/surrogate_source.h"
 #include "corun/surrogate/surrogate.h"
 
@@ -21,6 +23,7 @@ namespace {
 
 struct Fixture {
   Workload w;
+  std::unique_ptr<surrogate::Surrogate> fitted;
   std::unique_ptr<SurrogatePredictor> predictor;
   std::unique_ptr<PlanProblem> problem;
 };
@@ -50,6 +53,7 @@ const Fixture& fixture(const std::string& file,
   if (!s) std::abort();
   auto c = surrogate::CompiledSurrogate::compile(*s, wl);
   if (!c) std::abort();
+  slot->fitted = std::make_unique<surrogate::Surrogate>(std::move(*s));
   slot->predictor = std::make_unique<SurrogatePredictor>(std::move(*c));
   std::vector<double> margins(wl.models.size());
   for (std::size_t m = 0; m < wl.models.size(); ++m) {
@@ -85,6 +89,40 @@ void solve(benchmark::State& state, const std::string& solver, const std::string
   state.counters["proved"] = last.stats.proved_optimal ? 1 : 0;
   state.counters["nodes"] = static_cast<double>(last.stats.nodes);
   state.counters["models"] = static_cast<double>(fx.w.models.size());
+}
+
+// One decision of the online controller (its corrections snapshot, calibrated margins, the
+// GA warm-started from the plan in force, the feasibility check), learning off vs on, after the
+// controller has learned from 10 measured sim intervals of its own plans: what learning adds
+// to the decision path. The interval measurements happen before timing starts.
+void decide(benchmark::State& state, const std::string& file, bool learning) {
+  const Fixture& fx = fixture(file);
+  auto tb = make_testbed("sim");
+  if (!tb) std::abort();
+  ControllerOptions o;
+  o.solver = "ga";
+  o.learning.enabled = learning;
+  Controller c(fx.w,
+               std::make_unique<SurrogateSource>(*fx.fitted, **tb, SurrogateSourceOptions{}), o);
+  for (std::uint64_t k = 0; k < 10; ++k) {
+    auto d = c.replan(k == 0 ? "start" : "learning");
+    if (!d || !*d) std::abort();
+    const auto m = (*tb)->measure(fx.w, (*d)->config, MeasureOptions(10, 100 + k));
+    c.observe(observations(m, (*d)->config), (*d)->id);
+  }
+  std::shared_ptr<const Decision> last;
+  for (auto _ : state) {
+    auto d = c.replan("bench");
+    if (!d || !*d) {
+      state.SkipWithError("no decision");
+      return;
+    }
+    last = std::make_shared<const Decision>(std::move(**d));
+    benchmark::DoNotOptimize(last);
+  }
+  state.counters["models"] = static_cast<double>(fx.w.models.size());
+  state.counters["evaluated"] = static_cast<double>(last->stats.evaluated);
+  state.counters["search_ms"] = last->decision_ms;
 }
 
 // One mean-field prediction of one model against a given aggregate load: the unit of work of
@@ -135,7 +173,21 @@ void register_all() {
   }
 }
 
-const bool registered = (register_all(), true);
+void register_decisions() {
+  for (const auto& [label, file] : std::vector<std::pair<std::string, std::string>>{
+           {"N5", "paper-n5.yaml"}, {"N8", "scale-n8.yaml"}}) {
+    for (const bool learning : {false, true}) {
+      benchmark::RegisterBenchmark(
+          ("BM_Decide/ga/" + label + (learning ? "/learning_on" : "/learning_off")).c_str(),
+          [file, learning](benchmark::State& st) { decide(st, file, learning); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(0.5);
+    }
+  }
+}
+
+const bool registered = (register_all(), register_decisions(), true);
 
 }  // namespace
 }  // namespace corun

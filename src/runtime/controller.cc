@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <utility>
 
 #include "corun/core/check.h"
 #include "corun/core/rng.h"
@@ -71,6 +72,14 @@ struct Controller::Learners {
   double last_error = 0;
   std::uint64_t observations = 0;
   std::uint64_t breaches = 0;
+  bool reopened = false;  // reopened since its last sample: the next sample says so
+
+  // The model's operating point moved: see TargetLearner::reopen.
+  void reopen() {
+    reopened = true;
+    if (!ready) return;  // its priors are still to come
+    for (auto& t : target) t.reopen();
+  }
 };
 
 // Recent windows of the current workload: their configuration and what was measured.
@@ -122,6 +131,7 @@ std::string Controller::apply(const TimelineEvent& e) {
       break;
     case TimelineEvent::Kind::kDemand:
     case TimelineEvent::Kind::kContext:
+      if (!(m.demand == e.demand) && options_.learning.enabled) learners_[e.model]->reopen();
       m.demand = e.demand;
       break;
     case TimelineEvent::Kind::kSla:
@@ -146,6 +156,7 @@ void Controller::set_workload(Workload w) {
     for (std::size_t i = 0; i < workload_.models.size(); ++i) {
       if (workload_.models[i].name == m.name && learners_[i] && learners_[i]->key == key) {
         l = std::move(learners_[i]);
+        if (!(workload_.models[i].demand == m.demand) && options_.learning.enabled) l->reopen();
         break;
       }
     }
@@ -429,6 +440,10 @@ void Controller::learn_locked(std::size_t m, const LearningSample& s) {
   if (s.breach) ++l.breaches;
   if (options_.learning.enabled) {
     if (l.ready) {
+      // Idempotent: live, the event already reopened them; in a replay, this is where it did.
+      if (s.reopen) {
+        for (auto& target : l.target) target.reopen();
+      }
       for (Target t : surrogate::kAllTargets) {
         const double y = s.log_ratio[static_cast<std::size_t>(t)];
         if (std::isfinite(y)) {
@@ -501,6 +516,7 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     s.local = o.local;
     s.others_load = std::isfinite(o.others_load) ? o.others_load : others_load_locked(m, d.config);
     s.hint = hint_for(m);
+    s.reopen = std::exchange(learners_[m]->reopened, false);
     s.breach = breaches(spec, o);
     for (Target t : surrogate::kAllTargets) {
       const std::size_t k = static_cast<std::size_t>(t);
@@ -650,7 +666,8 @@ nlohmann::json to_json(const LearningSample& s) {
           {"log_ratio", y},
           {"under_prediction", s.under_prediction},
           {"breach", s.breach},
-          {"error", std::isfinite(s.error) ? nlohmann::json(s.error) : nlohmann::json()}};
+          {"error", std::isfinite(s.error) ? nlohmann::json(s.error) : nlohmann::json()},
+          {"reopen", s.reopen}};
 }
 
 Result<LearningSample> learning_sample_from_json(const nlohmann::json& j) {
@@ -674,6 +691,7 @@ Result<LearningSample> learning_sample_from_json(const nlohmann::json& j) {
     s.under_prediction = j.at("under_prediction").get<double>();
     s.breach = j.at("breach").get<bool>();
     s.error = j.at("error").is_number() ? j.at("error").get<double>() : NAN;
+    s.reopen = j.value("reopen", false);  // absent in state stored before it existed
   } catch (const nlohmann::json::exception& e) {
     return Error(std::string("malformed learning sample: ") + e.what());
   }

@@ -151,28 +151,31 @@ Infeasibility explain(const PlanProblem& p, std::size_t m, const std::vector<Pre
   // The key violated most at the closest configuration.
   const auto ks = keys(spec);
   double worst = -1;
-  const Margin& margin = p.margin(m, c);
+  auto margin_of = [&](const Key& k, std::size_t l) {
+    const Margin& margin = p.margin(m, static_cast<std::int32_t>(l));
+    return k.name == "ttft_ms_p95"   ? margin.ttft
+           : k.name == "tpot_ms_p95" ? margin.tpot
+                                     : margin.latency;
+  };
+  // How far configuration l is from the key's limit at its planned margin (> 0: beyond it).
+  auto excess = [&](const Key& k, std::size_t l) {
+    const double v = k.value(preds[l]);
+    const double mk = margin_of(k, l);
+    return k.lower_is_better ? v * (1 + mk) / k.limit - 1 : 1 - v / ((1 + mk) * k.limit);
+  };
   for (const auto& k : ks) {
-    const double v = k.value(preds[static_cast<std::size_t>(c)]);
-    const double mk = k.name == "ttft_ms_p95" ? margin.ttft
-                      : k.name == "tpot_ms_p95" ? margin.tpot
-                                                : margin.latency;
-    const double e = k.lower_is_better ? v * (1 + mk) / k.limit - 1 : 1 - v / ((1 + mk) * k.limit);
+    const double e = excess(k, static_cast<std::size_t>(c));
     if (e > worst) {
       worst = e;
       why.sla_key = k.name;
       why.limit = k.limit;
-      // The best value of this key over the configurations.
-      double best = k.lower_is_better ? std::numeric_limits<double>::infinity() : -1;
+      // The configuration that comes closest to this key's limit at its planned margin.
       std::size_t at = 0;
-      for (std::size_t l = 0; l < preds.size(); ++l) {
-        const double x = k.value(preds[l]);
-        if (k.lower_is_better ? x < best : x > best) {
-          best = x;
-          at = l;
-        }
+      for (std::size_t l = 1; l < preds.size(); ++l) {
+        if (excess(k, l) < excess(k, at)) at = l;
       }
-      why.best = best;
+      why.best = k.value(preds[at]);
+      why.best_margin = margin_of(k, at);
       why.best_config = spec.describe(at);
     }
   }
@@ -229,9 +232,16 @@ struct PinnedView {
 
 std::string Infeasibility::message() const {
   const std::string unit = sla_key == "min_throughput" ? "" : " ms";
+  std::string planned;
+  if (best_margin > 0.005) {
+    const double bound = sla_key == "min_throughput" ? best / (1 + best_margin)
+                                                      : best * (1 + best_margin);
+    planned = " (" + format_quantity(bound) + unit + " at its planned margin of " +
+              format_number(std::round(100 * best_margin)) + " %)";
+  }
   return name + ": " + sla_key + " " + format_number(limit) + " cannot be met" +
-         (alone ? "" : " next to the others") + ": best " + format_quantity(best) + unit + " at " +
-         best_config + "; " + cause;
+         (alone ? "" : " next to the others") + ": best " + format_quantity(best) + unit +
+         planned + " at " + best_config + "; " + cause;
 }
 
 Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& solver,
@@ -260,7 +270,9 @@ Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& s
     const std::int32_t c = closest(problem, m, preds);
     if (problem.excess(m, c, preds[static_cast<std::size_t>(c)]) == 0) continue;
     out.why.push_back(explain(problem, m, preds, true));
-    give_up(m, c);
+    // Pinned where it comes closest next to the co-runners of the first answer, not alone: a
+    // configuration that is near its limit alone can saturate once others share the GPU.
+    give_up(m, closest(problem, m, sweep(problem, m, first->config)));
   }
   // 2. Until the rest can be held: the lightest-weighted model whose giving up lets every other
   // SLA hold, or else the lightest-weighted model the least-violating plan breaches.

@@ -42,6 +42,13 @@ void TargetLearner::restart(const ErrorPrior& prior) {
   u0_ = NAN;
 }
 
+void TargetLearner::reopen() {
+  if (x_.empty()) return;
+  held_.reset();
+  p_[0] = std::max(p_[0], prior_.shared_sd * prior_.shared_sd);
+  noise_var_ = std::max(noise_var_, prior_.noise_sd * prior_.noise_sd);
+}
+
 void TargetLearner::set_alpha(double a) {
   alpha_ = std::min(a, kMaxAlpha);
   z_ = std::min(options_.max_z, normal_quantile(1 - std::max(alpha_, kMinAlpha)));

@@ -471,8 +471,8 @@ TEST(Export, BadPlansNameFileFieldAndReason) {
        R"({"workload": "w.yaml", "intervals": []})",
        {"bad.json: intervals: the run has no interval"}},
       {"report schema",
-       R"({"schema_version": 2, "workload": "w.yaml", "intervals": [{}]})",
-       {"bad.json: schema_version: version 2 is not supported"}},
+       R"({"schema_version": 3, "workload": "w.yaml", "intervals": [{}]})",
+       {"bad.json: schema_version: version 3 is not supported (this corun reads 1 and 2)"}},
       {"report hash",
        R"({"workload": "w.yaml", "workload_hash": "0123", "intervals": [
         {"t_s": 0, "models": [{"name": "asr", "config": ""}]}]})",

@@ -264,6 +264,64 @@ TEST(Controller, ReplayRebuildsWhatObservationsTaught) {
   }
 }
 
+// A demand change reopens the model's learners: the bound widens at once (before any window at
+// the new demand), and a replay of the stored samples, which say where it happened, rebuilds the
+// same state as the live controller, a serve that restarts after the change included.
+TEST(Controller, ADemandChangeWidensTheBoundAndReplaysTheSame) {
+  Workload w = scenario();
+  SimTestbed sim;
+  Controller a(w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
+  std::vector<LearningSample> taught;
+  auto learn = [&](int windows) {
+    auto d = a.replan("learning");
+    ASSERT_TRUE(d.ok() && *d);
+    for (int k = 0; k < windows; ++k) {
+      const Measurement m = sim.measure(a.workload(), (**d).config,
+                                        {10, static_cast<std::uint64_t>(taught.size() + 1)});
+      a.observe(observations(m, (**d).config), (**d).id, &taught);
+    }
+  };
+  learn(8);
+  auto narrowed = a.what_if(a.plan()->config);
+  ASSERT_TRUE(narrowed.ok());
+  TimelineEvent e;
+  e.kind = TimelineEvent::Kind::kDemand;
+  e.model = 0;
+  e.demand = w.models[0].demand;
+  e.demand.rps = 2.5;
+  a.apply(e);
+  auto reopened = a.what_if(a.plan()->config);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_GT(reopened->margins[0].ttft, narrowed->margins[0].ttft);
+  EXPECT_NEAR(reopened->margins[1].latency, narrowed->margins[1].latency, 1e-9);  // cam0 stays
+  learn(3);
+  bool marked = false;
+  for (const auto& s : taught) marked = marked || (s.model == "chat" && s.reopen);
+  EXPECT_TRUE(marked);
+
+  Workload now = w;
+  now.models[0].demand = e.demand;
+  std::vector<LearningSample> stored;
+  for (const auto& s : taught) {
+    auto back = learning_sample_from_json(nlohmann::json::parse(to_json(s).dump()));
+    ASSERT_TRUE(back.ok()) << back.error().what();
+    stored.push_back(*back);
+  }
+  Controller b(now, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
+  ASSERT_TRUE(b.replay(stored).ok());
+  const auto sa = a.learning_state(), sb = b.learning_state();
+  for (std::size_t m = 0; m < sa.size(); ++m) {
+    EXPECT_EQ(sa[m].observations, sb[m].observations);
+    EXPECT_NEAR(sa[m].shared_error, sb[m].shared_error, 1e-9);
+    EXPECT_NEAR(sa[m].noise_sd, sb[m].noise_sd, 1e-9);
+  }
+  b.restore(*a.plan());
+  auto replayed = b.what_if(a.plan()->config);
+  auto live = a.what_if(a.plan()->config);
+  ASSERT_TRUE(replayed.ok() && live.ok());
+  EXPECT_NEAR(replayed->margins[0].ttft, live->margins[0].ttft, 1e-6);
+}
+
 TEST(Controller, DeterministicBySeed) {
   const Workload w = scenario();
   SimTestbed sim;

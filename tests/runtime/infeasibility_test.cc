@@ -112,6 +112,65 @@ models:
   EXPECT_EQ(r->result.config[1], 1);
 }
 
+TEST(Infeasibility, TheMessageGivesTheBoundAtThePlannedMargin) {
+  Infeasibility why;
+  why.name = "asr";
+  why.sla_key = "latency_ms_p95";
+  why.limit = 1500;
+  why.best = 1378;
+  why.best_margin = 0.88;  // 1378 x 1.88 = 2590.64
+  why.best_config = "precision=fp16,batch=1";
+  why.cause = "even alone on the GPU no configuration is within the limit at the planned margin";
+  EXPECT_EQ(why.message(),
+            "asr: latency_ms_p95 1500 cannot be met: best 1,378 ms (2,591 ms at its planned margin "
+            "of 88 %) at precision=fp16,batch=1; even alone on the GPU no configuration is within "
+            "the limit at the planned margin");
+}
+
+// a holds its SLA in neither configuration, even alone: alone, configuration 0 comes closer
+// (110 vs 120 ms against 100); next to b, configuration 0 saturates (300 ms) and 1 barely moves
+// (125 ms). b fits either way.
+class Saturating final : public Predictor {
+ public:
+  [[nodiscard]] std::size_t models() const override { return 2; }
+  void predict(std::span<const std::int32_t> configs, std::size_t rows,
+               std::span<Predicted> out) const override {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::int32_t a = configs[r * 2];
+      const bool b_runs = configs[r * 2 + 1] != kAbsent;
+      const float alone = a == 0 ? 110.0f : 120.0f;
+      const float shared = a == 0 ? 300.0f : 125.0f;
+      out[r * 2] = Predicted{b_runs ? shared : alone, 0, 0, 30};
+      out[r * 2 + 1] = Predicted{4, 0, 0, 30};
+    }
+  }
+};
+
+TEST(Infeasibility, AModelNoConfigurationServesIsPinnedWhereItComesClosestNextToTheOthers) {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: a
+    model: yolo11n
+    knobs: {imgsz: [320, 640]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 100}
+  - {name: b, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
+)",
+                          "saturating.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const Saturating predictor;
+  const PlanProblem p(*w, {true, true}, predictor);
+  auto solver = make_solver("exhaustive");
+  auto r = solve_degrading(p, **solver, {1, 1, std::nullopt});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->why.size(), 1u);
+  EXPECT_TRUE(r->why[0].alone);
+  EXPECT_EQ(r->why[0].best, 110);  // the explanation is about the model alone
+  EXPECT_TRUE(r->best_effort[0]);
+  EXPECT_EQ(r->result.config[0], 1);  // 125 ms next to b, not 300
+  EXPECT_EQ(r->result.config[1], 0);
+}
+
 TEST(Infeasibility, TheOnlineLoopSaysSoAndStopsReplanningOnKnownBreaches) {
   const Workload w = overloaded();
   SimTestbed sim;

@@ -131,6 +131,25 @@ TEST(TargetLearner, RestartKeepsNoiseAndLevel) {
   EXPECT_EQ(l.z(), z);
 }
 
+TEST(TargetLearner, ReopenWidensToThePriorAndKeepsWhatWasLearned) {
+  TargetLearner l(kPrior, options());
+  Rng rng(11);
+  // Learned: predictions 20 % low, windows scatter with sd 0.03 (below the prior's 0.1).
+  for (int i = 0; i < 60; ++i) l.observe(1, 1.0, 0.2 + 0.03 * rng.normal());
+  const LogPrediction before = l.predict(1, 1.0);
+  ASSERT_LT(before.var, 0.1 * 0.1);
+  l.reopen();
+  const LogPrediction after = l.predict(1, 1.0);
+  EXPECT_NEAR(after.mean, before.mean, 1e-12);                  // the estimate stays
+  // At least the shared prior's variance (the configuration's learned deviation is negatively
+  // correlated with the shared error, so the sum is a little less than prior + noise).
+  EXPECT_GE(after.var, 0.3 * 0.3);
+  EXPECT_GT(after.var, 10 * before.var);
+  EXPECT_EQ(l.noise_var(), 0.1 * 0.1);
+  l.reopen();                                                  // idempotent
+  EXPECT_EQ(l.predict(1, 1.0).var, after.var);
+}
+
 TEST(CorrectionTable, ChargesExtrapolationOnlyUpward) {
   CorrectionTable t;
   t.at = {{{}}};

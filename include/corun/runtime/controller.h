@@ -93,6 +93,9 @@ struct LearningSample {
   double under_prediction = 1;  ///< measured / predicted of the SLA latencies (learning off)
   bool breach = false;
   double error = NAN;           ///< measured / predicted − 1 of the SLA latency
+  /// The model's demand or context changed before this window: its learners were reopened
+  /// (TargetLearner::reopen) first, and a replay does the same.
+  bool reopen = false;
 };
 
 /// @brief The JSON form of a learning sample (serve's stored state).
@@ -127,10 +130,12 @@ class Controller {
   // ---- the workload as the planner knows it
 
   /// @brief Applies a workload event (arrive, depart, demand, sla, context); drift events are
-  /// refused by CHECK: they belong to the testbed. Returns its description; a re-plan is due.
+  /// refused by CHECK: they belong to the testbed. A demand or context change reopens the
+  /// model's learners (TargetLearner::reopen). Returns its description; a re-plan is due.
   std::string apply(const TimelineEvent& e);
   /// @brief Replaces the model set (serve: a registration, removal or demand update). Models
-  /// are matched by name: one whose catalog model or knob values changed starts learning anew.
+  /// are matched by name: one whose catalog model or knob values changed starts learning anew,
+  /// one whose demand changed is reopened as by apply().
   void set_workload(Workload w);
   [[nodiscard]] Workload workload() const;
   [[nodiscard]] const ControllerOptions& options() const { return options_; }

@@ -15,8 +15,11 @@ struct Infeasibility {
   std::string name;
   std::string sla_key;  ///< "ttft_ms_p95", "latency_ms_p95", ...
   double limit = 0;     ///< the SLA value
-  double best = 0;      ///< the best predicted value of that metric
-  std::string best_config;  ///< the configuration that reaches it
+  /// The predicted value of that metric in the configuration that comes closest to its limit
+  /// at the planned margin, that margin, and the configuration.
+  double best = 0;
+  double best_margin = 0;
+  std::string best_config;
   /// true: not even alone on the GPU; false: not next to the other models (it was the least
   /// weighted one that could not fit).
   bool alone = true;
@@ -25,7 +28,8 @@ struct Infeasibility {
   /// request_concurrency serves").
   std::string cause;
 
-  /// @brief "chat: ttft_ms_p95 1500 cannot be met: best 9,900 ms at precision=awq,...; CAUSE".
+  /// @brief "chat: ttft_ms_p95 1500 cannot be met: best 9,900 ms (11,880 ms at its planned
+  /// margin of 20 %) at precision=awq,...; CAUSE".
   [[nodiscard]] std::string message() const;
 };
 

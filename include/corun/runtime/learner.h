@@ -127,6 +127,12 @@ class TargetLearner {
   /// @brief Starts the shared error and the configurations' deviations again from `prior` (a
   /// new base predictor), keeping the estimated noise and the conformal level.
   void restart(const ErrorPrior& prior);
+  /// @brief The model's operating point moved (its demand or context changed, as the planner
+  /// was told): what was learned stays the starting point, but the shared error's variance
+  /// opens back to at least its prior's and the noise estimate to at least the prior's noise
+  /// (a queue nearer saturation is noisier), so the bound is as wide as at the start until
+  /// windows at the new point narrow it again. Idempotent until the next observation.
+  void reopen();
 
   [[nodiscard]] double z() const { return z_; }
   [[nodiscard]] double alpha() const { return alpha_; }

@@ -28,6 +28,8 @@ struct Demand {
   double rps = 0;
   int prompt_tokens = 0;
   int output_tokens = 0;
+
+  bool operator==(const Demand&) const = default;
 };
 
 /// @brief Service-level objectives, measured at the 95th percentile. Absent = unconstrained.
