@@ -5,7 +5,17 @@ if(NOT TARGET PkgConfig::CPP_HTTPLIB)
   pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 endif()
 corun_add_layer(serve corun_runtime SQLite::SQLite3 nlohmann_json::nlohmann_json
-                PkgConfig::CPP_HTTPLIB Threads::Threads)
+                PkgConfig::CPP_HTTPLIB Threads::Threads yaml-cpp)
+# docs/openapi.yaml is compiled in: `GET /v1/openapi.json` serves it as JSON.
+add_custom_command(
+  OUTPUT ${CMAKE_BINARY_DIR}/generated/openapi_text.cc
+  COMMAND ${CMAKE_COMMAND} -DIN=${CMAKE_SOURCE_DIR}/docs/openapi.yaml
+          -DOUT=${CMAKE_BINARY_DIR}/generated/openapi_text.cc -DNAMESPACE=corun::serve
+          -DFUNCTION=openapi_yaml -P ${CMAKE_SOURCE_DIR}/cmake/EmbedText.cmake
+  DEPENDS ${CMAKE_SOURCE_DIR}/docs/openapi.yaml ${CMAKE_SOURCE_DIR}/cmake/EmbedText.cmake
+  COMMENT "Embedding docs/openapi.yaml"
+  VERBATIM)
+target_sources(corun_serve PRIVATE ${CMAKE_BINARY_DIR}/generated/openapi_text.cc)
 target_link_libraries(corun PRIVATE corun_serve)
 
 # Load client for `make bench` (docs/results/serve.md); not part of the test suite.

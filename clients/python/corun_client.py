@@ -160,6 +160,10 @@ class CorunClient:
         """`GET /metrics`: Prometheus text exposition."""
         return self._request("GET", "/metrics", text=True)
 
+    def openapi(self) -> JsonObject:
+        """`GET /v1/openapi.json`: the OpenAPI 3 description of the API this server speaks."""
+        return self._request("GET", "/v1/openapi.json")
+
     def list_models(self) -> list[JsonObject]:
         """`GET /v1/models`: the registered entries, in registration order."""
         return self._request("GET", "/v1/models")["models"]

@@ -88,6 +88,20 @@ class ServerTest(unittest.TestCase):
         self.assertIn("corun_serve_models 1\n", metrics)
         self.assertIn('corun_serve_requests_total{route="models",code="201"} 1', metrics)
 
+    def test_openapi_names_every_method_of_this_client(self) -> None:
+        spec = self.client.openapi()
+        self.assertEqual(spec["openapi"], "3.0.3")
+        self.assertEqual(spec["paths"]["/healthz"]["get"]["operationId"], "getHealth")
+        # Every route this client calls is in the server's own description, and vice versa.
+        documented = {(method.upper(), path) for path, ops in spec["paths"].items()
+                      for method in ops if method != "parameters"}
+        called = {("GET", "/healthz"), ("GET", "/metrics"), ("GET", "/v1/openapi.json"),
+                  ("GET", "/v1/models"), ("POST", "/v1/models"), ("GET", "/v1/models/{name}"),
+                  ("DELETE", "/v1/models/{name}"), ("PUT", "/v1/models/{name}/demand"),
+                  ("POST", "/v1/telemetry"), ("GET", "/v1/telemetry"), ("GET", "/v1/plan"),
+                  ("GET", "/v1/plan/history"), ("POST", "/v1/replan")}
+        self.assertEqual(documented, called)
+
     def test_register_list_get_remove(self) -> None:
         self.assertEqual(self.client.register_model(CAM0), CAM0)
         self.assertEqual(self.client.list_models(), [CAM0])

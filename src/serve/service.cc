@@ -18,6 +18,7 @@
 #include "corun/plan/objective.h"
 #include "corun/runtime/surrogate_source.h"
 #include "corun/runtime/testbed_predictor.h"
+#include "corun/serve/openapi.h"
 #include "corun/testbed/testbed.h"
 
 namespace corun::serve {
@@ -42,6 +43,7 @@ enum RouteIndex : std::size_t {
   kPlan,
   kHistory,
   kReplan,
+  kOpenApi,
   kUnknown,
   kTransport
 };
@@ -166,36 +168,6 @@ json settings_json(const std::string& described) {
     }
   }
   return out;
-}
-
-// YAML -> JSON for the initial workload's model entries (scalars typed as YAML would).
-json yaml_to_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Sequence: {
-      json a = json::array();
-      for (const auto& e : n) a.push_back(yaml_to_json(e));
-      return a;
-    }
-    case YAML::NodeType::Map: {
-      json o = json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string s = n.Scalar();
-      if (n.Tag() == "!") return s;  // quoted
-      if (s == "true") return true;
-      if (s == "false") return false;
-      char* end = nullptr;
-      const long long i = std::strtoll(s.c_str(), &end, 10);
-      if (!s.empty() && *end == '\0') return i;
-      const double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && *end == '\0') return d;
-      return s;
-    }
-    default:
-      return nullptr;
-  }
 }
 
 // A stored plan's per-model prediction back as Predicted (null fields: 0).
@@ -546,6 +518,9 @@ HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
   } else if (path == "/v1/replan") {
     route_index = kReplan;
     allowed = {"POST"};
+  } else if (path == "/v1/openapi.json") {
+    route_index = kOpenApi;
+    allowed = {"GET"};
   } else {
     return error({404, "not_found", "no route " + path.substr(0, 128), ""});
   }
@@ -594,6 +569,8 @@ HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
     }
     case kPlan:
       return get_plan();
+    case kOpenApi:
+      return json_response(200, openapi_json());
     case kHistory:
       return get_history(req);
     case kReplan: {

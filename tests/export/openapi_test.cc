@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "../serve/serve_test_util.h"
+#include "corun/serve/openapi.h"
 #include "corun/spec/knobs.h"
 #include "schema_check.h"
 
@@ -423,6 +425,38 @@ class Server {
   int port_ = 0;
 };
 
+// YAML 1.2 core schema, tag resolution of plain scalars (yaml.org/spec/1.2.2, 10.3.2): what
+// `GET /v1/openapi.json` turns the YAML document into.
+TEST(OpenApi, YamlScalarsBecomeJsonTypesByTheCoreSchema) {
+  const json j = serve::yaml_to_json(YAML::Load(R"(
+status: 200
+quoted: "200"
+single: '0.5'
+float: 1.5e3
+dot: 0.
+yes: true
+upper: FALSE
+tilde: ~
+empty:
+word: text
+list: [1, '2', null, -7]
+neg: -.inf
+)"));
+  EXPECT_EQ(j["status"], 200);
+  EXPECT_TRUE(j["status"].is_number_integer());
+  EXPECT_EQ(j["quoted"], "200");
+  EXPECT_EQ(j["single"], "0.5");
+  EXPECT_EQ(j["float"], 1500.0);
+  EXPECT_TRUE(j["dot"].is_number_float());
+  EXPECT_EQ(j["yes"], true);
+  EXPECT_EQ(j["upper"], false);
+  EXPECT_TRUE(j["tilde"].is_null());
+  EXPECT_TRUE(j["empty"].is_null());
+  EXPECT_EQ(j["word"], "text");
+  EXPECT_EQ(j["list"], json::parse(R"([1, "2", null, -7])"));
+  EXPECT_TRUE(std::isinf(j["neg"].get<double>()) && j["neg"].get<double>() < 0);
+}
+
 TEST(OpenApi, EveryAnswerOfARunningServerValidates) {
   serve::testing::TempDir dir;
   Server server(dir.path());
@@ -507,6 +541,10 @@ TEST(OpenApi, EveryAnswerOfARunningServerValidates) {
   call("DELETE", "/v1/models/chat", "", 200);
   call("DELETE", "/v1/models/chat", "", 404);
   call("DELETE", "/v1/models/cam0", "", 401, false);
+  // The server's own copy of this document is this document.
+  const auto spec = call("GET", "/v1/openapi.json", "", 200);
+  EXPECT_EQ(spec.json(), serve::yaml_to_json(doc().root()));
+  call("POST", "/v1/openapi.json", "{}", 405);
   // Every operation of the document answered with success at least once.
   for (const auto& p : doc().root()["paths"]) {
     for (const auto& op : p.second) {
