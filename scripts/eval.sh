@@ -14,7 +14,17 @@ echo "== tools profile"
 echo "== eval surrogate: MeanField vs joint and pairwise, N = 2..6 (docs/results/surrogate.md)"
 "$corun" eval surrogate workloads/paper-n6.yaml workloads/mix-l4.yaml workloads/mix-a100.yaml \
   --n 2..6 --seeds 3 --json --markdown docs/results/surrogate.md >out/eval/surrogate.json
-echo "== eval scheduler: 8 scenarios x 4 solvers online (docs/results/scheduler.md)"
-"$corun" eval scheduler --scenarios workloads/scenarios --solvers ga,exhaustive,greedy,hillclimb \
-  --out out/eval/scheduler --json --markdown docs/results/scheduler.md >out/eval/scheduler.json
+echo "== eval scheduler: 8 scenarios, GA, learning off and on (docs/results/scheduler.md)"
+"$corun" eval scheduler --scenarios workloads/scenarios --solvers ga --learning off,on \
+  --out out/eval/scheduler --quiet --json --markdown docs/results/scheduler.md \
+  --title "Online scheduler: learning off and on, eight scenarios" >out/eval/scheduler.json
+echo "== eval scheduler: 5 new mixes (docs/results/mixes.md)"
+"$corun" eval scheduler --scenarios workloads/mixes --solvers ga --learning off,on \
+  --out out/eval/mixes --no-exhaustive --quiet --json --markdown docs/results/mixes.md \
+  --title "Online scheduler on five new mixes (written before corun ran on them)" \
+  >out/eval/mixes.json
+echo "== eval scheduler: drift the planner is not told about (docs/results/drift.md)"
+"$corun" eval scheduler --scenarios workloads/drift --solvers ga --learning off,on \
+  --out out/eval/drift --no-exhaustive --quiet --json --markdown docs/results/drift.md \
+  --title "Online scheduler under drift the planner is not told about" >out/eval/drift.json
 echo "eval: JSON in out/eval/"
