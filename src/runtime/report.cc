@@ -238,7 +238,7 @@ std::string report_html(const RunReport& r, const Workload& w) {
     for (const Metric& metric : sla_metrics(w.models[m])) {
       SvgSeries meas{"measured", {}, {}, false, "#d62728"};
       SvgSeries pred{"predicted", {}, {}, true, "#1f77b4"};
-      SvgSeries bound{"bound: predicted \xC3\x97 (1 + margin)", {}, {}, true, "#ff7f0e"};
+      SvgSeries bound{"planned bound (pred. \xC3\x97 (1+margin))", {}, {}, true, "#ff7f0e"};
       SvgSeries lim{"SLA", {}, {}, false, "#2ca02c"};
       for (const auto& iv : r.intervals) {
         const ModelMetrics* mm = nullptr;
