@@ -27,8 +27,9 @@ echo "== screenshots of the pages (docs/results/*.png), with headless Chromium"
 # Chromium is large (about 290 MB installed): installed here, for `make eval` only.
 if CORUN_EXTRA_PACKAGES=chromium scripts/install-deps.sh; then
   scripts/screenshot.sh out/run/random-churn/report.html docs/results/run-report.png
-  for page in placement surrogate scheduler; do
-    scripts/screenshot.sh "out/eval/$page.html" "docs/results/$page.png"
+  # Every page an evaluation above wrote (--html out/eval/NAME.html) -> docs/results/NAME.png.
+  for page in out/eval/*.html; do
+    scripts/screenshot.sh "$page" "docs/results/$(basename "$page" .html).png"
   done
 else
   echo "eval: chromium could not be installed; screenshots skipped" >&2
