@@ -1,5 +1,6 @@
 // corun eval placement DIR: every placement policy on every tool-DAG scenario, judged against
 // the brute-force optimum.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -7,13 +8,131 @@
 
 #include "command.h"
 #include "common.h"
+#include "corun/core/atomic_file.h"
+#include "corun/core/html.h"
 #include "corun/core/strings.h"
+#include "corun/core/svg.h"
 #include "corun/core/version.h"
 #include "corun/mapping/evaluate.h"
 #include "corun/mapping/llm_agent.h"
 
 namespace corun::cli {
 namespace {
+
+struct Sum {
+  int optimal = 0;
+  int scenarios = 0;
+  double executions = 0;
+};
+
+// Cell of the scenario table as docs/results/placement.md writes it: "**opt** 252.4 / 3".
+std::string cell(const mapping::PlacementRow& r) {
+  if (!r.error.empty()) return "error: " + r.error;
+  const std::string verdict = r.optimal ? "**opt**" : "miss";
+  return verdict + " " + (r.failed ? std::string("failed") : fixed(r.makespan_ms, 1)) + " / " +
+         std::to_string(r.executions);
+}
+
+// A performance profile (Dolan and Moré, Math. Programming 2002): per policy, the share of
+// scenarios whose final makespan is within τ times the oracle's, as τ grows. A policy
+// that is always optimal is a line at 100 % from τ = 1; failures never count.
+std::string profile_svg(const std::vector<mapping::PlacementRow>& rows,
+                        const std::vector<std::string>& policies) {
+  std::map<std::string, std::vector<double>> ratios;
+  std::vector<double> taus = {1.0};
+  for (const auto& r : rows) {
+    const bool scored = r.error.empty() && !r.failed && r.oracle_makespan_ms > 0;
+    const double x = scored ? r.makespan_ms / r.oracle_makespan_ms : INFINITY;
+    ratios[r.policy].push_back(x);
+    if (std::isfinite(x)) taus.push_back(std::max(1.0, x));
+  }
+  std::sort(taus.begin(), taus.end());
+  taus.erase(std::unique(taus.begin(), taus.end()), taus.end());
+  SvgPlot plot;
+  plot.title = "Performance profile: scenarios within τ × the oracle's makespan";
+  plot.x_label = "τ (final makespan / oracle makespan)";
+  plot.y_label = "% of scenarios";
+  plot.y_min = 0;
+  plot.y_max = 100;
+  for (const auto& policy : policies) {
+    SvgSeries s;
+    s.label = policy;
+    const auto& mine = ratios[policy];
+    for (double tau : taus) {
+      const auto within =
+          std::count_if(mine.begin(), mine.end(), [&](double x) { return x <= tau * (1 + 1e-12); });
+      const double y = mine.empty()
+                           ? NAN
+                           : 100.0 * static_cast<double>(within) / static_cast<double>(mine.size());
+      // A step: the share holds until the next ratio is reached.
+      if (!s.y.empty()) {
+        s.x.push_back(tau);
+        s.y.push_back(s.y.back());
+      }
+      s.x.push_back(tau);
+      s.y.push_back(y);
+    }
+    plot.series.push_back(std::move(s));
+  }
+  return plot.render();
+}
+
+// The evaluation as a results document (Markdown; the HTML page is made from it).
+std::string placement_markdown(const std::vector<mapping::PlacementRow>& rows,
+                               const std::vector<std::string>& policies,
+                               const std::map<std::string, Sum>& sums, const std::string& command,
+                               const std::string& source, double tolerance,
+                               const std::string& svg_name) {
+  std::vector<std::string> scenarios;
+  std::map<std::string, const mapping::PlacementRow*> first;
+  for (const auto& r : rows) {
+    if (!first.count(r.scenario)) {
+      scenarios.push_back(r.scenario);
+      first[r.scenario] = &r;
+    }
+  }
+  std::string md = "# Placement evaluation: tool DAGs on the GPU and the CPU\n\n";
+  md += "Produced by\n\n```sh\n" + command + "\n```\n\n";
+  md += "Scenarios: " + source + ", on the `mapping-executor` testbed (docs/placement.md). " +
+        "**Optimal** means: the policy's final mapping, run once without noise, does not fail " +
+        "and its makespan is within " + format_number(100 * tolerance) +
+        " % of the oracle, the smallest noise-free makespan over all valid mappings. " +
+        "**Executions** are DAG runs spent deciding.\n\n";
+  md += "## Summary\n\n| policy | optimal | scenarios | mean executions |\n|---|---:|---:|---:|\n";
+  for (const auto& name : policies) {
+    const auto it = sums.find(name);
+    const Sum s = it == sums.end() ? Sum{} : it->second;
+    md += "| " + name + " | " + std::to_string(s.optimal) + " | " + std::to_string(s.scenarios) +
+          " | " + fixed(s.scenarios ? s.executions / s.scenarios : 0.0, 1) + " |\n";
+  }
+  md +=
+      "\n## Scenarios\n\nCells: optimal or miss, then the final mapping's makespan in ms / "
+      "executions.\n\n| # | scenario | kind | oracle ms |";
+  for (const auto& p : policies) md += " " + p + " |";
+  md += "\n|---:|---|---|---:|";
+  for (std::size_t i = 0; i < policies.size(); ++i) md += "---|";
+  md += "\n";
+  for (std::size_t k = 0; k < scenarios.size(); ++k) {
+    const auto* r0 = first[scenarios[k]];
+    md += "| " + std::to_string(k + 1) + " | " + scenarios[k] + " | " + r0->kind + " | " +
+          fixed(r0->oracle_makespan_ms, 1) + " |";
+    for (const auto& p : policies) {
+      std::string c = "-";
+      for (const auto& r : rows) {
+        if (r.scenario == scenarios[k] && r.policy == p) c = cell(r);
+      }
+      md += " " + c + " |";
+    }
+    md += "\n";
+  }
+  md +=
+      "\n## Performance profile\n\nFor each policy, the share of scenarios whose final "
+      "mapping's makespan is within τ times the oracle's (Dolan and Moré, 2002): the higher "
+      "and further left, the better; a failed mapping never counts.\n\n![performance "
+      "profile](" +
+      svg_name + ")\n";
+  return md;
+}
 
 const bool registered = register_command({
     "eval placement",
@@ -29,6 +148,7 @@ const bool registered = register_command({
       auto random = std::make_shared<int>(0);
       auto random_seed = std::make_shared<std::uint64_t>(1);
       auto threads = std::make_shared<int>(1);
+      auto html = std::make_shared<std::string>();
       auto tolerance = std::make_shared<double>(0.01);
       sub.add_option("dir", *dir, "directory of scenario YAML files (workloads/tools)");
       sub.add_option("--policies", *policies, "comma-separated policies");
@@ -41,6 +161,8 @@ const bool registered = register_command({
           ->check(CLI::Range(1, 256));
       sub.add_option("--tolerance", *tolerance, "optimal = within this fraction of the oracle")
           ->check(CLI::Range(0.0, 1.0));
+      sub.add_option("--html", *html,
+                     "also write the results as one self-contained HTML page (plot inline)");
       sub.add_option("--catalog", *catalog_dir, "catalog directory (default: built in)");
       sub.add_flag("--json", *json, "print JSON");
       return std::function<int()>([=] {
@@ -91,17 +213,27 @@ const bool registered = register_command({
         opts.agent = *agent;
         auto rows = mapping::evaluate(problems, opts);
         if (!rows) return report_error(rows.error().wrap("--policies"));
-        struct Sum {
-          int optimal = 0;
-          int scenarios = 0;
-          double executions = 0;
-        };
         std::map<std::string, Sum> sums;
         for (const auto& r : *rows) {
           Sum& s = sums[r.policy];
           s.optimal += r.optimal ? 1 : 0;
           ++s.scenarios;
           s.executions += static_cast<double>(r.executions);
+        }
+        if (!html->empty()) {
+          std::string command = "corun eval placement " +
+                                (*random > 0 ? "--random " + std::to_string(*random) +
+                                                   " --random-seed " + std::to_string(*random_seed)
+                                             : *dir) +
+                                " --policies " + *policies + " --agent " + *agent_name +
+                                " --tolerance " + format_number(*tolerance) + " --html " + *html;
+          const std::string svg_name = "placement-profile.svg";
+          const std::string md =
+              placement_markdown(*rows, opts.policies, sums, command, source, *tolerance, svg_name);
+          const std::string page =
+              html_document("Placement evaluation",
+                            markdown_to_html(md, {{svg_name, profile_svg(*rows, opts.policies)}}));
+          if (auto s = write_file_atomic(*html, page); !s.ok()) return report_error(s.error());
         }
         if (*json) {
           nlohmann::json j;

@@ -11,6 +11,7 @@
 #include "command.h"
 #include "common.h"
 #include "corun/core/atomic_file.h"
+#include "corun/core/html.h"
 #include "corun/core/stats.h"
 #include "corun/core/strings.h"
 #include "corun/core/svg.h"
@@ -25,6 +26,9 @@ namespace corun::cli {
 namespace {
 
 double median_of(std::vector<double> v) { return quantile(std::move(v), 0.5); }
+
+// Independent measurement windows behind the robust oracle, unless --windows says otherwise.
+constexpr int kOracleWindows = 1000;
 
 
 std::string stem(const std::string& file) { return std::filesystem::path(file).stem().string(); }
@@ -177,10 +181,10 @@ const bool registered = register_command({
       struct Flags {
         std::vector<std::string> files;
         std::string scenarios, solvers = "ga,exhaustive,greedy,hillclimb", testbed = "sim",
-                               out = "out/eval/scheduler", markdown, catalog,
+                               out = "out/eval/scheduler", markdown, html, catalog,
                                title = "Online scheduler evaluation";
         bool json = false, no_oracle = false, no_exhaustive = false, quiet = false;
-        int windows = 1000;
+        int windows = kOracleWindows;
         SurrogateFlags surrogate;
         LearningFlags learning;
       };
@@ -201,7 +205,10 @@ const bool registered = register_command({
           ->check(CLI::Range(1, 1000))
           ->capture_default_str();
       sub.add_option("--markdown", f->markdown, "also write this Markdown report (+ two SVGs)");
-      sub.add_option("--title", f->title, "title of the Markdown report")->capture_default_str();
+      sub.add_option("--html", f->html,
+                     "also write the report as one self-contained HTML page (plots inline)");
+      sub.add_option("--title", f->title, "title of the Markdown report and HTML page")
+          ->capture_default_str();
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
       sub.add_flag("--json", f->json, "print JSON");
       sub.add_flag("--quiet", f->quiet, "no progress lines");
@@ -294,8 +301,9 @@ const bool registered = register_command({
         const nlohmann::json sum = summary(*rows);
         nlohmann::json jrows = nlohmann::json::array();
         for (const auto& r : *rows) jrows.push_back(to_json(r));
-        if (!f->markdown.empty()) {
-          const std::filesystem::path md(f->markdown);
+        if (!f->markdown.empty() || !f->html.empty()) {
+          // One document, written as Markdown (+ two SVG files) and/or as an HTML page.
+          const std::filesystem::path md(f->markdown.empty() ? f->html : f->markdown);
           const std::string svg_stem = md.stem().string();
           std::string command = "corun eval scheduler" +
                                 (f->scenarios.empty() ? "" : " --scenarios " + f->scenarios) +
@@ -304,8 +312,13 @@ const bool registered = register_command({
                                 f->surrogate.regressor +
                                 (f->surrogate.unconstrained ? " --unconstrained" : "") +
                                 " --seed " + std::to_string(f->surrogate.seed) + " --json";
+          // The references a run skips change the document: say so in its command.
+          if (f->no_oracle) command += " --no-oracle";
+          if (f->no_exhaustive) command += " --no-exhaustive";
+          if (f->windows != kOracleWindows) command += " --windows " + std::to_string(f->windows);
           for (const auto& file : f->files) command += " " + file;
-          command += " --markdown " + f->markdown;
+          if (!f->markdown.empty()) command += " --markdown " + f->markdown;
+          if (!f->html.empty()) command += " --html " + f->html;
           const ConfigSpace space(scenarios.front());
           const std::string setup =
               "Testbed `" + f->testbed + "`; surrogate: MeanField/" + f->surrogate.regressor +
@@ -324,15 +337,27 @@ const bool registered = register_command({
               " %; GA warm-started from the plan in force. Robust oracle: " +
               std::to_string(f->windows) + " windows per candidate. The first scenario has " +
               std::to_string(space.joint_count()) + " joint configurations.";
-          const auto dir = md.has_parent_path() ? md.parent_path() : std::filesystem::path(".");
-          const std::vector<std::pair<std::string, std::string>> outputs = {
-              {(dir / (svg_stem + "-decision.svg")).string(),
-               svg_by_scenario(*rows, "Decision time (median per scenario)", "ms",
-                               &SchedulerEvalRow::decision_ms_p50)},
-              {(dir / (svg_stem + "-oracle.svg")).string(),
-               svg_by_scenario(*rows, "Gap to the robust oracle (median over intervals)", "%",
-                               &SchedulerEvalRow::gap_to_oracle_pct)},
-              {md.string(), markdown(*rows, sum, f->title, command, svg_stem, setup)}};
+          const std::string decision_svg =
+              svg_by_scenario(*rows, "Decision time (median per scenario)", "ms",
+                              &SchedulerEvalRow::decision_ms_p50);
+          const std::string oracle_svg =
+              svg_by_scenario(*rows, "Gap to the robust oracle (median over intervals)", "%",
+                              &SchedulerEvalRow::gap_to_oracle_pct);
+          const std::string text = markdown(*rows, sum, f->title, command, svg_stem, setup);
+          std::vector<std::pair<std::string, std::string>> outputs;
+          if (!f->markdown.empty()) {
+            const auto dir = md.has_parent_path() ? md.parent_path() : std::filesystem::path(".");
+            outputs = {{(dir / (svg_stem + "-decision.svg")).string(), decision_svg},
+                       {(dir / (svg_stem + "-oracle.svg")).string(), oracle_svg},
+                       {md.string(), text}};
+          }
+          if (!f->html.empty()) {
+            outputs.emplace_back(
+                f->html,
+                html_document(f->title,
+                              markdown_to_html(text, {{svg_stem + "-decision.svg", decision_svg},
+                                                      {svg_stem + "-oracle.svg", oracle_svg}})));
+          }
           for (const auto& [path, content] : outputs) {
             if (auto s = write_file_atomic(path, content); !s.ok()) return report_error(s.error());
           }

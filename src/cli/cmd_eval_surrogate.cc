@@ -5,11 +5,13 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "command.h"
 #include "common.h"
 #include "corun/core/atomic_file.h"
+#include "corun/core/html.h"
 #include "corun/core/strings.h"
 #include "corun/eval/surrogate_eval.h"
 
@@ -83,7 +85,7 @@ const bool registered = register_command({
     [](CLI::App& sub) {
       struct Flags {
         std::vector<std::string> files;
-        std::string catalog, n = "2..6", budgets = "1,2,3,5,10,20,40", markdown,
+        std::string catalog, n = "2..6", budgets = "1,2,3,5,10,20,40", markdown, html,
                              surrogates = "meanfield:mlp,meanfield:gbdt,joint:mlp,pairwise:linear",
                              testbed = "sim";
         int seeds = 3, threads = 0, heldout_repeats = 5, standalone_repeats = 5;
@@ -126,6 +128,8 @@ const bool registered = register_command({
       sub.add_flag("--no-onboarding", f->no_onboarding, "skip the onboarding evaluation");
       sub.add_option("--markdown", f->markdown,
                      "write the results document (and its SVG plots next to it)");
+      sub.add_option("--html", f->html,
+                     "write the results as one self-contained HTML page (plots inline)");
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
       sub.add_flag("--json", f->json, "print JSON");
       sub.add_flag("--quiet", f->quiet, "no progress output");
@@ -172,16 +176,10 @@ const bool registered = register_command({
           if (!rep) return report_error(rep.error());
           reports.push_back(std::move(*rep));
         }
-        if (!f->markdown.empty()) {
-          const std::filesystem::path md(f->markdown);
+        if (!f->markdown.empty() || !f->html.empty()) {
+          // One document, written as Markdown (+ its SVG files) and/or as an HTML page.
+          const std::filesystem::path md(f->markdown.empty() ? f->html : f->markdown);
           const std::string stem = md.stem().string();
-          std::error_code ec;
-          if (!md.parent_path().empty()) std::filesystem::create_directories(md.parent_path(), ec);
-          if (ec) {
-            return report_error(Error(
-                "--markdown: cannot create " + md.parent_path().string() + ": " + ec.message(),
-                Error::Kind::kIo));
-          }
           // Everything that changes a number, so that the document says how to reproduce it.
           std::string command = "corun eval surrogate";
           for (const auto& file : f->files) command += " " + file;
@@ -191,22 +189,33 @@ const bool registered = register_command({
                      " --standalone-repeats " + std::to_string(f->standalone_repeats) + " --seed " +
                      std::to_string(f->seed) + " --window " + format_number(f->window_s) +
                      " --surrogates " + f->surrogates +
-                     (f->no_onboarding ? " --no-onboarding" : "") + " --markdown " + f->markdown;
+                     (f->no_onboarding ? " --no-onboarding" : "");
+          if (!f->markdown.empty()) command += " --markdown " + f->markdown;
+          if (!f->html.empty()) command += " --html " + f->html;
+          std::map<std::string, std::string> svgs;  // file name as the document cites it
           for (const auto& r : reports) {
-            const auto dir = md.parent_path();
-            if (auto s = write_file_atomic(dir / (stem + "-" + r.workload + "-r2.svg"),
-                                           eval::svg_r2_vs_budget(r));
-                !s.ok()) {
-              return report_error(s.error());
-            }
-            if (auto s = write_file_atomic(dir / (stem + "-" + r.workload + "-budget.svg"),
-                                           eval::svg_budget_vs_n(r));
-                !s.ok()) {
-              return report_error(s.error());
-            }
+            svgs[stem + "-" + r.workload + "-r2.svg"] = eval::svg_r2_vs_budget(r);
+            svgs[stem + "-" + r.workload + "-budget.svg"] = eval::svg_budget_vs_n(r);
           }
-          if (auto s = write_file_atomic(md, eval::to_markdown(reports, command, stem)); !s.ok()) {
-            return report_error(s.error());
+          const std::string text = eval::to_markdown(reports, command, stem);
+          std::vector<std::pair<std::filesystem::path, std::string>> outputs;
+          if (!f->markdown.empty()) {
+            for (const auto& [name, svg] : svgs) outputs.emplace_back(md.parent_path() / name, svg);
+            outputs.emplace_back(md, text);
+          }
+          if (!f->html.empty()) {
+            outputs.emplace_back(f->html,
+                                 html_document("Surrogate accuracy", markdown_to_html(text, svgs)));
+          }
+          for (const auto& [path, content] : outputs) {
+            std::error_code ec;
+            if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+            if (ec) {
+              return report_error(
+                  Error("cannot create " + path.parent_path().string() + ": " + ec.message(),
+                        Error::Kind::kIo));
+            }
+            if (auto s = write_file_atomic(path, content); !s.ok()) return report_error(s.error());
           }
         }
         if (f->json) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 
 #include "corun/core/strings.h"
@@ -126,18 +127,38 @@ std::string SvgPlot::render() const {
          num(left + pw) + "\" y2=\"" + num(fy(*reference_y)) +
          "\" stroke=\"#888\" stroke-dasharray=\"2,3\"/>\n";
   }
+  // Marker labels go on the first of a few rows where they do not run into the label before
+  // them (events close in time, or at the same time, would otherwise print over each other).
+  constexpr int kLabelRows = 4;
+  constexpr double kCharWidth = 5.6;  // at font-size 10
+  double row_end[kLabelRows];
+  std::fill(std::begin(row_end), std::end(row_end), -1e300);
   for (const auto& [x, label] : markers_x) {
     if (!std::isfinite(x) || x < x_lo || x > x_hi || (log_x && x <= 0)) continue;
+    // Near the right edge a label reads leftwards from its line, clear of the legend.
+    const double label_w = kCharWidth * static_cast<double>(label.size());
+    const bool leftwards = fx(x) + 3 + label_w > left + pw;
+    const double lx = leftwards ? fx(x) - 3 - label_w : fx(x) + 3;
+    int row = 0;
+    for (int r = 0; r < kLabelRows; ++r) {
+      if (row_end[r] < lx) {
+        row = r;
+        break;
+      }
+      if (row_end[r] < row_end[row]) row = r;
+    }
+    row_end[row] = lx + label_w + 4;
     o += "<line x1=\"" + num(fx(x)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(fx(x)) + "\" y2=\"" +
          num(top + ph) + "\" stroke=\"#9467bd\" stroke-dasharray=\"1,3\"/>";
-    o += "<text x=\"" + num(fx(x) + 3) + "\" y=\"" + num(top + 12) +
+    o += "<text x=\"" + num(lx) + "\" y=\"" + num(top + 12 + 11.0 * row) +
          "\" font-size=\"10\" fill=\"#9467bd\">" + markup_escape(label) + "</text>\n";
   }
   // Series and legend.
   for (std::size_t k = 0; k < series.size(); ++k) {
     const SvgSeries& s = series[k];
-    const std::string colour =
-        s.colour.empty() ? kColours[k % (sizeof kColours / sizeof kColours[0])] : markup_escape(s.colour);
+    const std::string colour = s.colour.empty()
+                                   ? kColours[k % (sizeof kColours / sizeof kColours[0])]
+                                   : markup_escape(s.colour);
     std::string path;
     bool pen = false;
     for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
@@ -158,8 +179,8 @@ std::string SvgPlot::render() const {
     o += "<line x1=\"" + num(left + pw + 12) + "\" y1=\"" + num(ly) + "\" x2=\"" +
          num(left + pw + 34) + "\" y2=\"" + num(ly) + "\" stroke=\"" + colour +
          "\" stroke-width=\"1.8\"" + (s.dashed ? " stroke-dasharray=\"6,4\"" : "") + "/>";
-    o += "<text x=\"" + num(left + pw + 40) + "\" y=\"" + num(ly + 4) + "\">" + markup_escape(s.label) +
-         "</text>\n";
+    o += "<text x=\"" + num(left + pw + 40) + "\" y=\"" + num(ly + 4) + "\">" +
+         markup_escape(s.label) + "</text>\n";
   }
   o += "</svg>\n";
   return o;

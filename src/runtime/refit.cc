@@ -7,12 +7,7 @@ namespace {
 bool same_demands(const Workload& a, const Workload& b) {
   if (a.models.size() != b.models.size()) return false;
   for (std::size_t m = 0; m < a.models.size(); ++m) {
-    const Demand& x = a.models[m].demand;
-    const Demand& y = b.models[m].demand;
-    if (x.fps != y.fps || x.rps != y.rps || x.prompt_tokens != y.prompt_tokens ||
-        x.output_tokens != y.output_tokens) {
-      return false;
-    }
+    if (a.models[m].demand != b.models[m].demand) return false;
   }
   return true;
 }

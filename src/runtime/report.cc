@@ -5,10 +5,12 @@
 #include <cstdio>
 
 #include "corun/core/atomic_file.h"
+#include "corun/core/html.h"
 #include "corun/core/stats.h"
 #include "corun/core/strings.h"
 #include "corun/core/svg.h"
 #include "corun/core/version.h"
+#include "report_sections.h"
 
 namespace corun {
 
@@ -75,26 +77,6 @@ std::vector<std::pair<double, std::string>> markers(const RunReport& r) {
 
 nlohmann::json margin_json(const Margin& g) {
   return {{"latency", g.latency}, {"ttft", g.ttft}, {"tpot", g.tpot}};
-}
-
-// A line chart over the run's intervals (inline SVG), or a note when nothing was measured.
-std::string chart(const std::string& title, const std::string& y_label,
-                  std::vector<SvgSeries> series,
-                  std::vector<std::pair<double, std::string>> marks = {}) {
-  const bool any = std::any_of(series.begin(), series.end(), [](const SvgSeries& s) {
-    return std::any_of(s.y.begin(), s.y.end(), [](double y) { return std::isfinite(y); });
-  });
-  if (!any) return "<p>no data for " + markup_escape(title) + "</p>";
-  SvgPlot p;
-  p.title = title;
-  p.x_label = "time (s)";
-  p.y_label = y_label;
-  p.y_min = 0;
-  p.width = 860;
-  p.height = 300;
-  p.series = std::move(series);
-  p.markers_x = std::move(marks);
-  return p.render();
 }
 
 }  // namespace
@@ -199,13 +181,7 @@ std::string report_html(const RunReport& r, const Workload& w) {
   }
   const auto marks = markers(r);
   const auto j = report_json(r, w);
-  std::string html =
-      "<!DOCTYPE html><html><head><meta charset='utf-8'><title>corun run report</title>"
-      "<style>body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222}"
-      "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
-      "text-align:right}th{background:#f4f4f4}.bad{color:#c00;font-weight:bold}</style>"
-      "</head><body>";
-  html += "<h1>corun run: " + markup_escape(r.workload) + "</h1>";
+  std::string html = "<h1>corun run: " + markup_escape(r.workload) + "</h1>";
   const auto& s = j["summary"];
   char buf[1024];
   std::snprintf(buf, sizeof buf,
@@ -222,25 +198,47 @@ std::string report_html(const RunReport& r, const Workload& w) {
                 r.refits, r.sla_violations() ? "bad" : "", r.sla_violations(),
                 s["decision_ms_p50"].get<double>(), s["decision_ms_p99"].get<double>());
   html += buf;
-  // Infeasible plans, each distinct explanation once.
-  std::vector<std::string> why;
+  // Infeasible plans: explanations that differ only in their numbers (the best latency
+  // reached moves with the load) are one explanation, shown once with where it held.
+  struct Why {
+    std::string first;  // the first message of its kind
+    std::vector<double> at_s;
+  };
+  std::vector<std::pair<std::string, Why>> why;
   for (const auto& iv : r.intervals) {
     for (const auto& m : iv.infeasible) {
-      if (std::find(why.begin(), why.end(), m) == why.end()) why.push_back(m);
+      std::string shape = m;
+      std::replace_if(shape.begin(), shape.end(), [](char c) { return c >= '0' && c <= '9'; }, '#');
+      auto it = std::find_if(why.begin(), why.end(), [&](const auto& x) { return x.first == shape; });
+      if (it == why.end()) it = why.insert(why.end(), {shape, Why{m, {}}});
+      if (it->second.at_s.empty() || it->second.at_s.back() != iv.t_s) {
+        it->second.at_s.push_back(iv.t_s);
+      }
     }
   }
   if (!why.empty()) {
     html += "<h2 class='bad'>Infeasible: not every SLA can be held</h2><ul>";
-    for (const auto& m : why) html += "<li>" + markup_escape(m) + "</li>";
+    for (const auto& entry : why) {
+      const Why& g = entry.second;
+      std::snprintf(buf, sizeof buf,
+                    " <span class='note'>(%zu interval%s, t = %.0f to %.0f s)</span>",
+                    g.at_s.size(), g.at_s.size() == 1 ? "" : "s", g.at_s.front(), g.at_s.back());
+      html += "<li>" + markup_escape(g.first) + buf + "</li>";
+    }
     html += "</ul><p>What runs instead follows the degradation rule (docs/scheduler.md).</p>";
   }
-  html += chart("Objective (utility) per interval", "utility", {pu, mu}, marks);
+  html += report::models_section(r, w);
+  html += "<h2>Objective and configuration</h2>";
+  html += report::time_chart("Objective (utility) per interval", "utility", {pu, mu}, marks);
+  html += report::configuration_section(r, w);
+  html += report::gpu_section(r, w);
+  html += "<h2>SLA metrics: measured against predicted</h2>";
   std::vector<SvgSeries> errors;
   for (std::size_t m = 0; m < w.models.size(); ++m) {
     for (const Metric& metric : sla_metrics(w.models[m])) {
       SvgSeries meas{"measured", {}, {}, false, "#d62728"};
       SvgSeries pred{"predicted", {}, {}, true, "#1f77b4"};
-      SvgSeries bound{"planned bound (predicted x (1 + margin))", {}, {}, true, "#ff7f0e"};
+      SvgSeries bound{"planned bound (pred. \xC3\x97 (1+margin))", {}, {}, true, "#ff7f0e"};
       SvgSeries lim{"SLA", {}, {}, false, "#2ca02c"};
       for (const auto& iv : r.intervals) {
         const ModelMetrics* mm = nullptr;
@@ -257,8 +255,8 @@ std::string report_html(const RunReport& r, const Workload& w) {
         lim.x.push_back(iv.t_s);
         lim.y.push_back(metric.limit);
       }
-      html += chart(w.models[m].name + ": " + metric.name, metric.name, {meas, pred, bound, lim},
-                    marks);
+      html += report::time_chart(w.models[m].name + ": " + metric.name, metric.name,
+                                 {meas, pred, bound, lim}, marks, 250);
     }
     SvgSeries e{w.models[m].name, {}, {}, false, ""};
     for (const auto& iv : r.intervals) {
@@ -269,12 +267,15 @@ std::string report_html(const RunReport& r, const Workload& w) {
     }
     errors.push_back(std::move(e));
   }
-  html += chart("Prediction error of each model's SLA latency (moving average of |measured / "
-                "predicted - 1|)",
-                "%", std::move(errors), marks);
-  html += "<h2>Decisions</h2><table><tr><th>t (s)</th><th>events</th><th>drift (unseen)</th>"
-          "<th>re-plan</th><th>decision ms</th><th>predicted utility</th><th>measured utility</th>"
-          "<th>breaches</th></tr>";
+  html += report::time_chart(
+      "Prediction error of each model's SLA latency (moving average of |measured / predicted - 1|)",
+      "%", std::move(errors), marks);
+  html += report::events_section(r);
+  html +=
+      "<h2>Every interval</h2><table><tr><th class='n'>t (s)</th><th>events</th>"
+      "<th>drift (unseen)</th><th>re-plan</th><th class='n'>decision ms</th>"
+      "<th class='n'>predicted utility</th><th class='n'>measured utility</th>"
+      "<th>breaches</th></tr>";
   for (const auto& iv : r.intervals) {
     std::string ev, drift, breaches;
     for (const auto& e : iv.events) ev += (ev.empty() ? "" : ", ") + e;
@@ -284,15 +285,16 @@ std::string report_html(const RunReport& r, const Workload& w) {
     }
     const std::string reason = iv.replanned ? iv.reason + (iv.feasible ? "" : " (infeasible)") : "";
     std::snprintf(buf, sizeof buf,
-                  "<tr><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td><td>%.1f</td><td>%.2f</td>"
-                  "<td>%.2f</td><td class='bad'>%s</td></tr>",
+                  "<tr><td class='n'>%.0f</td><td>%s</td><td>%s</td><td>%s</td>"
+                  "<td class='n'>%.1f</td><td class='n'>%.2f</td><td class='n'>%.2f</td>"
+                  "<td class='bad'>%s</td></tr>",
                   iv.t_s, markup_escape(ev).c_str(), markup_escape(drift).c_str(),
                   markup_escape(reason).c_str(), iv.decision_ms, iv.predicted_utility,
                   iv.measured_utility, markup_escape(breaches).c_str());
     html += buf;
   }
-  html += "</table></body></html>\n";
-  return html;
+  html += "</table>";
+  return html_document("corun run: " + r.workload, html);
 }
 
 Status write_report(const RunReport& r, const Workload& w, const std::filesystem::path& dir) {

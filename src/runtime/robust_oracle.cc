@@ -61,12 +61,13 @@ bool near_feasible(const Workload& w, const Measurement& m) {
 
 std::string state_key(const Workload& w) {
   std::string k;
-  char buf[160];
+  char buf[192];
   for (const auto& m : w.models) {
-    std::snprintf(buf, sizeof buf, "%d:%.9g:%.9g:%d:%d:%.9g:%.9g:%.9g:%.9g;", m.active ? 1 : 0,
+    std::snprintf(buf, sizeof buf, "%d:%.9g:%.9g:%d:%d:%d:%.9g:%.9g:%.9g:%.9g;", m.active ? 1 : 0,
                   m.demand.fps, m.demand.rps, m.demand.prompt_tokens, m.demand.output_tokens,
-                  m.sla.latency_ms_p95.value_or(0), m.sla.ttft_ms_p95.value_or(0),
-                  m.sla.tpot_ms_p95.value_or(0), m.sla.min_throughput.value_or(0));
+                  m.demand.concurrency, m.sla.latency_ms_p95.value_or(0),
+                  m.sla.ttft_ms_p95.value_or(0), m.sla.tpot_ms_p95.value_or(0),
+                  m.sla.min_throughput.value_or(0));
     k += buf;
   }
   return k;

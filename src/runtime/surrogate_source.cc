@@ -72,10 +72,7 @@ Predicted to_predicted(const float* t, bool running) {
   return p;
 }
 
-bool same_demand(const Demand& a, const Demand& b) {
-  return a.fps == b.fps && a.rps == b.rps && a.prompt_tokens == b.prompt_tokens &&
-         a.output_tokens == b.output_tokens;
-}
+bool same_demand(const Demand& a, const Demand& b) { return a == b; }
 
 }  // namespace
 

@@ -92,8 +92,8 @@ LoadTable TwinSource::loads(const Workload& current) {
   for (std::size_t m = 0; m < current.models.size(); ++m) {
     const ModelSpec& spec = current.models[m];
     char demand[96];
-    std::snprintf(demand, sizeof demand, "|%.9g|%.9g|%d|%d", spec.demand.fps, spec.demand.rps,
-                  spec.demand.prompt_tokens, spec.demand.output_tokens);
+    std::snprintf(demand, sizeof demand, "|%.9g|%.9g|%d|%d|%d", spec.demand.fps, spec.demand.rps,
+                  spec.demand.prompt_tokens, spec.demand.output_tokens, spec.demand.concurrency);
     const std::string key = Controller::model_key(spec) + demand;
     auto it = alone_.find(key);
     if (it == alone_.end()) {

@@ -136,27 +136,57 @@ void parse_knobs(const YamlField& knobs, ModelSpec& m) {
   }
 }
 
+// The rate key of a family's demand: frames for vision, requests for everything else.
+const char* rate_key(ModelFamily fam) { return fam == ModelFamily::kVision ? "fps" : "rps"; }
+
+// Rate or closed loop, never both: `fps`/`rps` offers a rate, `concurrency` keeps N requests
+// in flight. Returns false (after reporting) when both are given.
+bool parse_demand_mode(const YamlField& d, ModelFamily fam, Demand& out, bool rate_required) {
+  const std::string rate = rate_key(fam);
+  const bool has_rate = d[rate].present();
+  const bool has_concurrency = d["concurrency"].present();
+  if (has_rate && has_concurrency) {
+    d["concurrency"].error("give either " + rate + " (a rate) or concurrency (requests in " +
+                           "flight), not both");
+    return false;
+  }
+  if (has_concurrency) {
+    const auto n = d.integer_at("concurrency", 1, kMaxConcurrency, true);
+    if (n) {
+      out.concurrency = static_cast<int>(*n);
+      out.fps = 0;
+      out.rps = 0;
+    }
+    return true;
+  }
+  const double min = fam == ModelFamily::kVision ? 1e-3 : 1e-4;
+  const auto v = d.number_at(rate, min, kMaxRate, rate_required);
+  if (v) {
+    (fam == ModelFamily::kVision ? out.fps : out.rps) = *v;
+    out.concurrency = 0;
+  }
+  return true;
+}
+
 void parse_demand(const YamlField& d, ModelSpec& m) {
   const ModelFamily fam = m.arch.family;
   if (!d.present()) {
-    d.error("missing required field (" +
-            std::string(fam == ModelFamily::kVision ? "fps" : "rps") + ")");
+    d.error("missing required field (" + std::string(rate_key(fam)) + " or concurrency)");
     return;
   }
   if (!d.expect_map()) return;
-  if (fam == ModelFamily::kVision) {
-    d.check_keys({"fps"});
-    m.demand.fps = d.number_at("fps", 1e-3, kMaxRate, true).value_or(0);
-  } else if (fam == ModelFamily::kLlm) {
-    d.check_keys({"rps", "prompt_tokens", "output_tokens"});
-    m.demand.rps = d.number_at("rps", 1e-4, kMaxRate, true).value_or(0);
+  if (fam == ModelFamily::kLlm) {
+    d.check_keys({"rps", "concurrency", "prompt_tokens", "output_tokens"});
+  } else {
+    d.check_keys({rate_key(fam), "concurrency"});
+  }
+  parse_demand_mode(d, fam, m.demand, true);
+  if (fam == ModelFamily::kLlm) {
+    // A closed loop of LLM requests still needs their lengths: they set each request's work.
     m.demand.prompt_tokens =
         static_cast<int>(d.integer_at("prompt_tokens", 1, kMaxTokens, true).value_or(0));
     m.demand.output_tokens =
         static_cast<int>(d.integer_at("output_tokens", 1, kMaxTokens, true).value_or(0));
-  } else {
-    d.check_keys({"rps"});
-    m.demand.rps = d.number_at("rps", 1e-4, kMaxRate, true).value_or(0);
   }
 }
 
@@ -319,13 +349,12 @@ void parse_event(const YamlField& f, Workload& w) {
     if (kind == "demand") {
       e.kind = TimelineEvent::Kind::kDemand;
       e.demand = m.demand;
-      if (m.arch.family == ModelFamily::kVision) {
-        body.check_keys({"model", "fps"});
-        e.demand.fps = body.number_at("fps", 1e-3, kMaxRate, true).value_or(m.demand.fps);
-      } else {
-        body.check_keys({"model", "rps"});
-        e.demand.rps = body.number_at("rps", 1e-4, kMaxRate, true).value_or(m.demand.rps);
+      const char* rate = rate_key(m.arch.family);
+      body.check_keys({"model", rate, "concurrency"});
+      if (!body[rate].present() && !body["concurrency"].present()) {
+        body[rate].error("missing required field (or concurrency)");
       }
+      parse_demand_mode(body, m.arch.family, e.demand, false);
     } else if (kind == "sla") {
       e.kind = TimelineEvent::Kind::kSla;
       e.sla = m.sla;

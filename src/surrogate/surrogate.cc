@@ -348,6 +348,10 @@ nlohmann::json Surrogate::to_json() const {
                              {"rps", sig.demand.rps},
                              {"prompt_tokens", sig.demand.prompt_tokens},
                              {"output_tokens", sig.demand.output_tokens}}}});
+    // Written only for closed-loop demands, so that files of rate demands stay as they were.
+    if (sig.demand.closed_loop()) {
+      j["models"].back()["demand"]["concurrency"] = sig.demand.concurrency;
+    }
   }
   j["feature_names"] = feature_names_;
   j["standalone"] = standalone_.to_json();
@@ -426,6 +430,7 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
         sig.demand.rps = d.value("rps", 0.0);
         sig.demand.prompt_tokens = d.value("prompt_tokens", 0);
         sig.demand.output_tokens = d.value("output_tokens", 0);
+        sig.demand.concurrency = d.value("concurrency", 0);
       }
       s.signature_.push_back(std::move(sig));
     }

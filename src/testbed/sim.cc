@@ -287,11 +287,14 @@ struct SimModel {
   double cap_sms = 1;
 
   // Offered load. Server models (vision, encoder, speech): a job is a batch; LLM: a request.
-  bool closed_loop = false;  // no demand given: back-to-back jobs (benchmark mode)
+  // Closed loop (benchmark mode): no rate given, `in_flight` requests kept in flight, each
+  // sent when the previous answer returns. A demand of 0 keeps one per server.
+  bool closed_loop = false;
+  int in_flight = 1;         // closed loop: requests in flight; those beyond `servers` queue
   double item_rate = 0;      // frames/s or requests/s offered to the GPU (after frame skip)
   double items_per_job = 1;
   double job_rate = 0;
-  int servers = 1;         // concurrent jobs (request_concurrency)
+  int servers = 1;         // concurrent jobs: request_concurrency, or fewer in flight
   double arrival_cv2 = 1;  // of jobs
   double item_cv2 = 1;     // of items (for counting noise)
 
@@ -415,6 +418,7 @@ Env environment(const std::vector<SimModel>& ms, std::size_t i, const Shape& sh,
 // Setup.
 
 double offered_rate(const ModelSpec& m) {
+  if (m.demand.closed_loop()) return 0;
   const bool frames = m.arch.family == ModelFamily::kVision;
   const double primary = frames ? m.demand.fps : m.demand.rps;
   const double secondary = frames ? m.demand.rps : m.demand.fps;
@@ -437,6 +441,14 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
   const int batch = std::max(1, s.batch);
   const double offered = offered_rate(spec);
   m.closed_loop = offered <= 0;
+  if (spec.demand.closed_loop()) {
+    // N requests in flight occupy at most N servers (an LLM's decode batch is at most N);
+    // the rest wait for a free one.
+    m.in_flight = spec.demand.concurrency;
+    m.servers = std::min(m.servers, m.in_flight);
+  } else {
+    m.in_flight = m.servers;
+  }
 
   switch (a.family) {
     case ModelFamily::kVision: {
@@ -765,6 +777,13 @@ void report_server(const SimModel& m, const MeasureOptions& o, const Noise& nz, 
   double fill_mean = 0, fill_p50 = 0, fill_p95 = 0;
   if (m.closed_loop) {
     served = m.servers / service * m.items_per_job;
+    // Every server is always busy, so each request waits for the (in_flight - servers) /
+    // servers jobs ahead of it on its server: Little's law, in_flight / rate, for a closed
+    // system without think time. A wait of `k` services has k times their variance.
+    const double ahead = static_cast<double>(m.in_flight - m.servers) / m.servers;
+    wait_mean = ahead * service;
+    wait_p50 = wait_mean;
+    wait_p95 = wait_mean + sim::kZ95 * service * std::sqrt(ahead * cs2);
   } else {
     const sim::WaitTime w =
         sim::ggc_wait(m.servers, m.job_rate, service, m.arrival_cv2, cs2, o.window_s);
@@ -797,7 +816,15 @@ void report_llm(const SimModel& m, const MeasureOptions& o, const Noise& nz, Mod
   // rate as well, so the effective service per slot is at least c / capacity.
   const double slot_service = std::max(st.residence_s, c / st.capacity);
   double wait_mean = 0, wait_p50 = 0, wait_p95 = 0, rate = st.rate;
-  if (!m.closed_loop) {
+  if (m.closed_loop) {
+    // Requests beyond the slots wait for one: in_flight / rate per request (Little, closed
+    // system), of which each slot's effective service is the request's own.
+    const double ahead = static_cast<double>(m.in_flight - m.servers) / c;
+    wait_mean = ahead * slot_service;
+    wait_p50 = wait_mean;
+    wait_p95 =
+        wait_mean + sim::kZ95 * slot_service * std::sqrt(ahead * (m.t_main.cv2 + m.t_dec.cv2));
+  } else {
     const sim::WaitTime w = sim::ggc_wait(m.servers, m.item_rate, slot_service, m.arrival_cv2,
                                           m.t_main.cv2 + m.t_dec.cv2, o.window_s);
     wait_mean = w.mean_s;

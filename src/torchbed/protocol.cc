@@ -60,7 +60,8 @@ std::string encode_job(const WorkerJob& job) {
        {{"fps", job.demand.fps},
         {"rps", job.demand.rps},
         {"prompt_tokens", job.demand.prompt_tokens},
-        {"output_tokens", job.demand.output_tokens}}},
+        {"output_tokens", job.demand.output_tokens},
+        {"concurrency", job.demand.concurrency}}},
       {"int8", job.int8},
       {"threads", job.threads},
       {"window_s", job.window_s},
@@ -104,6 +105,7 @@ Result<WorkerJob> decode_job(const std::string& line) {
     job.demand.rps = d.at("rps");
     job.demand.prompt_tokens = d.at("prompt_tokens");
     job.demand.output_tokens = d.at("output_tokens");
+    job.demand.concurrency = d.value("concurrency", 0);
     job.int8 = j.at("int8");
     job.threads = j.at("threads");
     job.window_s = j.at("window_s");

@@ -55,10 +55,21 @@ bool write_line(int fd, const std::string& s) {
   return true;
 }
 
-/// Whether the demand is 0: the model then runs closed loop (back to back), the way the
-/// tests drive it. A Poisson draw that happens to hold no arrival is not a closed loop.
+/// Whether the model runs closed loop: a `concurrency` demand (benchmark mode), or a demand
+/// of 0 (back to back, the way the tests drive it). A Poisson draw that happens to hold no
+/// arrival is not a closed loop.
 bool closed_loop(const WorkerJob& job) {
+  if (job.demand.closed_loop()) return true;
   return job.arch.family == ModelFamily::kVision ? job.demand.fps <= 0 : job.demand.rps <= 0;
+}
+
+/// Requests a closed loop keeps in flight: the demand's concurrency, else one per server
+/// (an LLM's request_concurrency slots; a batched model's single forward pass).
+std::size_t in_flight(const WorkerJob& job) {
+  if (job.demand.closed_loop()) return static_cast<std::size_t>(job.demand.concurrency);
+  return job.arch.family == ModelFamily::kLlm
+             ? static_cast<std::size_t>(std::max(1, job.settings.request_concurrency))
+             : 1;
 }
 
 /// Arrival times (s) in [0, window): periodic frames with deterministic skipping, Poisson
@@ -95,14 +106,20 @@ void serve_batches(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
   const int b = std::max(1, job.settings.batch);
   const double bytes = forward_cost(job.arch, b, size, cost_precision(job)).bytes;
   const auto end = at(t0, job.window_s);
-  if (closed_loop(job)) {  // back to back
+  if (closed_loop(job)) {
+    // One server, N requests (batches) in flight, each re-sent when its answer returns: a
+    // request waits for the ones sent before it, as a client of perf_analyzer would see.
+    std::deque<Clock::time_point> sent(in_flight(job), Clock::now());
     while (Clock::now() < end) {
-      const auto s = Clock::now();
+      const auto sent_at = sent.front();
+      sent.pop_front();
       model.forward(b, size);
-      const double ms = ms_since(s, Clock::now());
+      const auto done = Clock::now();
+      const double ms = ms_since(sent_at, done);
       for (int i = 0; i < b; ++i) r.latency_ms.push_back(ms);
       r.served += b;
       r.dram_bytes += bytes;
+      sent.push_back(done);
     }
     return;
   }
@@ -137,13 +154,22 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
   const Precision p = cost_precision(job);
   const auto end = at(t0, job.window_s);
   const bool closed = closed_loop(job);
+  // Closed loop: the send times of requests not yet admitted; each answer sends the next.
+  std::deque<Clock::time_point> pending;
+  if (closed) pending.assign(in_flight(job), Clock::now());
   std::size_t next = 0;
   std::vector<Active> active;
   while (Clock::now() < end) {
     while (active.size() < c &&
-           (closed || (next < arr.size() && at(t0, arr[next]) <= Clock::now()))) {
-      const auto arrival = closed ? Clock::now() : at(t0, arr[next]);
-      ++next;
+           (closed ? !pending.empty() : (next < arr.size() && at(t0, arr[next]) <= Clock::now()))) {
+      Clock::time_point arrival;
+      if (closed) {
+        arrival = pending.front();
+        pending.pop_front();
+      } else {
+        arrival = at(t0, arr[next]);
+        ++next;
+      }
       const int slot = model.open_sequence(prompt + output + 1);
       for (int done = 0; done < prompt; done += chunk) {
         const int n = std::min(chunk, prompt - done);
@@ -157,7 +183,7 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
       if (Clock::now() >= end) break;
     }
     if (active.empty()) {
-      if (next >= arr.size()) break;
+      if (closed || next >= arr.size()) break;
       std::this_thread::sleep_until(std::min(end, at(t0, arr[next])));
       continue;
     }
@@ -182,6 +208,7 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
       r.latency_ms.push_back(ms_since(a.arrival, now));
       r.tpot_ms.push_back(ms_since(a.first_token, now) / (output - 1 > 0 ? output - 1 : 1));
       model.close_sequence(a.slot);
+      if (closed) pending.push_back(now);
       return true;
     });
   }
@@ -192,6 +219,7 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
   for (; next < arr.size() && at(t0, arr[next]) <= closed_at; ++next) {
     r.ttft_ms.push_back(ms_since(at(t0, arr[next]), closed_at));
   }
+  for (const auto& sent_at : pending) r.ttft_ms.push_back(ms_since(sent_at, closed_at));
   // A request still decoding when the window closes has shown its token gaps so far: count
   // them, or a window shorter than one request's decode would see no TPOT at all (and a
   // slow configuration would look fast by losing its slowest requests).

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "../spec/malformed_cases.h"
 
@@ -133,6 +134,44 @@ TEST(Cli, ConfigFlagSelectsKnobValues) {
   EXPECT_EQ(s["models"][0]["config"], "imgsz=320,skip_rate=0");
   EXPECT_LT(s["models"][0]["latency_ms_p50"].get<double>(),
             l["models"][0]["latency_ms_p50"].get<double>());
+}
+
+// Benchmark mode: one measurement per number of requests in flight, overriding the demand of
+// the measured models. chat runs at request_concurrency 4, so throughput grows up to 4 in
+// flight and then only the wait for a slot grows.
+TEST(Cli, MeasureSweepsConcurrencyLevels) {
+  const std::string base = "measure " + kSrc +
+                           "/workloads/paper-n2.yaml --models chat --config "
+                           "chat.request_concurrency=4 --concurrency 1,4,8";
+  const RunResult r = run(base + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["testbed"], "sim");
+  ASSERT_EQ(j["levels"].size(), 3u);
+  std::vector<double> thr, ttft;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& l = j["levels"][i];
+    EXPECT_EQ(l["concurrency"], std::vector<int>({1, 4, 8})[i]);
+    ASSERT_EQ(l["models"].size(), 1u);  // cam0 is not measured
+    EXPECT_EQ(l["models"][0]["name"], "chat");
+    thr.push_back(l["models"][0]["throughput"].get<double>());
+    ttft.push_back(l["models"][0]["ttft_ms_p95"].get<double>());
+    EXPECT_TRUE(l["gpu"]["sm_util"].is_number());
+  }
+  EXPECT_GT(thr[1], 2 * thr[0]);          // four sequences decode together
+  EXPECT_NEAR(thr[2] / thr[1], 1, 0.15);  // no fifth slot
+  EXPECT_GT(ttft[2], 2 * ttft[1]);        // the other four are waited for
+  const RunResult table = run(base);
+  ASSERT_EQ(table.code, 0) << table.err;
+  for (const char* s : {"concurrency", "throughput", "TTFT p95", "chat"}) {
+    EXPECT_NE(table.out.find(s), std::string::npos) << s << "\n" << table.out;
+  }
+  for (const char* bad : {"0", "1,x", "2,2", "1025", ""}) {
+    const RunResult e = run("measure " + kSrc + "/workloads/paper-n2.yaml --concurrency '" +
+                            std::string(bad) + "'");
+    EXPECT_EQ(e.code, 2) << bad << ": " << e.err;
+    EXPECT_NE(e.err.find("--concurrency"), std::string::npos) << e.err;
+  }
 }
 
 // The main job end to end on the paper-like workload (no timeline: one interval): profiles,

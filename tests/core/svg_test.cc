@@ -65,5 +65,22 @@ TEST(Svg, ASeriesMayNameItsColour) {
   EXPECT_NE(svg.find("stroke=\"#E69F00\""), std::string::npos);  // the palette's second
 }
 
+TEST(Svg, MarkerLabelsThatWouldOverlapGoOnSeparateRows) {
+  SvgPlot p;
+  p.series.push_back({"s", {0, 100}, {1, 2}, false, ""});
+  p.markers_x = {{50, "arrive cam3"}, {50, "demand chat"}, {90, "depart cam1"}};
+  const std::string svg = p.render();
+  // Default layout: top 36, first label row at 48, rows 11 apart; the third marker is far
+  // enough right to go back to the first row.
+  const auto y_of = [&](const std::string& label) {
+    const auto end = svg.find(">" + label + "<");
+    const auto y = svg.rfind(" y=\"", end);
+    return svg.substr(y + 4, svg.find('"', y + 4) - y - 4);
+  };
+  EXPECT_EQ(y_of("arrive cam3"), "48.0");
+  EXPECT_EQ(y_of("demand chat"), "59.0");
+  EXPECT_EQ(y_of("depart cam1"), "48.0");
+}
+
 }  // namespace
 }  // namespace corun

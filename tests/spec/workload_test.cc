@@ -162,6 +162,59 @@ timeline:
   EXPECT_EQ(t.events[4].kind, TimelineEvent::Kind::kDepart);
 }
 
+TEST(Demand, ConcurrencyIsAClosedLoopThatReplacesTheRate) {
+  auto w = parse(R"(device: v100
+models:
+  - {name: r50, model: resnet50, knobs: {batch: 32}, demand: {concurrency: 1}}
+  - {name: chat, model: qwen2.5-0.5b,
+     demand: {concurrency: 8, prompt_tokens: 256, output_tokens: 64}}
+  - {name: cam, model: yolo11n, demand: {fps: 30}}
+)");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const Demand& r50 = w->models[0].demand;
+  EXPECT_TRUE(r50.closed_loop());
+  EXPECT_EQ(r50.concurrency, 1);
+  EXPECT_EQ(r50.fps, 0);
+  const Demand& chat = w->models[1].demand;
+  EXPECT_EQ(chat.concurrency, 8);
+  EXPECT_EQ(chat.rps, 0);
+  // The lengths still say what one request is.
+  EXPECT_EQ(chat.prompt_tokens, 256);
+  EXPECT_EQ(chat.output_tokens, 64);
+  EXPECT_FALSE(w->models[2].demand.closed_loop());
+  EXPECT_EQ(w->models[2].demand.fps, 30);
+}
+
+TEST(Demand, BoundsOfConcurrencyAreInclusive) {
+  for (int n : {1, kMaxConcurrency}) {
+    auto w = parse(
+        "device: rtx3090\nmodels:\n  - {name: e, model: bert-base, demand: "
+        "{concurrency: " +
+        std::to_string(n) + "}}\n");
+    ASSERT_TRUE(w.ok()) << n << ": " << w.error().what();
+    EXPECT_EQ(w->models[0].demand.concurrency, n);
+  }
+}
+
+TEST(Timeline, DemandEventsSwitchBetweenRateAndConcurrency) {
+  auto w = parse(R"(device: rtx3090
+models:
+  - {name: enc, model: bert-base, demand: {rps: 50}}
+timeline:
+  duration_s: 60
+  events:
+    - {at_s: 10, demand: {model: enc, concurrency: 4}}
+    - {at_s: 20, demand: {model: enc, rps: 20}}
+)");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const auto& e = w->timeline.events;
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].demand.concurrency, 4);
+  EXPECT_EQ(e[0].demand.rps, 0);  // a closed loop has no rate
+  EXPECT_EQ(e[1].demand.concurrency, 0);
+  EXPECT_EQ(e[1].demand.rps, 20);
+}
+
 TEST(Workload, DriftEventsActOnTheTestbedAndAreNotForThePlanner) {
   auto w = parse(R"(device: rtx3090
 profiling: none

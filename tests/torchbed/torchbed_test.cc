@@ -105,9 +105,11 @@ TEST(TorchBed, JobRoundTrips) {
   job.arch = *Catalog::default_catalog().find_model("yolo11n");
   job.settings = vision(256);
   job.demand.fps = 12;
+  job.demand.concurrency = 3;
   job.threads = 2;
   auto back = torchbed::decode_job(torchbed::encode_job(job));
   ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->demand.concurrency, 3);
   EXPECT_EQ(back->arch.conv_layers.size(), job.arch.conv_layers.size());
   EXPECT_EQ(back->settings.imgsz, 256);
   EXPECT_EQ(back->demand.fps, 12);
@@ -203,6 +205,47 @@ TEST(TorchBed, TpotGrowsWithContext) {
   ASSERT_TRUE(s.tpot_ms_p95 && l.tpot_ms_p95 && s.ttft_ms_p95 && l.ttft_ms_p95);
   EXPECT_GT(*l.tpot_ms_p95, 1.2 * *s.tpot_ms_p95) << *s.tpot_ms_p95 << " vs " << *l.tpot_ms_p95;
   EXPECT_GT(*l.ttft_ms_p95, 5 * *s.ttft_ms_p95);
+}
+
+// Benchmark mode: N requests in flight, each re-sent when its answer returns. One worker
+// serves one batch at a time, so a request waits for the N - 1 sent before it: latency about
+// N times the service time, throughput about the same.
+TEST(TorchBed, ConcurrencyKeepsRequestsInFlight) {
+  const TorchTestbed tb(options());
+  auto at = [&](int n) {
+    Demand d;
+    d.concurrency = n;
+    return measure_all(tb, workload({spec("cam", "yolo11n", vision(128), d)}), 0.8);
+  };
+  const Measurement one = at(1);
+  const Measurement four = at(4);
+  ASSERT_TRUE(one.ok()) << one.error;
+  ASSERT_TRUE(four.ok()) << four.error;
+  const ModelMetrics& a = one.models[0];
+  const ModelMetrics& b = four.models[0];
+  EXPECT_GT(b.latency_ms_p50, 2.5 * a.latency_ms_p50)
+      << a.latency_ms_p50 << " vs " << b.latency_ms_p50;
+  EXPECT_LT(b.throughput, 1.6 * a.throughput) << a.throughput << " vs " << b.throughput;
+  EXPECT_GT(b.throughput, 0.5 * a.throughput) << a.throughput << " vs " << b.throughput;
+}
+
+TEST(TorchBed, LlmRequestsBeyondTheSlotsWaitForOne) {
+  const TorchTestbed tb(options());
+  // One slot (request_concurrency 1), three requests in flight: each new request's first
+  // token waits for the two ahead of it to finish their 8 tokens.
+  auto at = [&](int n) {
+    Workload w = tiny_llm(16, 8);
+    w.models[0].demand.concurrency = n;
+    return measure_all(tb, w, 1.0);
+  };
+  const Measurement one = at(1);
+  const Measurement three = at(3);
+  ASSERT_TRUE(one.ok()) << one.error;
+  ASSERT_TRUE(three.ok()) << three.error;
+  ASSERT_TRUE(one.models[0].ttft_ms_p95 && three.models[0].ttft_ms_p95);
+  EXPECT_GT(*three.models[0].ttft_ms_p95, 3 * *one.models[0].ttft_ms_p95)
+      << *one.models[0].ttft_ms_p95 << " vs " << *three.models[0].ttft_ms_p95;
+  EXPECT_GT(three.models[0].latency_ms_p50, 2 * one.models[0].latency_ms_p50);
 }
 
 TEST(TorchBed, KeptWorkerServesLaterWindows) {

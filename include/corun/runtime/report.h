@@ -14,10 +14,12 @@ namespace corun {
 /// measured metrics, SLA status, decision time) and a summary.
 nlohmann::json report_json(const RunReport& r, const Workload& w);
 
-/// @brief A self-contained HTML page (inline SVG, no scripts or external files): objective over
-/// time; per model and SLA metric, measured against predicted with the planned bound (the margin
-/// band) and the limit; prediction error over time; events and unseen drift as markers; why a
-/// plan was infeasible.
+/// @brief A self-contained HTML page (inline SVG, no scripts or external files): the models with
+/// their demand, SLAs and worst measured values; objective over time; the configuration each
+/// model ran in each interval (band chart and table); the GPU state over time (SM and bandwidth
+/// utilisation, VRAM, power, clock); per model and SLA metric, measured against predicted with
+/// the planned bound (the margin band) and the limit; prediction error over time; the events
+/// (told to the planner or not) and every interval; why a plan was infeasible.
 std::string report_html(const RunReport& r, const Workload& w);
 
 /// @brief Writes report.json and report.html into `dir` (created if missing), atomically.

@@ -21,16 +21,27 @@ struct KnobSpec {
   std::vector<double> values;
 };
 
-/// @brief Offered load. Vision: frames per second. LLM / encoder / speech: requests per
-/// second, with prompt and output lengths for LLMs.
+/// @brief Offered load, either a rate or a closed loop. Rate: frames per second (vision) or
+/// requests per second (LLM, encoder, speech). Closed loop (benchmark mode, as perf_analyzer's
+/// --concurrency-range): `concurrency` requests in flight, each sent when the previous answer
+/// returns; a request is one full batch for batched models and one prompt plus generation for
+/// an LLM. LLMs carry prompt and output lengths in both modes. The parser admits one mode only.
 struct Demand {
   double fps = 0;
   double rps = 0;
   int prompt_tokens = 0;
   int output_tokens = 0;
+  int concurrency = 0;  ///< requests in flight; 0 = rate demand (fps or rps)
 
+  /// @brief Whether the demand is a closed loop of `concurrency` requests in flight.
+  [[nodiscard]] bool closed_loop() const { return concurrency > 0; }
+  /// @brief Field-wise equality (a changed demand re-profiles a model).
   bool operator==(const Demand&) const = default;
 };
+
+/// @brief The most requests a closed-loop demand may keep in flight (perf_analyzer's sweeps
+/// stop far below; a bound keeps the simulator's queues and a worker's bookkeeping small).
+inline constexpr int kMaxConcurrency = 1024;
 
 /// @brief Service-level objectives, measured at the 95th percentile. Absent = unconstrained.
 struct Sla {
