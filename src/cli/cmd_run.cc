@@ -217,7 +217,10 @@ const bool registered = register_command({
           }
           if (r.replanned && r.events.empty()) events += (events.empty() ? "" : ", ") + r.reason;
           const std::string decision =
-              r.replanned ? f->solver + " " + fixed(r.decision_ms, 1) + " ms" : "-";
+              !r.replanned ? std::string("-")
+              : f->solver + " " + fixed(r.decision_ms, 1) + " ms" +
+                    (r.measure_ms >= 100 ? " (after " + fixed(r.measure_ms / 1000.0, 1) + " s measuring)"
+                                         : std::string());
           const std::string change = r.replanned ? plan_change(*w, last, r.plan) : "-";
           t.add({fixed(r.t_s, 0), events.empty() ? "-" : events, decision, change,
                  fixed(r.predicted_utility, 3) + " / " + fixed(r.measured_utility, 3),

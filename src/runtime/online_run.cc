@@ -177,6 +177,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       if (*d) {
         rec.replanned = true;
         rec.decision_ms = (*d)->decision_ms;
+        rec.measure_ms = (*d)->measure_ms;
         rec.evaluated = (*d)->stats.evaluated;
       }
     }

@@ -115,6 +115,7 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
     jv["replayed"] = iv.replayed;
     jv["decision"] = iv.decision;
     jv["decision_ms"] = iv.decision_ms;
+    jv["measure_ms"] = iv.measure_ms;
     jv["candidates_evaluated"] = iv.evaluated;
     jv["feasible"] = iv.feasible;
     jv["infeasible"] = iv.infeasible;

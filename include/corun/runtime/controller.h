@@ -53,6 +53,7 @@ struct Decision {
   std::vector<Infeasibility> infeasible;
   std::vector<bool> best_effort;  ///< per model
   double decision_ms = 0;          ///< wall time of the search (and degradation)
+  double measure_ms = 0;  ///< wall time the predictor source spent measuring before it (re-profiling)
   SearchStats stats;
 };
 

@@ -29,6 +29,7 @@ struct IntervalRecord {
   bool replayed = false;     ///< the measurement was read back from the run's dataset
   std::int64_t decision = 0;         ///< id of the decision in force
   double decision_ms = 0;            ///< wall time of the decision (0 when not replanned)
+  double measure_ms = 0;  ///< wall time of the measurements the decision waited for (re-profiling)
   std::uint64_t evaluated = 0;
   JointConfig plan;
   std::vector<Predicted> predicted;  ///< per model, corrected predictions of the plan
