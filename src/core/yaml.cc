@@ -112,6 +112,18 @@ void YamlField::error(std::string reason) const {
 
 namespace {
 
+// YAML's core schema types a scalar by its tag: a quoted scalar ("30", tag "!") or one tagged
+// !!str is a string whatever it spells, one tagged !!int, !!float or !!bool is that type (JSON
+// bodies of `corun serve` arrive tagged so, see serve/json_input.h). A plain scalar (tag "?")
+// is typed by what the reader expects.
+bool is_string_scalar(const YAML::Node& n) {
+  return n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str";
+}
+bool is_number_scalar(const YAML::Node& n) {
+  return n.Tag() == "tag:yaml.org,2002:int" || n.Tag() == "tag:yaml.org,2002:float";
+}
+bool is_bool_scalar(const YAML::Node& n) { return n.Tag() == "tag:yaml.org,2002:bool"; }
+
 std::string type_name(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Map:
@@ -187,6 +199,11 @@ std::optional<double> YamlField::number(double min, double max) const {
     error("expected a number, got " + type_name(node_));
     return std::nullopt;
   }
+  if (is_string_scalar(node_) || is_bool_scalar(node_)) {
+    error("expected a number, got the " + std::string(is_bool_scalar(node_) ? "boolean" : "string") +
+          " '" + node_.Scalar() + "'");
+    return std::nullopt;
+  }
   const std::string& s = node_.Scalar();
   errno = 0;
   char* end = nullptr;
@@ -219,6 +236,11 @@ std::optional<std::string> YamlField::string() const {
     error("expected a name, got " + type_name(node_));
     return std::nullopt;
   }
+  if (is_number_scalar(node_) || is_bool_scalar(node_)) {
+    error("expected a name, got the " + std::string(is_bool_scalar(node_) ? "boolean" : "number") +
+          " " + node_.Scalar());
+    return std::nullopt;
+  }
   if (node_.Scalar().empty()) {
     error("must not be empty");
     return std::nullopt;
@@ -227,12 +249,13 @@ std::optional<std::string> YamlField::string() const {
 }
 
 std::optional<bool> YamlField::boolean() const {
-  if (node_.IsScalar()) {
+  if (node_.IsScalar() && !is_string_scalar(node_) && !is_number_scalar(node_)) {
     const std::string& s = node_.Scalar();
     if (s == "true" || s == "True" || s == "yes") return true;
     if (s == "false" || s == "False" || s == "no") return false;
   }
-  error("expected true or false, got " + type_name(node_));
+  error("expected true or false, got " +
+        (is_string_scalar(node_) ? "the string '" + node_.Scalar() + "'" : type_name(node_)));
   return std::nullopt;
 }
 

@@ -18,6 +18,7 @@
 #include "corun/plan/objective.h"
 #include "corun/runtime/surrogate_source.h"
 #include "corun/runtime/testbed_predictor.h"
+#include "corun/serve/json_input.h"
 #include "corun/serve/openapi.h"
 #include "corun/testbed/testbed.h"
 
@@ -59,34 +60,6 @@ std::string now_iso8601() {
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   return buf;
-}
-
-// Nesting depth of a JSON text (brackets outside strings), checked before parsing so that no
-// recursive parser or destructor ever sees a deeply nested document.
-bool json_depth_ok(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
 }
 
 // Compares without an early exit, so that the time taken does not reveal a matching prefix.
@@ -404,21 +377,29 @@ HttpResponse Service::error(const ApiError& e) const {
   return r;
 }
 
-HttpResponse Service::transport_error(int status, const std::string& path) {
+HttpResponse Service::transport_error(int status, const std::string& path,
+                                      const std::string& reason, const std::string& field) {
   metrics_.count_request(kTransport, status);
   switch (status) {
     case 413:
       return error({413, "body_too_large",
                     "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes",
-                    ""});
+                    field});
     case 414:
-      return error({414, "uri_too_long", "request target is too long", ""});
+      return error({414, "uri_too_long", "request target is too long", field});
+    case 431:
+      return error({431, "headers_too_large",
+                    reason.empty() ? "request header fields are too large" : reason, field});
     case 404:
-      return error({404, "not_found", "no route for this path", ""});
+      return error({404, "not_found", "no route for this path", field});
+    case 500:
+      return error({500, "internal", reason.empty() ? "internal error" : reason, field});
     default:
       return error({status >= 400 && status < 600 ? status : 400, "bad_request",
-                    "malformed HTTP request" + (path.empty() ? std::string() : " for " + path),
-                    ""});
+                    !reason.empty() ? reason
+                                    : "malformed HTTP request" +
+                                          (path.empty() ? std::string() : " for " + path),
+                    field});
   }
 }
 
@@ -450,16 +431,14 @@ Result<json> Service::parse_body(const HttpRequest& req, ApiError& err) const {
            ""};
     return Error(err.message);
   }
-  if (!json_depth_ok(req.body, kMaxJsonDepth)) {
-    err = {400, "bad_json", "JSON nests deeper than " + std::to_string(kMaxJsonDepth), ""};
+  JsonLimits limits;
+  limits.max_depth = kMaxJsonDepth;
+  auto parsed = parse_json_input(req.body, limits);
+  if (auto* e = std::get_if<JsonInputError>(&parsed)) {
+    err = {400, e->code, e->message, e->field};
     return Error(err.message);
   }
-  try {
-    return json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    err = {400, "bad_json", std::string("malformed JSON: ") + e.what(), ""};
-    return Error(err.message);
-  }
+  return std::move(std::get<json>(parsed));
 }
 
 HttpResponse Service::handle(const HttpRequest& req) {
@@ -468,8 +447,13 @@ HttpResponse Service::handle(const HttpRequest& req) {
   try {
     r = route(req, route_index);
   } catch (const std::exception& e) {
+    // Bad input is answered with a 4xx before it gets here: this is a fault of the server.
+    std::fprintf(stderr, "corun serve: internal error on %s %s: %s\n",
+                 req.method.substr(0, 16).c_str(), req.path.substr(0, 128).c_str(), e.what());
     r = error({500, "internal", std::string("internal error: ") + e.what(), ""});
   } catch (...) {
+    std::fprintf(stderr, "corun serve: internal error on %s %s: unknown exception\n",
+                 req.method.substr(0, 16).c_str(), req.path.substr(0, 128).c_str());
     r = error({500, "internal", "internal error", ""});
   }
   metrics_.count_request(route_index, r.status);
@@ -557,7 +541,11 @@ HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
     case kDemand: {
       ApiError e{};
       auto body = parse_body(req, e);
-      if (!body) return error(e);
+      if (!body) {
+        // The body is the entry's `demand`: name fields as the entry's validation does.
+        if (!e.field.empty()) e.field = (e.field[0] == '[' ? "demand" : "demand.") + e.field;
+        return error(e);
+      }
       return update_demand(model_name, *body);
     }
     case kTelemetry: {
@@ -600,8 +588,9 @@ std::variant<ModelSpec, Service::ApiError> Service::parse_model(const json& spec
   }
   // The workload parser is the one validator: wrap the entry in a one-model workload, so that
   // its errors (field path, reason, nearest known name) are exactly those of a workload file.
-  const std::string text = "device: " + wrapper_device_ + "\nmodels:\n  - " +
-                           spec.dump(-1, ' ', true, json::error_handler_t::replace) + "\n";
+  // The entry goes over as YAML flow that keeps JSON's types (a quoted "30" stays a string).
+  const std::string text =
+      "device: " + wrapper_device_ + "\nmodels:\n  - " + to_yaml_flow(spec) + "\n";
   auto w = parse_workload(text, "request", *catalog_);
   if (!w) {
     std::string field;

@@ -72,6 +72,24 @@ std::vector<HostileCase> hostile_cases() {
   for (int i = 0; i < 300; ++i)
     many += std::string(i ? "," : "") + R"({"model":"cam0","throughput":1})";
   many += "]";
+  // A model entry "x" (yolo11n) with the given members after name and model.
+  auto entry = [&](const std::string& members) {
+    return post("/v1/models", R"({"name":"x","model":"yolo11n",)" + members + "}");
+  };
+  auto put_demand = [&](const std::string& body) {
+    return request("PUT", "/v1/models/cam0/demand", body, t);
+  };
+  // A telemetry POST whose header section ends with `extra` (which sets its own framing).
+  auto with_headers = [&](const std::string& extra, const std::string& body) {
+    return "POST /v1/telemetry HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer " +
+           t + "\r\nContent-Type: application/json\r\n" + extra + "\r\n" + body;
+  };
+  // `n` header fields X-Pad-i with values of `bytes` characters.
+  auto many_headers = [](int n, std::size_t bytes) {
+    std::string h;
+    for (int i = 0; i < n; ++i) h += "X-Pad-" + std::to_string(i) + ": " + std::string(bytes, 'v') + "\r\n";
+    return h + "Content-Length: 2\r\n";
+  };
   const std::string cam0_bad_demand =
       R"({"name":"camx","model":"yolo11n","knobs":{"imgsz":[320]},"demand":{"fps":-1}})";
   return {
@@ -122,9 +140,9 @@ std::vector<HostileCase> hostile_cases() {
        413, "body_too_large", ""},
       {"deeply nested JSON", post("/v1/telemetry", nested), 400, "bad_json", ""},
       {"invalid UTF-8", post("/v1/telemetry", "{\"model\":\"\xff\xfe\",\"throughput\":1}"), 400,
-       "bad_json", ""},
+       "bad_json", "model"},
       {"NaN literal", post("/v1/telemetry", R"({"model":"cam0","latency_ms_p95":NaN})"), 400,
-       "bad_json", ""},
+       "bad_json", "latency_ms_p95"},
       {"unknown model telemetry", post("/v1/telemetry", R"({"model":"ghost","throughput":1})"), 404,
        "unknown_model", "model"},
       {"metric of wrong type", post("/v1/telemetry", R"({"model":"cam0","latency_ms_p95":"fast"})"),
@@ -179,6 +197,148 @@ std::vector<HostileCase> hostile_cases() {
       {"unknown query parameter", request("GET", "/v1/plan/history?drop=1"), 400,
        "unknown_parameter", "drop"},
       {"garbage request line", "HELLO\r\n\r\n", 400, "", ""},
+
+      // Numbers JSON cannot carry faithfully (RFC 8259 §6: no NaN or Infinity in the grammar;
+      // integers are interoperable only within ±(2^53 - 1); IEEE-754 doubles end near 1.8e308).
+      {"fps overflows a double", entry(R"("demand":{"fps":1e999})"), 400, "bad_number",
+       "demand.fps"},
+      {"weight overflows negatively", entry(R"("demand":{"fps":1},"weight":-1e999)"), 400,
+       "bad_number", "weight"},
+      {"metric overflows a double", post("/v1/telemetry", R"({"model":"cam0","throughput":1E400})"),
+       400, "bad_number", "throughput"},
+      {"demand overflows a double", put_demand(R"({"fps":1e999})"), 400, "bad_number",
+       "demand.fps"},
+      {"Infinity literal", post("/v1/telemetry", R"({"model":"cam0","throughput":Infinity})"), 400,
+       "bad_json", "throughput"},
+      {"-Infinity literal", entry(R"("demand":{"fps":-Infinity})"), 400, "bad_json", "demand.fps"},
+      {"NaN in an entry", entry(R"("demand":{"fps":NaN})"), 400, "bad_json", "demand.fps"},
+      {"integer 2^53", post("/v1/telemetry", R"({"model":"cam0","plan_id":9007199254740992,)"
+                                             R"("throughput":1})"),
+       400, "bad_number", "plan_id"},
+      {"integer -2^53", post("/v1/telemetry", R"({"model":"cam0","plan_id":-9007199254740992,)"
+                                              R"("throughput":1})"),
+       400, "bad_number", "plan_id"},
+      {"integer beyond 64 bits", entry(R"("demand":{"fps":99999999999999999999})"), 400,
+       "bad_number", "demand.fps"},
+      {"integer 2^64 in a list", entry(R"("knobs":{"imgsz":[320,18446744073709551616]},)"
+                                       R"("demand":{"fps":1})"),
+       400, "bad_number", "knobs.imgsz[1]"},
+      {"number underflowing to zero", entry(R"("demand":{"fps":1},"sla":{"latency_ms_p95":1e-400})"),
+       422, "invalid_spec", "sla.latency_ms_p95"},
+
+      // Text that is not UTF-8, or not Unicode (RFC 8259 §8.1, §8.2).
+      {"invalid UTF-8 in a key", entry("\"demand\":{\"fps\":1},\"sla\":{\"n\xc3\":1}"), 400,
+       "bad_json", "sla"},
+      {"overlong UTF-8 '/'", entry("\"demand\":{\"fps\":1},\"weight\":\"\xc0\xaf\""), 400,
+       "bad_json", "weight"},
+      {"UTF-8 truncated at the end", post("/v1/telemetry", "{\"model\":\"cam\xe2\x82"), 400,
+       "bad_json", "model"},
+      {"lone surrogate escape", post("/v1/telemetry", R"({"model":"\ud800","throughput":1})"), 400,
+       "bad_json", "model"},
+      {"UTF-16 body", post("/v1/telemetry", std::string("{\0\"\0m\0\"\0:\0\"\0", 12)), 400,
+       "bad_json", ""},
+
+      // Duplicate keys: RFC 8259 §4 leaves their meaning to the implementation; refused.
+      {"duplicate name", post("/v1/models", R"({"name":"a","name":"b","model":"yolo11n",)"
+                                            R"("demand":{"fps":1}})"),
+       400, "duplicate_key", "name"},
+      {"duplicate demand key", entry(R"("demand":{"fps":1,"fps":2})"), 400, "duplicate_key",
+       "demand.fps"},
+      {"duplicate knob", entry(R"("knobs":{"imgsz":[320],"imgsz":[640]},"demand":{"fps":1})"), 400,
+       "duplicate_key", "knobs.imgsz"},
+      {"duplicate key in a batch sample",
+       post("/v1/telemetry", R"([{"model":"cam0","throughput":1},)"
+                             R"({"model":"cam0","throughput":1,"throughput":2}])"),
+       400, "duplicate_key", "[1].throughput"},
+      {"duplicate demand update", put_demand(R"({"fps":10,"fps":20})"), 400, "duplicate_key",
+       "demand.fps"},
+      {"duplicate key in replan", post("/v1/replan", R"({"a":1,"a":1})"), 400, "duplicate_key",
+       "a"},
+
+      // Wrong types at every depth of a model entry (the entry's JSON types reach the spec
+      // parser: a quoted "30" is a string there too).
+      {"fps as a string", entry(R"("demand":{"fps":"30"})"), 422, "invalid_spec", "demand.fps"},
+      {"fps as a boolean", entry(R"("demand":{"fps":true})"), 422, "invalid_spec", "demand.fps"},
+      {"fps as a list", entry(R"("demand":{"fps":[30]})"), 422, "invalid_spec", "demand.fps"},
+      {"fps null", entry(R"("demand":{"fps":null})"), 422, "invalid_spec", "demand.fps"},
+      {"demand as a list", entry(R"("demand":[30])"), 422, "invalid_spec", "demand"},
+      {"name as a number", post("/v1/models", R"({"name":7,"model":"yolo11n","demand":{"fps":1}})"),
+       422, "invalid_spec", "name"},
+      {"model as a boolean",
+       post("/v1/models", R"({"name":"x","model":true,"demand":{"fps":1}})"), 422, "invalid_spec",
+       "model"},
+      {"knob value as a string", entry(R"("knobs":{"imgsz":["320"]},"demand":{"fps":1})"), 422,
+       "invalid_spec", "knobs.imgsz[0]"},
+      {"knob value as a list", entry(R"("knobs":{"imgsz":[[320]]},"demand":{"fps":1})"), 422,
+       "invalid_spec", "knobs.imgsz[0]"},
+      {"knobs as a list", entry(R"("knobs":[320],"demand":{"fps":1})"), 422, "invalid_spec",
+       "knobs"},
+      {"precision as a number", entry(R"("knobs":{"precision":[16]},"demand":{"fps":1})"), 422,
+       "invalid_spec", "knobs.precision[0]"},
+      {"SLA bound as an object", entry(R"("demand":{"fps":1},"sla":{"latency_ms_p95":{"x":1}})"),
+       422, "invalid_spec", "sla.latency_ms_p95"},
+      {"SLA as a string", entry(R"("demand":{"fps":1},"sla":"fast")"), 422, "invalid_spec", "sla"},
+      {"weight as a string", entry(R"("demand":{"fps":1},"weight":"2")"), 422, "invalid_spec",
+       "weight"},
+      {"active as a string", entry(R"("demand":{"fps":1},"active":"true")"), 422, "invalid_spec",
+       "active"},
+      {"active as a number", entry(R"("demand":{"fps":1},"active":1)"), 422, "invalid_spec",
+       "active"},
+      {"demand update as a string", put_demand(R"({"fps":"60"})"), 422, "invalid_spec",
+       "demand.fps"},
+      {"demand update nested", put_demand(R"({"fps":{"value":60}})"), 422, "invalid_spec",
+       "demand.fps"},
+      {"metric as a boolean", post("/v1/telemetry", R"({"model":"cam0","throughput":true})"), 400,
+       "bad_type", "throughput"},
+      {"metric null", post("/v1/telemetry", R"({"model":"cam0","throughput":null})"), 400,
+       "bad_type", "throughput"},
+      {"plan_id fractional", post("/v1/telemetry", R"({"model":"cam0","plan_id":1.5,"throughput":1})"),
+       400, "bad_type", "plan_id"},
+      {"sample as a list", post("/v1/telemetry", R"([["cam0",1]])"), 400, "bad_type", "[0]"},
+      {"telemetry as a number", post("/v1/telemetry", "5"), 400, "bad_type", ""},
+      {"replan with a list", post("/v1/replan", "[]"), 400, "unexpected_body", ""},
+
+      // Strings a YAML reader would misread if they were passed on unquoted.
+      {"emoji name", post("/v1/models", R"({"name":"\ud83d\ude00","model":"yolo11n",)"
+                                        R"("demand":{"fps":1}})"),
+       422, "invalid_spec", "name"},
+      {"control character in a name",
+       post("/v1/models", R"({"name":"a\u0001b","model":"yolo11n","demand":{"fps":1}})"), 422,
+       "invalid_spec", "name"},
+      {"line break and YAML in a name",
+       post("/v1/models", R"({"name":"x\nmodels:\n  - name: y","model":"yolo11n",)"
+                          R"("demand":{"fps":1}})"),
+       422, "invalid_spec", "name"},
+      {"quote breaking out of a name",
+       post("/v1/models", R"({"name":"a\"}, {\"b","model":"yolo11n","demand":{"fps":1}})"), 422,
+       "invalid_spec", "name"},
+      {"YAML alias as a model", post("/v1/models", R"({"name":"x","model":"*a","demand":{"fps":1}})"),
+       422, "invalid_spec", "model"},
+      {"YAML indicator key", entry(R"("demand":{"fps":1},"? a":1)"), 422, "invalid_spec", "? a"},
+      {"key of 2000 bytes", entry(R"("demand":{"fps":1},")" + std::string(2000, 'k') + R"(":1)"),
+       400, "bad_json", ""},
+
+      // Framing (RFC 9110 §8.6: Content-Length = 1*DIGIT; RFC 9112 §6.3: invalid or conflicting
+      // lengths are unrecoverable, 400) and header limits (RFC 6585 §5: 431).
+      {"negative Content-Length", with_headers("Content-Length: -1\r\n", "{}"), 400,
+       "bad_request", "Content-Length"},
+      {"20-digit Content-Length", with_headers("Content-Length: 99999999999999999999\r\n", "{}"),
+       400, "bad_request", "Content-Length"},
+      {"Content-Length in exponent form", with_headers("Content-Length: 2e0\r\n", "{}"), 400,
+       "bad_request", "Content-Length"},
+      {"signed Content-Length", with_headers("Content-Length: +2\r\n", "{}"), 400, "bad_request",
+       "Content-Length"},
+      {"conflicting Content-Lengths",
+       with_headers("Content-Length: 2\r\nContent-Length: 3\r\n", "{}"), 400, "bad_request",
+       "Content-Length"},
+      {"negative Content-Length on a GET",
+       "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: -5\r\n\r\n", 400,
+       "bad_request", "Content-Length"},
+      {"101 header fields", with_headers(many_headers(96, 8), "{}"), 431, "headers_too_large", ""},
+      {"10,000 header fields", with_headers(many_headers(10000, 8), "{}"), 431, "headers_too_large",
+       ""},
+      {"17 KiB of headers in 5 fields", with_headers(many_headers(5, 3500), "{}"), 431,
+       "headers_too_large", ""},
       {"unknown HTTP version", "GET /healthz HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n", 400,
        "", ""},
   };
@@ -210,7 +370,7 @@ class ServeHttpTest : public ::testing::Test {
 
 TEST_F(ServeHttpTest, HostileRequestsGetTheRight4xxAndLeaveTheServerHealthy) {
   const auto cases = hostile_cases();
-  ASSERT_GE(cases.size(), 30U);
+  ASSERT_GE(cases.size(), 80U);
   const int port = server_->port();
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -240,6 +400,66 @@ TEST_F(ServeHttpTest, HostileRequestsGetTheRight4xxAndLeaveTheServerHealthy) {
             std::string::npos);
   EXPECT_NE(metrics.body.find("corun_serve_requests_total{route=\"models\",code=\"401\"}"),
             std::string::npos);
+}
+
+TEST_F(ServeHttpTest, LimitsHoldExactlyAtTheirBoundaries) {
+  const int port = server_->port();
+  // 100 header fields pass, 101 do not (Host and Connection count).
+  auto get_with_fields = [&](int fields) {
+    std::string r = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+    for (int i = 2; i < fields; ++i) r += "X-Pad-" + std::to_string(i) + ": v\r\n";
+    return raw_http(port, r + "\r\n");
+  };
+  EXPECT_EQ(get_with_fields(100).status, 200);
+  EXPECT_EQ(get_with_fields(101).status, 431);
+  // 16 KiB of header fields pass, one byte more does not. Each field is "name: value\r\n".
+  auto get_with_bytes = [&](std::size_t bytes) {
+    const std::string base = "Host: x\r\nConnection: close\r\n";
+    std::string r = "GET /healthz HTTP/1.1\r\n" + base;
+    std::size_t left = bytes - base.size();
+    for (int i = 0; left > 0; ++i) {
+      const std::string name = "X-Pad-" + std::to_string(i);
+      const std::size_t value = std::min<std::size_t>(4000, left - name.size() - 4);
+      r += name + ": " + std::string(value, 'v') + "\r\n";
+      left -= name.size() + 4 + value;
+    }
+    return raw_http(port, r + "\r\n");
+  };
+  EXPECT_EQ(get_with_bytes(16384).status, 200);
+  EXPECT_EQ(get_with_bytes(16385).status, 431);
+  // The last integer a JSON number keeps exactly is accepted, the next one is not.
+  const auto ok = raw_http(
+      port, request("POST", "/v1/telemetry",
+                    R"({"model":"cam0","plan_id":9007199254740991,"throughput":1})", kToken));
+  EXPECT_EQ(ok.status, 202) << ok.body;
+  const auto next = raw_http(
+      port, request("POST", "/v1/telemetry",
+                    R"({"model":"cam0","plan_id":9007199254740992,"throughput":1})", kToken));
+  EXPECT_EQ(next.status, 400) << next.body;
+  // A 128-byte key reaches validation (an unknown field), a 129-byte key does not.
+  auto entry_with_key = [&](std::size_t bytes) {
+    return raw_http(port, request("POST", "/v1/models",
+                                  R"({"name":"x","model":"yolo11n","demand":{"fps":1},")" +
+                                      std::string(bytes, 'k') + R"(":1})",
+                                  kToken));
+  };
+  const auto key128 = entry_with_key(128);
+  EXPECT_EQ(key128.status, 422) << key128.body;
+  EXPECT_EQ(key128.json()["error"]["field"], std::string(128, 'k'));
+  EXPECT_EQ(entry_with_key(129).status, 400);
+  // The same key in two samples of a batch is no duplicate.
+  const auto batch = raw_http(
+      port, request("POST", "/v1/telemetry",
+                    R"([{"model":"cam0","throughput":1},{"model":"cam0","throughput":2}])", kToken));
+  EXPECT_EQ(batch.status, 202) << batch.body;
+  EXPECT_EQ(batch.json()["accepted"], 2);
+  // A framing error leaves the body unread: the answer tells the client to close.
+  const auto framing = raw_http(port,
+                                "POST /v1/telemetry HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n"
+                                "Content-Type: application/json\r\n\r\n{}");
+  EXPECT_EQ(framing.status, 400);
+  EXPECT_NE(framing.head.find("Connection: close"), std::string::npos) << framing.head;
+  EXPECT_EQ(raw_http(port, request("GET", "/healthz")).status, 200);
 }
 
 TEST_F(ServeHttpTest, SpecErrorsNameTheFieldAndSuggestTheNearestKey) {

@@ -20,11 +20,16 @@ struct ServerOptions {
   int threads = 8;                 ///< worker threads (one per open connection)
   int read_timeout_s = 5;          ///< a client that stops sending is dropped after this
   std::size_t max_body_bytes = 64 * 1024;
+  /// More request header fields than this are answered 431 (RFC 6585 §5).
+  std::size_t max_header_fields = 100;
+  /// A header section (names, values, separators) larger than this is answered 431.
+  std::size_t max_header_bytes = 16 * 1024;
 };
 
 /// @brief The HTTP/1.1 transport (cpp-httplib) in front of a Service. Translates requests to
 /// HttpRequest and back; limits body size and request time; maps transport failures (oversized
-/// body, malformed request line) to the service's JSON errors.
+/// body, malformed request line, a Content-Length that is not a length, too many or too large
+/// header fields) to the service's JSON errors.
 /// Thread-safety: start() and stop() from one thread; requests are served on worker threads.
 class HttpServer {
  public:

@@ -85,8 +85,11 @@ class Service {
 
   /// @brief Answers one request. Never throws; malformed input gets a 4xx with a JSON error.
   HttpResponse handle(const HttpRequest& req);
-  /// @brief A JSON error for a failure the transport detected before handle() (413, 414, ...).
-  HttpResponse transport_error(int status, const std::string& path);
+  /// @brief A JSON error for a failure the transport detected before handle() (400, 413, 414,
+  /// 431, ...). `reason` (when given) replaces the generic message; `field` names the header or
+  /// part of the request to blame.
+  HttpResponse transport_error(int status, const std::string& path, const std::string& reason = "",
+                               const std::string& field = "");
 
   /// @brief Id of the plan in force (0 = none yet).
   [[nodiscard]] std::int64_t plan_id() const { return plan_id_.load(); }
