@@ -206,6 +206,9 @@ const bool registered = register_command({
         JointConfig last;
         std::vector<std::string> told;
         ro.on_interval = [&](const IntervalRecord& r, const Workload&) {
+          if (!r.refit_error.empty()) {
+            std::fprintf(log, "refit failed (the current fit stays): %s\n", r.refit_error.c_str());
+          }
           std::string events = join(r.events, ", ");
           if (!r.drift.empty()) {
             events += (events.empty() ? "" : ", ") + std::string("[unseen: ") + join(r.drift, ", ") + "]";

@@ -165,6 +165,10 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
         if (auto st = controller.adopt(std::move(**s)); !st.ok()) return st.error().wrap("refit");
         rec.refit = true;
         ++report.refits;
+      } else if (s) {
+        // The run goes on with the fit it has; the failure is reported, not swallowed.
+        rec.refit_error = (*s).error().what();
+        ++report.refit_failures;
       }
     }
     const Workload now = controller.workload();

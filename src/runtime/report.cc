@@ -96,6 +96,7 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
   j["learning"] = r.learning;
   j["breach_target"] = r.breach_target;
   j["refits"] = r.refits;
+  j["refit_failures"] = r.refit_failures;
   j["replayed_intervals"] = r.replayed;
   j["intervals"] = nlohmann::json::array();
   std::size_t infeasible = 0;
@@ -112,6 +113,7 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
     jv["reason"] = iv.reason;
     jv["plan_changed"] = iv.plan_changed;
     jv["refit"] = iv.refit;
+    if (!iv.refit_error.empty()) jv["refit_error"] = iv.refit_error;
     jv["replayed"] = iv.replayed;
     jv["decision"] = iv.decision;
     jv["decision_ms"] = iv.decision_ms;

@@ -26,6 +26,7 @@ struct IntervalRecord {
   std::string reason;                ///< why a decision was made ("start", "event", ...)
   bool plan_changed = false;
   bool refit = false;        ///< a refit surrogate was adopted at the start of the interval
+  std::string refit_error;   ///< a background refit that failed and was not adopted: why
   bool replayed = false;     ///< the measurement was read back from the run's dataset
   std::int64_t decision = 0;         ///< id of the decision in force
   double decision_ms = 0;            ///< wall time of the decision (0 when not replanned)
@@ -56,6 +57,7 @@ struct RunReport {
   std::vector<std::string> model_names;
   std::vector<IntervalRecord> intervals;
   std::size_t refits = 0;                 ///< refit surrogates adopted
+  std::size_t refit_failures = 0;         ///< refits that failed (the previous fit stayed)
   std::size_t replayed = 0;               ///< intervals read back from the dataset
   std::size_t source_measurements = 0;    ///< models re-profiled alone by the source
 
