@@ -100,6 +100,26 @@ Result<RunReport> run(const Workload& w, const Testbed& t, double optimism, bool
   return run_online(w, t, std::make_unique<SimSource>(t, optimism), o);
 }
 
+// A second controller `b` that replays `taught` (through JSON, as serve stores samples) learns
+// what `a` learned from observing them.
+void expect_replay_matches(const Controller& a, Controller& b,
+                           const std::vector<LearningSample>& taught) {
+  std::vector<LearningSample> stored;
+  for (const auto& s : taught) {
+    auto back = learning_sample_from_json(nlohmann::json::parse(to_json(s).dump()));
+    ASSERT_TRUE(back.ok()) << back.error().what();
+    stored.push_back(*back);
+  }
+  ASSERT_TRUE(b.replay(stored).ok());
+  const auto sa = a.learning_state(), sb = b.learning_state();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (std::size_t m = 0; m < sa.size(); ++m) {
+    EXPECT_EQ(sa[m].observations, sb[m].observations);
+    EXPECT_NEAR(sa[m].shared_error, sb[m].shared_error, 1e-9);
+    EXPECT_NEAR(sa[m].noise_sd, sb[m].noise_sd, 1e-9);
+  }
+}
+
 TEST(Controller, ReplansOnEventsAndKeepsAbsentModelsOff) {
   const Workload w = scenario();
   SimTestbed sim;
@@ -247,21 +267,8 @@ TEST(Controller, ReplayRebuildsWhatObservationsTaught) {
     a.observe(observations(m, (**d).config), (**d).id, &taught);
   }
   ASSERT_FALSE(taught.empty());
-  // Through JSON, as serve stores them.
-  std::vector<LearningSample> stored;
-  for (const auto& s : taught) {
-    auto back = learning_sample_from_json(nlohmann::json::parse(to_json(s).dump()));
-    ASSERT_TRUE(back.ok()) << back.error().what();
-    stored.push_back(*back);
-  }
   Controller b(w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
-  ASSERT_TRUE(b.replay(stored).ok());
-  const auto sa = a.learning_state(), sb = b.learning_state();
-  for (std::size_t m = 0; m < sa.size(); ++m) {
-    EXPECT_EQ(sa[m].observations, sb[m].observations);
-    EXPECT_NEAR(sa[m].shared_error, sb[m].shared_error, 1e-9);
-    EXPECT_NEAR(sa[m].noise_sd, sb[m].noise_sd, 1e-9);
-  }
+  expect_replay_matches(a, b, taught);
 }
 
 // A demand change reopens the model's learners: the bound widens at once (before any window at
@@ -301,20 +308,8 @@ TEST(Controller, ADemandChangeWidensTheBoundAndReplaysTheSame) {
 
   Workload now = w;
   now.models[0].demand = e.demand;
-  std::vector<LearningSample> stored;
-  for (const auto& s : taught) {
-    auto back = learning_sample_from_json(nlohmann::json::parse(to_json(s).dump()));
-    ASSERT_TRUE(back.ok()) << back.error().what();
-    stored.push_back(*back);
-  }
   Controller b(now, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
-  ASSERT_TRUE(b.replay(stored).ok());
-  const auto sa = a.learning_state(), sb = b.learning_state();
-  for (std::size_t m = 0; m < sa.size(); ++m) {
-    EXPECT_EQ(sa[m].observations, sb[m].observations);
-    EXPECT_NEAR(sa[m].shared_error, sb[m].shared_error, 1e-9);
-    EXPECT_NEAR(sa[m].noise_sd, sb[m].noise_sd, 1e-9);
-  }
+  expect_replay_matches(a, b, taught);
   b.restore(*a.plan());
   auto replayed = b.what_if(a.plan()->config);
   auto live = a.what_if(a.plan()->config);
