@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`. Everything else is a helper.
-.PHONY: run test deps build asan eval bench clean
+.PHONY: run test deps build asan fuzz fuzz-build eval bench clean
 
 BUILD_DIR := build/dev
 CORUN := $(BUILD_DIR)/corun
@@ -9,9 +9,10 @@ CORUN := $(BUILD_DIR)/corun
 run: build
 	$(CORUN) run workloads/scenarios/random-churn.yaml
 
-test: build asan
+test: build asan fuzz-build
 	ctest --preset dev
 	ctest --preset asan
+	scripts/fuzz.sh 20
 
 deps:
 	@scripts/install-deps.sh
@@ -24,6 +25,16 @@ build: deps
 asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
+
+# libFuzzer targets (clang, ASan + UBSan) for the workload parser and serve's request bodies;
+# `make test` runs each for 20 s, `make fuzz` for FUZZ_SECONDS (e.g. make fuzz FUZZ_SECONDS=3600).
+FUZZ_SECONDS ?= 300
+fuzz-build: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz
+
+fuzz: fuzz-build
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 eval: build
 	scripts/eval.sh $(CORUN)

@@ -9,6 +9,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   libxgboost-dev
   libtorch-dev libopenblas0-openmp
+  # The fuzz targets: clang with libFuzzer and the sanitizer runtimes.
+  clang libclang-rt-14-dev
   # Integration tests: the Python client (standard library only) and a real Prometheus
   # scraping corun serve (promtool comes with it).
   python3 prometheus
