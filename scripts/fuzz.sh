@@ -20,7 +20,7 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds < 1)); then
 fi
 
 status=0
-for target in workload json_body; do
+for target in workload json_body surrogate; do
   bin=$build/fuzz/fuzz_$target
   if [[ ! -x $bin ]]; then
     echo "fuzz: $bin is missing (cmake --preset fuzz && cmake --build --preset fuzz)" >&2

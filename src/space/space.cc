@@ -46,7 +46,7 @@ double model_vram_bytes(const ModelSpec& m, const Settings& s) {
   return bytes;
 }
 
-ConfigSpace::ConfigSpace(const Workload& w) : workload_(&w), capacity_bytes_(w.device.vram_bytes()) {
+ConfigSpace::ConfigSpace(const Workload& w) : capacity_bytes_(w.device.vram_bytes()) {
   for (const auto& m : w.models) {
     const std::size_t n = m.local_config_count();
     radix_.push_back(n);

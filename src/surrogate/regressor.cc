@@ -54,6 +54,13 @@ const std::vector<std::string>& regressor_names() {
 
 namespace {
 
+// Whether a tree walk goes left at `v`: below the threshold, or NaN (which compares false) with
+// the default direction left. Branch-free (bitwise on 0/1 integers) on the hot path.
+inline bool goes_left(float v, float threshold, bool default_left) {
+  return (static_cast<int>(v < threshold) |
+          (static_cast<int>(v != v) & static_cast<int>(default_left))) != 0;
+}
+
 struct Layer {
   int in = 0, out = 0;
   std::vector<double> w, b;            // w: [in][out]
@@ -583,7 +590,7 @@ void walk_lanes(const PackedForest& f, const float* xr, std::size_t begin, std::
     const std::size_t k = t * internal + node;
     const float v = xr[f.feature[k]];
     // A NaN compares false and takes the default direction, as in the unpacked walk.
-    const bool go_left = (v < f.threshold[k]) | ((v != v) & (f.default_left[k] != 0));
+    const bool go_left = goes_left(v, f.threshold[k], f.default_left[k] != 0);
     return 2 * node + (go_left ? 1 : 2);
   };
   constexpr std::size_t kLanes = 8;
@@ -657,7 +664,7 @@ std::int32_t copy_free(const GbdtModel& m, std::size_t node, const float* x,
                        std::span<const std::uint8_t> fixed, GbdtModel& g) {
   while (m.feature[node] >= 0 && fixed[static_cast<std::size_t>(m.feature[node])] != 0) {
     const float v = x[m.feature[node]];
-    const bool go_left = (v < m.threshold[node]) | ((v != v) & (m.default_left[node] != 0));
+    const bool go_left = goes_left(v, m.threshold[node], m.default_left[node] != 0);
     node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
   }
   const auto at = static_cast<std::int32_t>(g.feature.size());
@@ -879,8 +886,7 @@ void Regressor::predict(const float* x, std::size_t n, float* y, RegressorScratc
             while (m.feature[node] >= 0) {
               const float v = xr[m.feature[node]];
               // Branch-free: a NaN compares false and takes the default direction.
-              const bool go_left =
-                  (v < m.threshold[node]) | ((v != v) & (m.default_left[node] != 0));
+              const bool go_left = goes_left(v, m.threshold[node], m.default_left[node] != 0);
               node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
             }
             y[r * no + o] += m.threshold[node];

@@ -42,7 +42,6 @@ class ConfigSpace {
   [[nodiscard]] std::uint64_t feasible_count() const;
 
  private:
-  const Workload* workload_;
   std::vector<std::size_t> radix_;
   std::vector<std::vector<double>> local_vram_;
   std::uint64_t joint_count_ = 1;
