@@ -25,7 +25,7 @@ void BM_DecodeAndCheckVram(benchmark::State& state) {
   for (auto _ : state) {
     space.decode(i, c);
     benchmark::DoNotOptimize(space.fits_vram(c));
-    i = (i + 7919) % space.joint_count();
+    i = (i + 7919) % space.joint_count().value();
   }
   state.SetItemsProcessed(state.iterations());
 }
@@ -40,7 +40,7 @@ void BM_SimMeasureN5(benchmark::State& state) {
   for (auto _ : state) {
     space.decode(i, c);
     benchmark::DoNotOptimize(sim.measure(paper_n5(), c, {10, i}));
-    i = (i + 7919) % space.joint_count();
+    i = (i + 7919) % space.joint_count().value();
   }
   state.SetItemsProcessed(state.iterations());
 }

@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto c = corun::surrogate::CompiledSurrogate::compile(*s, w);
   if (!c.ok()) return 0;
   const corun::ConfigSpace space(w);
-  const std::uint64_t n = space.joint_count();
+  const std::uint64_t n = space.joint_count().value();  // exact: paper-n2 is small
   std::vector<std::int32_t> configs;
   for (std::uint64_t i = 0; i < n; ++i) {
     const corun::JointConfig jc = space.decode(i);

@@ -252,6 +252,11 @@ const bool registered = register_command({
           texts[w->file] = *text;
           scenarios.push_back(std::move(*w));
         }
+        opt.oracle = !f->no_oracle;
+        opt.exhaustive_gap = !f->no_exhaustive;
+        for (const auto& w : scenarios) {  // before profiling any: it may take minutes
+          if (auto st = check_enumerable(w, opt); !st.ok()) return report_error(st.error());
+        }
         const bool terminal = ::isatty(::fileno(stderr)) != 0;
         std::FILE* log = f->quiet ? nullptr : stderr;
         // One surrogate per profiled scenario (their model sets differ), profiled and fitted
@@ -286,9 +291,7 @@ const bool registered = register_command({
         };
         opt.seed = f->surrogate.seed;
         opt.threads = f->surrogate.threads;
-        opt.oracle = !f->no_oracle;
         opt.oracle_windows = f->windows;
-        opt.exhaustive_gap = !f->no_exhaustive;
         opt.learning = *modes;
         opt.learning_options = f->learning.options;
         if (log) {
@@ -336,7 +339,7 @@ const bool registered = register_command({
               format_number(100 * f->learning.options.replan_bound_change) +
               " %; GA warm-started from the plan in force. Robust oracle: " +
               std::to_string(f->windows) + " windows per candidate. The first scenario has " +
-              std::to_string(space.joint_count()) + " joint configurations.";
+              space.joint_count().to_string() + " joint configurations.";
           const std::string decision_svg =
               svg_by_scenario(*rows, "Decision time (median per scenario)", "ms",
                               &SchedulerEvalRow::decision_ms_p50);

@@ -141,7 +141,8 @@ const bool registered = register_command({
               {"nodes", r->stats.nodes},
               {"elapsed_ms", r->stats.elapsed_ms},
               {"proved_optimal", r->stats.proved_optimal},
-              {"candidates", problem.candidate_count()}}},
+              {"candidates", count_json(problem.candidate_count())},
+              {"candidates_exact", problem.candidate_count().exact()}}},
             {"standalone_remeasured", source.measurements_taken()}};
         if (measured) {
           out["measured"] = {{"testbed", measured->testbed},
@@ -159,9 +160,9 @@ const bool registered = register_command({
                       r->utility);
           for (const auto& line : why) std::printf("infeasible: %s\n", line.c_str());
           std::printf("%s", t.render().c_str());
-          std::printf("search: %llu of %llu candidates evaluated in %.1f ms%s\n",
+          std::printf("search: %llu of %s candidates evaluated in %.1f ms%s\n",
                       static_cast<unsigned long long>(r->stats.evaluated),
-                      static_cast<unsigned long long>(problem.candidate_count()),
+                      problem.candidate_count().to_string().c_str(),
                       r->stats.elapsed_ms, r->stats.proved_optimal ? " (proved optimal)" : "");
           if (measured) {
             std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n",

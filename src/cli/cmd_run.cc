@@ -125,9 +125,11 @@ const bool registered = register_command({
         const bool terminal = ::isatty(::fileno(stderr)) != 0;
 
         const ConfigSpace space(*w);
+        const ConfigCount& joint = space.joint_count();
+        const std::string joint_text = joint.exact() ? thousands(joint.value()) : count_text(joint);
         std::fprintf(log, "corun run: %s on %s (%s testbed), %zu models, %s joint configurations\n",
                      f->file.c_str(), w->device.display_name.c_str(), f->testbed.c_str(),
-                     w->models.size(), thousands(space.joint_count()).c_str());
+                     w->models.size(), joint_text.c_str());
 
         std::unique_ptr<PredictorSource> source;
         std::filesystem::path refit_dataset;

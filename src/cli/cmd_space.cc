@@ -26,8 +26,10 @@ const bool registered = register_command({
           nlohmann::json j;
           j["models"] = w->models.size();
           j["local_configs"] = space.local_counts();
-          j["joint_configs"] = space.joint_count();
-          j["feasible_joint_configs"] = feasible;
+          j["joint_configs"] = count_json(space.joint_count());
+          j["joint_configs_exact"] = space.joint_count().exact();
+          j["feasible_joint_configs"] = count_json(feasible);
+          j["feasible_joint_configs_exact"] = feasible.exact();
           std::printf("%s\n", j.dump().c_str());
           return kExitOk;
         }
@@ -42,9 +44,9 @@ const bool registered = register_command({
           t.add({m.name, m.arch.name, std::to_string(space.local_counts()[i]), knobs});
         }
         std::printf("%s", t.render().c_str());
-        std::printf("joint configurations: %llu (feasible in %.1f GB VRAM: %llu)\n",
-                    static_cast<unsigned long long>(space.joint_count()), w->device.vram_gb,
-                    static_cast<unsigned long long>(feasible));
+        std::printf("joint configurations: %s (feasible in %.1f GB VRAM: %s)\n",
+                    count_text(space.joint_count()).c_str(), w->device.vram_gb,
+                    count_text(feasible).c_str());
         return kExitOk;
       });
     },

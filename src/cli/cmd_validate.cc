@@ -18,10 +18,9 @@ const bool registered = register_command({
       return std::function<int()>([file, catalog] {
         auto w = load_workload_file(*file, *catalog);
         if (!w) return report_error(w.error());
-        std::size_t configs = 1;
-        for (const auto& m : w->models) configs *= m.local_config_count();
-        std::printf("%s: ok (%zu models on %s, %zu joint configurations)\n", file->c_str(),
-                    w->models.size(), w->device.name.c_str(), configs);
+        const ConfigCount configs = joint_config_count(*w);
+        std::printf("%s: ok (%zu models on %s, %s joint configurations)\n", file->c_str(),
+                    w->models.size(), w->device.name.c_str(), count_text(configs).c_str());
         return kExitOk;
       });
     },

@@ -141,6 +141,15 @@ std::string testbed_help() {
   return "testbed: " + join(testbed_names(), ", ");
 }
 
+nlohmann::json count_json(const ConfigCount& c) {
+  if (c.exact()) return c.value();
+  return std::isfinite(c.approx()) ? nlohmann::json(c.approx()) : nlohmann::json(nullptr);
+}
+
+std::string count_text(const ConfigCount& c) {
+  return c.exact() ? c.to_string() : c.to_string() + " (not exact)";
+}
+
 std::string fixed(double v, int digits) {
   if (!std::isfinite(v)) return "-";
   char buf[64];

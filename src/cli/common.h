@@ -53,4 +53,11 @@ std::string testbed_help();
 /// @brief "12.3" with `digits` decimals, or "-" for an absent value.
 std::string fixed(double v, int digits = 1);
 
+/// @brief A count in JSON: the integer when exact, else a floating-point number (null beyond
+/// a double's range). Written next to a `..._exact` boolean.
+nlohmann::json count_json(const ConfigCount& c);
+
+/// @brief A count in text: "78732", or "about 1.646e+63 (not exact)".
+std::string count_text(const ConfigCount& c);
+
 }  // namespace corun::cli

@@ -18,7 +18,12 @@ class ExhaustiveSolver final : public Solver {
     const auto start = std::chrono::steady_clock::now();
     const auto& act = p.active_models();
     if (act.empty()) return Error("no active models to plan");
-    const std::uint64_t total = p.candidate_count();
+    const ConfigCount candidates = p.candidate_count();
+    if (!candidates.exact()) {
+      return Error("exhaustive search cannot enumerate " + candidates.to_string() +
+                   " joint configurations (more than 2^64); use ga, exact, greedy or hillclimb");
+    }
+    const std::uint64_t total = candidates.value();
     const int threads = std::max(1, o.threads);
     struct Best {
       double fitness = -std::numeric_limits<double>::infinity();

@@ -147,10 +147,12 @@ PlanProblem::PlanProblem(const Workload& w, std::vector<bool> active, const Pred
   }
 }
 
-std::uint64_t PlanProblem::candidate_count() const {
-  std::uint64_t n = 1;
-  for (auto m : active_list_) n *= local_count(m);
-  return active_list_.empty() ? 0 : n;
+ConfigCount PlanProblem::candidate_count() const {
+  if (active_list_.empty()) return ConfigCount::exactly(0);
+  std::vector<std::size_t> counts;
+  counts.reserve(active_list_.size());
+  for (auto m : active_list_) counts.push_back(local_count(m));
+  return ConfigCount::product(counts);
 }
 
 double PlanProblem::model_utility(std::size_t m, std::int32_t l, const Predicted& p) const {

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <thread>
 
+#include "corun/core/check.h"
 #include "corun/core/rng.h"
 #include "corun/plan/objective.h"
 #include "corun/runtime/testbed_predictor.h"
@@ -137,8 +138,11 @@ RobustOracle::Answer RobustOracle::best(const Workload& now, const Conditions& c
   }
   Answer a;
   if (active.empty()) return a;
-  std::uint64_t total = 1;
-  for (auto m : active) total *= now.models[m].local_config_count();
+  std::vector<std::size_t> local_counts;
+  for (auto m : active) local_counts.push_back(now.models[m].local_config_count());
+  const ConfigCount count = ConfigCount::product(local_counts);
+  CORUN_CHECK_MSG(count.exact(), "the robust oracle cannot enumerate more than 2^64 plans");
+  const std::uint64_t total = count.value();
   auto decode = [&](std::uint64_t i) {
     JointConfig cfg(n, kAbsent);
     for (std::size_t k = active.size(); k-- > 0;) {

@@ -5,6 +5,7 @@
 
 #include "corun/core/stats.h"
 #include "corun/runtime/robust_oracle.h"
+#include "corun/space/space.h"
 
 namespace corun {
 
@@ -25,12 +26,34 @@ double gap_pct(double oracle, double got) {
 
 }  // namespace
 
+Status check_enumerable(const Workload& w, const SchedulerEvalOptions& options) {
+  const ConfigCount joint = joint_config_count(w);
+  if (joint.exact()) return {};
+  std::vector<std::string> enumerating;
+  if (options.oracle) enumerating.push_back("the robust oracle (--no-oracle)");
+  if (options.exhaustive_gap) enumerating.push_back("the exhaustive gap (--no-exhaustive)");
+  if (std::find(options.solvers.begin(), options.solvers.end(), "exhaustive") !=
+      options.solvers.end()) {
+    enumerating.push_back("the exhaustive solver (--solvers)");
+  }
+  if (enumerating.empty()) return {};
+  std::string what;
+  for (std::size_t i = 0; i < enumerating.size(); ++i) {
+    what += (i == 0 ? "" : i + 1 == enumerating.size() ? " and " : ", ") + enumerating[i];
+  }
+  return Error(w.file + ": " + joint.to_string() +
+               " joint configurations (more than 2^64) cannot be enumerated; turn off " + what);
+}
+
 Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
     const std::vector<Workload>& scenarios, const Testbed& testbed, const SourceFactory& sources,
     const SchedulerEvalOptions& options) {
   std::vector<SchedulerEvalRow> rows;
   auto exhaustive = make_solver("exhaustive");
   if (!exhaustive) return exhaustive.error();
+  for (const auto& w : scenarios) {
+    if (auto st = check_enumerable(w, options); !st.ok()) return st.error();
+  }
   for (const auto& w : scenarios) {
     const double window = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
     RobustOracle oracle(testbed, window, options.threads, options.oracle_windows);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <utility>
 
 #include "corun/catalog/model.h"
 #include "corun/core/check.h"
@@ -17,10 +19,49 @@ namespace {
 constexpr double kRuntimeContextBytes = 0.4e9;
 
 // Above this many joint configurations feasible_count() switches from exact enumeration to a
-// dynamic programme over VRAM rounded up to 1 MiB (a lower bound on the feasible count).
+// dynamic programme over VRAM rounded up to 1 MiB or coarser (a lower bound on the feasible
+// count).
 constexpr std::uint64_t kMaxEnumerate = 20'000'000;
 
+// Above this many steps (models x memory buckets x distinct needs) feasible_count() counts in
+// coarser memory buckets, so that the count itself takes a few tenths of a second at most
+// (0.35 s for 64 models of 262,144 configurations each).
+constexpr double kMaxCountingWork = 2e8;
+
 }  // namespace
+
+ConfigCount ConfigCount::product(std::span<const std::size_t> factors) {
+  std::uint64_t n = 1;
+  double approx = 1;
+  bool exact = true;
+  for (const std::size_t f : factors) {
+    if (f == 0) return exactly(0);  // even after an overflow: the product is exactly 0
+    approx *= static_cast<double>(f);
+    if (exact && n > std::numeric_limits<std::uint64_t>::max() / f) exact = false;
+    if (exact) n *= f;
+  }
+  return exact ? exactly(n) : approximately(approx);
+}
+
+ConfigCount joint_config_count(const Workload& w) {
+  std::vector<std::size_t> counts;
+  counts.reserve(w.models.size());
+  for (const auto& m : w.models) counts.push_back(m.local_config_count());
+  return ConfigCount::product(counts);
+}
+
+std::uint64_t ConfigCount::value() const {
+  CORUN_CHECK(exact_);
+  return exact_value_;
+}
+
+std::string ConfigCount::to_string() const {
+  if (exact_) return std::to_string(exact_value_);
+  if (std::isinf(approx_)) return "more than 1.8e+308";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "about %.4g", approx_);
+  return buf;
+}
 
 double model_vram_bytes(const ModelSpec& m, const Settings& s) {
   const ModelArch& a = m.arch;
@@ -53,12 +94,8 @@ ConfigSpace::ConfigSpace(const Workload& w) : capacity_bytes_(w.device.vram_byte
     std::vector<double> v(n);
     for (std::size_t l = 0; l < n; ++l) v[l] = model_vram_bytes(m, m.settings(l));
     local_vram_.push_back(std::move(v));
-    if (joint_count_ > std::numeric_limits<std::uint64_t>::max() / n) {
-      joint_count_ = std::numeric_limits<std::uint64_t>::max();
-    } else {
-      joint_count_ *= n;
-    }
   }
+  joint_count_ = ConfigCount::product(radix_);
 }
 
 JointConfig ConfigSpace::decode(std::uint64_t i) const {
@@ -97,41 +134,64 @@ bool ConfigSpace::fits_vram(std::span<const std::int32_t> c) const {
   return vram_bytes(c) <= capacity_bytes_;
 }
 
-std::uint64_t ConfigSpace::feasible_count() const {
-  if (radix_.empty()) return 0;
+ConfigCount ConfigSpace::feasible_count() const {
+  if (radix_.empty()) return ConfigCount::exactly(0);
   double worst = 0;
   for (const auto& v : local_vram_) worst += *std::max_element(v.begin(), v.end());
   if (worst <= capacity_bytes_) return joint_count_;
-  if (joint_count_ <= kMaxEnumerate) {
+  if (joint_count_.exact() && joint_count_.value() <= kMaxEnumerate) {
     std::uint64_t feasible = 0;
     JointConfig c(radix_.size());
-    for (std::uint64_t i = 0; i < joint_count_; ++i) {
+    for (std::uint64_t i = 0; i < joint_count_.value(); ++i) {
       decode(i, c);
       feasible += fits_vram(c) ? 1 : 0;
     }
-    return feasible;
+    return ConfigCount::exactly(feasible);
   }
-  // Count by dynamic programming over memory in MiB buckets, rounding every model's need up:
-  // a configuration counted here certainly fits.
-  constexpr double kBucket = 1024.0 * 1024.0;
-  const auto cap = static_cast<std::size_t>(capacity_bytes_ / kBucket);
+  // Count by dynamic programming over memory in buckets, rounding every model's need up: a
+  // configuration counted here certainly fits. Each model's local configurations are grouped
+  // by their need in buckets, and the buckets start at 1 MiB and double until the work (models
+  // x buckets x distinct needs) stays within kMaxCountingWork.
+  double bucket = 1024.0 * 1024.0;
+  std::size_t cap = 0;
+  std::vector<std::vector<std::pair<std::size_t, double>>> needs;  // per model: (need, configs)
+  const auto model_count = static_cast<double>(local_vram_.size());
+  for (;; bucket *= 2) {
+    // Every model has at least one need: skip bucket sizes too fine to ever fit the budget.
+    if ((std::floor(capacity_bytes_ / bucket) + 1) * model_count > kMaxCountingWork) continue;
+    cap = static_cast<std::size_t>(capacity_bytes_ / bucket);
+    needs.assign(local_vram_.size(), {});
+    std::vector<double> histogram(cap + 1);
+    double work = 0;
+    for (std::size_t m = 0; m < local_vram_.size(); ++m) {
+      std::fill(histogram.begin(), histogram.end(), 0.0);
+      for (double b : local_vram_[m]) {
+        const double need = std::ceil(b / bucket);
+        if (need <= static_cast<double>(cap)) histogram[static_cast<std::size_t>(need)] += 1;
+      }
+      for (std::size_t d = 0; d <= cap; ++d) {
+        if (histogram[d] > 0) needs[m].emplace_back(d, histogram[d]);
+      }
+      work += static_cast<double>(cap + 1) * static_cast<double>(needs[m].size());
+    }
+    if (work <= kMaxCountingWork) break;
+  }
   std::vector<double> ways(cap + 1, 0.0);
   ways[0] = 1;
-  for (const auto& v : local_vram_) {
+  for (const auto& model_needs : needs) {
     std::vector<double> next(cap + 1, 0.0);
     for (std::size_t used = 0; used <= cap; ++used) {
       if (ways[used] == 0) continue;
-      for (double b : v) {
-        const auto need = static_cast<std::size_t>(std::ceil(b / kBucket));
-        if (used + need <= cap) next[used + need] += ways[used];
+      for (const auto& [need, configs] : model_needs) {
+        if (used + need > cap) break;  // needs are in increasing order
+        next[used + need] += ways[used] * configs;
       }
     }
     ways.swap(next);
   }
   double total = 0;
   for (double x : ways) total += x;
-  return total >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max()
-                         : static_cast<std::uint64_t>(total);
+  return ConfigCount::approximately(total);
 }
 
 }  // namespace corun

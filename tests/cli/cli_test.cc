@@ -85,6 +85,67 @@ TEST(Cli, PaperN5HasExactly78732JointConfigurations) {
   EXPECT_EQ(j["joint_configs"], 78732);  // 12 * 9^4, as in the MeanField paper
   EXPECT_EQ(j["local_configs"], nlohmann::json::array({12, 9, 9, 9, 9}));
   EXPECT_EQ(j["feasible_joint_configs"], 78732);
+  EXPECT_EQ(j["joint_configs_exact"], true);
+  EXPECT_EQ(j["feasible_joint_configs_exact"], true);
+}
+
+TEST(Cli, SpaceBeyondTwoToThe64IsNeverPrintedAsExact) {
+  // 30 cameras x (8 image sizes x 16 skip rates) = 128^30 = 2^210 joint configurations, a
+  // power of two and so exactly a double; a saturated 64-bit counter would print 2^64 - 1.
+  const auto file = temp_dir() / "wide.yaml";
+  {
+    std::ofstream out(file);
+    out << "device: rtx3090\nmodels:\n";
+    for (int i = 0; i < 30; ++i) {
+      out << "  - {name: cam" << i
+          << ", model: yolo11n, knobs: {imgsz: [320, 352, 384, 416, 448, 480, 512, 544], "
+             "skip_rate: [0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, "
+             "0.65, 0.7, 0.75]}, demand: {fps: 1}}\n";
+    }
+  }
+  const RunResult r = run("space " + file.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("18446744073709551615"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["joint_configs"].is_number_float()) << r.out;
+  EXPECT_EQ(j["joint_configs"].get<double>(), std::ldexp(1.0, 210));
+  EXPECT_EQ(j["joint_configs_exact"], false);
+  EXPECT_EQ(j["feasible_joint_configs_exact"], false);
+  const RunResult text = run("space " + file.string());
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("joint configurations: about 1.646e+63 (not exact)"), std::string::npos)
+      << text.out;
+  // The exhaustive solver refuses the space with exit code 2; the run log says the count is
+  // approximate.
+  const auto out = temp_dir() / "run-wide";
+  std::filesystem::remove_all(out);
+  const RunResult ex = run("run " + file.string() +
+                           " --no-profile --solver exhaustive --quiet --out " + out.string());
+  EXPECT_EQ(ex.code, 2) << ex.err;
+  EXPECT_NE(ex.err.find("exhaustive search cannot enumerate about 1.646e+63 joint configurations "
+                        "(more than 2^64)"),
+            std::string::npos)
+      << ex.err;
+  EXPECT_NE(ex.out.find("30 models, about 1.646e+63 (not exact) joint configurations"),
+            std::string::npos)
+      << ex.out;
+  EXPECT_EQ(ex.out.find("18446744073709551615"), std::string::npos) << ex.out;
+  const RunResult valid = run("validate " + file.string());
+  EXPECT_EQ(valid.code, 0) << valid.err;
+  EXPECT_NE(
+      valid.out.find("30 models on rtx3090, about 1.646e+63 (not exact) joint configurations"),
+      std::string::npos)
+      << valid.out;
+  // eval scheduler refuses the scenario before profiling it, naming what enumerates the space.
+  const RunResult eval = run("eval scheduler " + file.string() + " --quiet --no-oracle --out " +
+                             (temp_dir() / "eval-wide").string());
+  EXPECT_EQ(eval.code, 2) << eval.err;
+  EXPECT_NE(eval.err.find("about 1.646e+63 joint configurations (more than 2^64) cannot be "
+                          "enumerated; turn off the exhaustive gap (--no-exhaustive) and the "
+                          "exhaustive solver (--solvers)"),
+            std::string::npos)
+      << eval.err;
+  EXPECT_FALSE(std::filesystem::exists(temp_dir() / "eval-wide"));
 }
 
 TEST(Cli, PaperFamilyGrowsByNinePerStream) {

@@ -93,8 +93,9 @@ class PlanProblem {
   [[nodiscard]] std::int32_t pinned(std::size_t m) const { return pinned_[m]; }
   [[nodiscard]] double quality(std::size_t m, std::int32_t l) const { return quality_[m][l]; }
 
-  /// @brief Number of joint configurations over the active models.
-  [[nodiscard]] std::uint64_t candidate_count() const;
+  /// @brief Number of joint configurations over the active models (0 when none is active; not
+  /// exact beyond 2^64).
+  [[nodiscard]] ConfigCount candidate_count() const;
 
   /// @brief Score of one configuration given its predictions: utility (sum of weight ×
   /// quality × served fraction over active models), and whether every SLA and VRAM holds.

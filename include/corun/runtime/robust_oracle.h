@@ -45,7 +45,8 @@ class RobustOracle {
     double utility_1 = 0;   ///< the single-window oracle's utility in its window
   };
   /// @brief The oracles for the workload as it is (active models, demands, SLAs) under
-  /// `conditions`.
+  /// `conditions`. Measures every joint configuration of the active models: the caller keeps
+  /// their count exact (below 2^64; evaluate_scheduler() refuses larger scenarios).
   Answer best(const Workload& now, const Conditions& conditions);
   /// @brief `plan` measured over the oracle's windows.
   RobustScore score(const Workload& now, const Conditions& conditions, const JointConfig& plan);

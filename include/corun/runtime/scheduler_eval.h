@@ -85,7 +85,13 @@ struct SchedulerEvalOptions {
   std::function<void(const std::string&)> progress;
 };
 
-/// @brief Runs every scenario with every solver and learning mode and scores the runs.
+/// @brief Whether `w` can be evaluated with `options`: the robust oracle, the exhaustive gap and
+/// the exhaustive solver enumerate every joint configuration, so a scenario with more than 2^64
+/// of them is refused (naming what to turn off) when any of them is on.
+Status check_enumerable(const Workload& w, const SchedulerEvalOptions& options);
+
+/// @brief Runs every scenario with every solver and learning mode and scores the runs. Refuses
+/// a scenario check_enumerable() refuses, before running any.
 Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
     const std::vector<Workload>& scenarios, const Testbed& testbed, const SourceFactory& sources,
     const SchedulerEvalOptions& options);

@@ -18,6 +18,43 @@ inline constexpr std::int32_t kAbsent = -1;
 /// KV cache for its concurrency and context, runtime context).
 double model_vram_bytes(const ModelSpec& m, const Settings& s);
 
+/// @brief A number of configurations. Exact while it fits in 64 bits; beyond 2^64 (or when only
+/// a bound is known) it is a double, and exact() says so, so that a saturated or rounded
+/// counter is never reported as a count.
+class ConfigCount {
+ public:
+  /// @brief An exact count.
+  static ConfigCount exactly(std::uint64_t n) {
+    return ConfigCount(n, static_cast<double>(n), true);
+  }
+  /// @brief A count known only approximately (rounded, or a lower bound): `n` ≥ 0, may be +inf.
+  static ConfigCount approximately(double n) { return ConfigCount(0, n, false); }
+  /// @brief The product of `factors`: exact while every partial product fits in 64 bits (or
+  /// when a factor is 0), else their product in double precision (+inf beyond about 1.8e308).
+  static ConfigCount product(std::span<const std::size_t> factors);
+
+  /// @brief Whether value() is the count itself.
+  [[nodiscard]] bool exact() const { return exact_; }
+  /// @brief The exact count. Requires exact().
+  [[nodiscard]] std::uint64_t value() const;
+  /// @brief The count as a double: exact below 2^53, rounded above, +inf beyond its range.
+  [[nodiscard]] double approx() const { return approx_; }
+  /// @brief "78732", or "about 1.646e+63" when not exact ("more than 1.8e+308" beyond a
+  /// double's range).
+  [[nodiscard]] std::string to_string() const;
+
+ private:
+  ConfigCount(std::uint64_t exact, double approx, bool is_exact)
+      : exact_value_(exact), approx_(approx), exact_(is_exact) {}
+  std::uint64_t exact_value_;
+  double approx_;
+  bool exact_;
+};
+
+/// @brief Number of joint configurations of `w`, the product of its models' local counts (not
+/// exact beyond 2^64), without building its ConfigSpace.
+ConfigCount joint_config_count(const Workload& w);
+
 /// @brief The joint configuration space of a workload: sizes, decoding, feasibility.
 class ConfigSpace {
  public:
@@ -25,8 +62,8 @@ class ConfigSpace {
 
   [[nodiscard]] std::size_t models() const { return radix_.size(); }
   [[nodiscard]] const std::vector<std::size_t>& local_counts() const { return radix_; }
-  /// @brief Product of the local counts (saturates at UINT64_MAX).
-  [[nodiscard]] std::uint64_t joint_count() const { return joint_count_; }
+  /// @brief Product of the local counts (not exact beyond 2^64).
+  [[nodiscard]] const ConfigCount& joint_count() const { return joint_count_; }
   /// @brief Decodes joint index `i` (mixed radix, last model fastest).
   [[nodiscard]] JointConfig decode(std::uint64_t i) const;
   void decode(std::uint64_t i, std::span<std::int32_t> out) const;
@@ -38,13 +75,15 @@ class ConfigSpace {
   [[nodiscard]] double local_vram_bytes(std::size_t m, std::size_t l) const {
     return local_vram_[m][l];
   }
-  /// @brief Joint configurations that fit in VRAM (counted without enumerating when possible).
-  [[nodiscard]] std::uint64_t feasible_count() const;
+  /// @brief Joint configurations that fit in VRAM: exact when every configuration fits or the
+  /// space is small enough to enumerate; otherwise a lower bound (memory rounded up to MiB),
+  /// marked not exact.
+  [[nodiscard]] ConfigCount feasible_count() const;
 
  private:
   std::vector<std::size_t> radix_;
   std::vector<std::vector<double>> local_vram_;
-  std::uint64_t joint_count_ = 1;
+  ConfigCount joint_count_ = ConfigCount::exactly(1);
   double capacity_bytes_ = 0;
 };
 
