@@ -86,7 +86,8 @@ HttpResponse json_answer(int status, const json& body) {
 }
 
 // The path of an annotation value in the Pod, as Go's field names and a map key write it.
-const std::string kAnnotationField = std::string("Pod.metadata.annotations[") + kModelAnnotation + "]";
+const std::string kAnnotationField =
+    std::string("Pod.metadata.annotations[") + kModelAnnotation + "]";
 
 }  // namespace
 
@@ -120,8 +121,8 @@ HttpResponse Extender::transport_error(int status, const std::string& path,
   const int s = status >= 400 && status < 600 ? status : 400;
   std::string message = reason;
   if (message.empty()) {
-    message = s == 413   ? "request body exceeds " + std::to_string(options_.max_body_bytes) +
-                             " bytes"
+    message = s == 413
+                  ? "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes"
               : s == 404 ? "no route " + path
                          : "malformed HTTP request" + (path.empty() ? "" : " for " + path);
   }
@@ -162,7 +163,8 @@ std::variant<Extender::Args, Extender::BadRequest> Extender::parse_args(
                       "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes",
                       ""};
   }
-  if (req.body.empty()) return BadRequest{"empty_body", "an ExtenderArgs JSON body is required", ""};
+  if (req.body.empty())
+    return BadRequest{"empty_body", "an ExtenderArgs JSON body is required", ""};
   JsonLimits limits;
   limits.max_depth = kMaxArgsDepth;
   limits.max_key_bytes = kMaxArgsKeyBytes;
@@ -179,7 +181,8 @@ std::variant<Extender::Args, Extender::BadRequest> Extender::parse_args(
   const json* names = member(body, "NodeNames");
   const json* nodes = member(body, "Nodes");
   if (names != nullptr && !names->is_null()) {
-    if (!names->is_array()) return BadRequest{"bad_type", "NodeNames must be an array", "NodeNames"};
+    if (!names->is_array())
+      return BadRequest{"bad_type", "NodeNames must be an array", "NodeNames"};
     a.by_name = true;
     for (std::size_t i = 0; i < names->size(); ++i) {
       const json& n = (*names)[i];
@@ -212,11 +215,13 @@ std::variant<Extender::Args, Extender::BadRequest> Extender::parse_args(
   }
   if (a.names.size() > kMaxCandidates) {
     return BadRequest{"out_of_range",
-                      "at most " + std::to_string(kMaxCandidates) + " candidate nodes", "NodeNames"};
+                      "at most " + std::to_string(kMaxCandidates) + " candidate nodes",
+                      "NodeNames"};
   }
   // The pod and its model entry.
   const json* pod = member(body, "Pod");
-  if (pod == nullptr || pod->is_null()) return BadRequest{"missing_field", "Pod is required", "Pod"};
+  if (pod == nullptr || pod->is_null())
+    return BadRequest{"missing_field", "Pod is required", "Pod"};
   if (!pod->is_object()) return BadRequest{"bad_type", "Pod must be an object", "Pod"};
   const json* meta = member(*pod, "metadata");
   if (meta != nullptr && !meta->is_null() && !meta->is_object()) {
@@ -244,7 +249,8 @@ std::variant<Extender::Args, Extender::BadRequest> Extender::parse_args(
   }
   auto entry = parse_json_input(value->get<std::string>());
   if (auto* e = std::get_if<JsonInputError>(&entry)) {
-    const std::string field = e->field.empty() ? kAnnotationField : kAnnotationField + "." + e->field;
+    const std::string field =
+        e->field.empty() ? kAnnotationField : kAnnotationField + "." + e->field;
     return BadRequest{e->code, kAnnotationField + " is not valid JSON: " + e->message, field, true};
   }
   a.entry = std::move(std::get<json>(entry));
@@ -258,8 +264,8 @@ std::variant<Extender::Args, Extender::BadRequest> Extender::parse_args(
 
 Extender::Verdict Extender::ask_one(const std::string& name, const std::string& body) const {
   Verdict v;
-  const auto it = std::find_if(nodes_.begin(), nodes_.end(),
-                               [&](const Node& n) { return n.name == name; });
+  const auto it =
+      std::find_if(nodes_.begin(), nodes_.end(), [&](const Node& n) { return n.name == name; });
   if (it == nodes_.end()) {
     v.reason = "unknown node: no corun serve is configured for it (corun extender --node)";
     return v;
@@ -280,9 +286,11 @@ Extender::Verdict Extender::ask_one(const std::string& name, const std::string& 
   const json answer = json::parse(res->body, nullptr, false);
   if (res->status != 200) {
     const json* err = answer.is_object() ? member(answer, "error") : nullptr;
-    const std::string message =
-        err != nullptr && err->is_object() ? err->value("message", std::string()) : res->body.substr(0, 200);
-    const std::string code = err != nullptr && err->is_object() ? err->value("code", std::string()) : "";
+    const std::string message = err != nullptr && err->is_object()
+                                    ? err->value("message", std::string())
+                                    : res->body.substr(0, 200);
+    const std::string code =
+        err != nullptr && err->is_object() ? err->value("code", std::string()) : "";
     v.field = err != nullptr && err->is_object() ? err->value("field", std::string()) : "";
     // The node refused the entry itself: the pod's annotation is at fault, not the node.
     v.entry_refused = res->status == 400 || res->status == 415 || res->status == 422;
@@ -324,8 +332,8 @@ std::vector<Extender::Verdict> Extender::ask(const Args& a) const {
     const std::size_t to = std::min(a.names.size(), from + kMaxConcurrentAsks);
     std::vector<std::future<Verdict>> pending;
     for (std::size_t i = from; i < to; ++i) {
-      pending.push_back(
-          std::async(std::launch::async, [this, &a, &body, i] { return ask_one(a.names[i], body); }));
+      pending.push_back(std::async(std::launch::async,
+                                   [this, &a, &body, i] { return ask_one(a.names[i], body); }));
     }
     for (std::size_t i = from; i < to; ++i) out[i] = pending[i - from].get();
   }
@@ -348,7 +356,8 @@ HttpResponse Extender::filter(const HttpRequest& req) const {
   const auto verdicts = ask(a);
   for (const auto& v : verdicts) {
     if (v.entry_refused) {
-      const std::string field = v.field.empty() ? kAnnotationField : kAnnotationField + "." + v.field;
+      const std::string field =
+          v.field.empty() ? kAnnotationField : kAnnotationField + "." + v.field;
       return json_answer(200, {{"Nodes", nullptr},
                                {"NodeNames", nullptr},
                                {"FailedNodes", json::object()},
@@ -367,9 +376,8 @@ HttpResponse Extender::filter(const HttpRequest& req) const {
       failed[a.names[i]] = verdicts[i].reason;
     }
   }
-  json result = {{"FailedNodes", failed},
-                 {"FailedAndUnresolvableNodes", json::object()},
-                 {"Error", ""}};
+  json result = {
+      {"FailedNodes", failed}, {"FailedAndUnresolvableNodes", json::object()}, {"Error", ""}};
   if (a.by_name) {
     result["NodeNames"] = kept_names;
     result["Nodes"] = nullptr;
@@ -390,7 +398,8 @@ HttpResponse Extender::prioritize(const HttpRequest& req) const {
   const auto verdicts = ask(a);
   for (const auto& v : verdicts) {
     if (v.entry_refused) {
-      const std::string field = v.field.empty() ? kAnnotationField : kAnnotationField + "." + v.field;
+      const std::string field =
+          v.field.empty() ? kAnnotationField : kAnnotationField + "." + v.field;
       return error(400, {"invalid_spec", v.reason, field});
     }
   }

@@ -57,12 +57,10 @@ int status_of(Extender& e, const std::string& verb) {
 TEST(Deploy, EveryDocumentParsesWithAKnownKind) {
   const auto docs = all_documents();
   ASSERT_GE(docs.size(), 10U);
-  const std::set<std::string> known = {"Namespace",          "ServiceAccount",
-                                       "DaemonSet",          "Deployment",
-                                       "Service",            "ConfigMap",
-                                       "ClusterRoleBinding", "Role",
-                                       "RoleBinding",        "KubeSchedulerConfiguration",
-                                       "Pod"};
+  const std::set<std::string> known = {
+      "Namespace", "ServiceAccount",     "DaemonSet", "Deployment",  "Service",
+      "ConfigMap", "ClusterRoleBinding", "Role",      "RoleBinding", "KubeSchedulerConfiguration",
+      "Pod"};
   std::map<std::string, int> kinds;
   for (const auto& d : docs) {
     SCOPED_TRACE(d.file.string());
@@ -115,9 +113,9 @@ TEST(Deploy, SchedulerConfigurationsCallTheExtenderItsServiceExposes) {
   const auto ext_args = args_of(extender);
   EXPECT_EQ(ext_args.at(0), "extender");
   EXPECT_EQ(flag(ext_args, "--port"), std::to_string(service_port));
-  EXPECT_EQ(extender["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
-                .as<int>(),
-            service_port);
+  EXPECT_EQ(
+      extender["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"].as<int>(),
+      service_port);
   for (const auto& c : configs) {
     EXPECT_EQ(c["apiVersion"].as<std::string>(), "kubescheduler.config.k8s.io/v1");
     ASSERT_EQ(c["extenders"].size(), 1U);

@@ -68,8 +68,8 @@ struct Node {
     server = std::make_unique<HttpServer>(*service, so);
     EXPECT_TRUE(server->start().ok());
     for (const auto& e : entries) {
-      HttpRequest r{"POST", "/v1/models", {}, std::string("Bearer ") + kToken,
-                    "application/json", e};
+      HttpRequest r{"POST", "/v1/models", {}, std::string("Bearer ") + kToken, "application/json",
+                    e};
       EXPECT_EQ(service->handle(r).status, 201) << e;
     }
     // The plan of every registration (the planner may fold several into one decision).
@@ -85,7 +85,9 @@ struct Node {
     if (server) server->stop();
     if (service) service->stop();
   }
-  [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(server->port()); }
+  [[nodiscard]] std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(server->port());
+  }
 };
 
 // A loopback port nothing listens on: bound by a socket that never listens, then closed (the
@@ -113,10 +115,9 @@ json pod(const json& annotation) {
   if (!annotation.is_null()) meta["annotations"] = {{kModelAnnotation, annotation}};
   return {{"metadata", meta},
           {"spec",
-           {{"containers",
-             json::array({{{"name", "det"},
-                           {"image", "registry.example/det:1"},
-                           {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})},
+           {{"containers", json::array({{{"name", "det"},
+                                         {"image", "registry.example/det:1"},
+                                         {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})},
             {"schedulerName", "default-scheduler"}}},
           {"status", json::object()}};
 }
@@ -175,9 +176,9 @@ class ExtenderTest : public ::testing::Test {
 };
 
 TEST_F(ExtenderTest, FilterKeepsTheNodeThatHoldsEverySlaAndSaysWhyOthersFail) {
-  const auto r = post("/filter", args_by_name(pod(kEntry), {"gpu-heavy", "gpu-light", "gpu-down",
-                                                             "cpu-only"})
-                                     .dump());
+  const auto r =
+      post("/filter",
+           args_by_name(pod(kEntry), {"gpu-heavy", "gpu-light", "gpu-down", "cpu-only"}).dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const json res = r.json();
   EXPECT_EQ(res["Error"], "");
@@ -205,7 +206,8 @@ TEST_F(ExtenderTest, FilterWithANodeListAnswersWithTheNodesThatPass) {
   ASSERT_TRUE(res["Nodes"].is_object()) << res.dump(2);
   ASSERT_EQ(res["Nodes"]["items"].size(), 1U);
   // The node object comes back as it was sent.
-  EXPECT_EQ(res["Nodes"]["items"][0], args_by_list(pod(kEntry), {"gpu-light"})["Nodes"]["items"][0]);
+  EXPECT_EQ(res["Nodes"]["items"][0],
+            args_by_list(pod(kEntry), {"gpu-light"})["Nodes"]["items"][0]);
   EXPECT_TRUE(res["NodeNames"].is_null());
   EXPECT_TRUE(res["FailedNodes"].contains("gpu-heavy"));
 }
@@ -275,7 +277,8 @@ TEST_F(ExtenderTest, BadRequestsNameTheField) {
       {"annotations not an object",
        json({{"Pod", {{"metadata", {{"annotations", 1}}}}}, {"NodeNames", {"gpu-light"}}}).dump(),
        "Pod.metadata.annotations"},
-      {"annotation not a string", args_by_name(pod(json::object({{"name", "x"}})), {"gpu-light"}).dump(),
+      {"annotation not a string",
+       args_by_name(pod(json::object({{"name", "x"}})), {"gpu-light"}).dump(),
        "Pod.metadata.annotations[corun.io/model]"},
   };
   for (const auto& c : malformed) {

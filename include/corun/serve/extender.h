@@ -65,16 +65,16 @@ class Extender final : public HttpHandler {
   struct Verdict {
     bool fits = false;
     double gain = 0;
-    std::string reason;    ///< why it does not fit ("" when it does)
+    std::string reason;          ///< why it does not fit ("" when it does)
     bool entry_refused = false;  ///< the node refused the entry itself (4xx naming a field)
     std::string field;           ///< the field of the entry it blamed
   };
   /// The parts of ExtenderArgs the extender reads.
   struct Args {
-    nlohmann::json entry;                ///< the model entry from the annotation
-    std::vector<std::string> names;      ///< candidate node names, in the request's order
-    nlohmann::json node_items;           ///< Nodes.items when the request had Nodes
-    bool by_name = false;                ///< the request had NodeNames
+    nlohmann::json entry;            ///< the model entry from the annotation
+    std::vector<std::string> names;  ///< candidate node names, in the request's order
+    nlohmann::json node_items;       ///< Nodes.items when the request had Nodes
+    bool by_name = false;            ///< the request had NodeNames
   };
   struct BadRequest {
     std::string code;
