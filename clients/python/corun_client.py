@@ -206,6 +206,14 @@ class CorunClient:
         """`POST /v1/replan`: asks for a new plan (it appears in `plan()`)."""
         return self._request("POST", "/v1/replan", auth=True)
 
+    def what_if(self, entry: JsonObject) -> JsonObject:
+        """`POST /v1/whatif`: could the node take `entry` with every SLA held? Changes nothing.
+
+        Returns the WhatIf answer: `fits`, `gpu`, `utility_before`, `utility_after`,
+        `utility_gain`, `breaks` (the SLAs that would break, with reasons) and `plan`.
+        """
+        return self._request("POST", "/v1/whatif", entry)
+
     # -- helpers ------------------------------------------------------------------------------
 
     def wait_for_plan(self, after_id: int = 0, timeout_s: float = 30.0,

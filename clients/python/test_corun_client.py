@@ -99,7 +99,8 @@ class ServerTest(unittest.TestCase):
                   ("GET", "/v1/models"), ("POST", "/v1/models"), ("GET", "/v1/models/{name}"),
                   ("DELETE", "/v1/models/{name}"), ("PUT", "/v1/models/{name}/demand"),
                   ("POST", "/v1/telemetry"), ("GET", "/v1/telemetry"), ("GET", "/v1/plan"),
-                  ("GET", "/v1/plan/history"), ("POST", "/v1/replan")}
+                  ("GET", "/v1/plan/history"), ("POST", "/v1/replan"),
+                  ("POST", "/v1/whatif")}
         self.assertEqual(documented, called)
 
     def test_register_list_get_remove(self) -> None:
@@ -112,6 +113,22 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(self.client.list_models(), [])
         self.assertCorunError(lambda: self.client.get_model("cam0"), 404, "unknown_model", "name")
         self.assertCorunError(lambda: self.client.remove_model("cam0"), 404, "unknown_model")
+
+    def test_what_if_answers_and_changes_nothing(self) -> None:
+        self.client.register_model(CAM0)
+        before = self.client.wait_for_plan()
+        answer = self.client.what_if(dict(CAM0, name="cam9"))
+        self.assertEqual(answer["model"], "cam9")
+        self.assertEqual(answer["gpu"], 0)
+        self.assertIn("cam9", answer["plan"]["models"])
+        self.assertAlmostEqual(answer["utility_gain"],
+                               answer["utility_after"] - answer["utility_before"])
+        self.assertEqual([m["name"] for m in self.client.list_models()], ["cam0"])
+        self.assertEqual(self.client.plan()["id"], before["id"])
+        self.assertCorunError(lambda: self.client.what_if(CAM0), 409, "duplicate_model", "name")
+        bad = dict(CAM0, name="cam9", knobs={"imgsize": [320]})
+        self.assertCorunError(lambda: self.client.what_if(bad), 422, "invalid_spec",
+                              "knobs.imgsize")
 
     def test_invalid_entries_name_the_field(self) -> None:
         bad = dict(CAM0, knobs={"imgsize": [320]})

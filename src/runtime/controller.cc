@@ -204,9 +204,10 @@ std::size_t Controller::source_measurements() const {
 // ---------------------------------------------------------------------------------------------
 // Deciding
 
-void Controller::ensure_learners_locked(const Workload& w, const ErrorPriors& priors) {
-  for (std::size_t m = 0; m < w.models.size() && m < learners_.size(); ++m) {
-    Learners& l = *learners_[m];
+void Controller::ensure_learners_locked(const Workload& w, const ErrorPriors& priors,
+                                        LearnerSet& learners) {
+  for (std::size_t m = 0; m < w.models.size() && m < learners.size(); ++m) {
+    Learners& l = *learners[m];
     if (l.ready) continue;
     for (Target t : surrogate::kAllTargets) {
       const std::size_t k = static_cast<std::size_t>(t);
@@ -228,7 +229,8 @@ double Controller::others_load_locked(std::size_t m, const JointConfig& config) 
 }
 
 std::shared_ptr<const CorrectionTable> Controller::corrections_locked(
-    const Workload& w, const std::vector<double>& static_margins, LoadTable loads) const {
+    const Workload& w, const LearnerSet& learners, const std::vector<double>& static_margins,
+    LoadTable loads) const {
   auto t = std::make_shared<CorrectionTable>();
   const std::size_t n = w.models.size();
   t->at.resize(n);
@@ -253,7 +255,7 @@ std::shared_ptr<const CorrectionTable> Controller::corrections_locked(
   for (std::size_t m = 0; m < n; ++m) {
     const std::size_t count = w.models[m].local_config_count();
     t->at[m].assign(count, {});
-    const Learners& l = *learners_[m];
+    const Learners& l = *learners[m];
     if (!options_.learning.enabled || !l.ready) {
       const double margin = std::clamp(
           (m < static_margins.size() ? static_margins[m] : 0.0) + l.boost, 0.0,
@@ -321,58 +323,18 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   {
     std::lock_guard lock(mutex_);
     if (generation != generation_) return std::optional<Decision>();
-    ensure_learners_locked(w, priors);
-    table = corrections_locked(w, static_margins, std::move(loads));
+    ensure_learners_locked(w, priors, learners_);
+    table = corrections_locked(w, learners_, static_margins, std::move(loads));
   }
   const std::shared_ptr<Predictor> base_predictor(std::move(*base));
-  const std::unique_ptr<Predictor> predictor = make_corrected(base_predictor, table);
-  std::vector<bool> active(n);
-  for (std::size_t m = 0; m < n; ++m) active[m] = w.models[m].active;
-  const PlanProblem problem(w, active, *predictor, table->margins);
-  SolverOptions so;
-  so.seed = derive_seed(options_.seed, {static_cast<std::uint64_t>(id)});
-  so.threads = options_.threads;
-  if (warm.size() == n) so.warm_start = warm;
-  auto solved = solve_degrading(problem, *solver_, so);
-  if (!solved) return solved.error().wrap("planning");
-  Decision d;
+  double hook_ms = 0;  // options_.on_decision is not timed
+  auto searched = search(w, base_predictor, table, warm, id, reason, &hook_ms);
+  if (!searched) return searched.error();
+  Decision& d = *searched;
   d.decision_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
+      hook_ms;
   d.measure_ms = std::chrono::duration<double, std::milli>(start - measure_start).count();
-  if (options_.on_decision) options_.on_decision(problem, solved->result);
-  d.id = id;
-  d.reason = reason;
-  d.source = source_->describe();
-  d.config = solved->result.config;
-  d.config.resize(n, kAbsent);
-  d.predicted = solved->result.predicted;
-  d.predicted.resize(n);
-  d.base.resize(n);
-  d.margins.resize(n);
-  for (std::size_t m = 0; m < n; ++m) {
-    if (!active[m]) d.config[m] = kAbsent;
-    const std::int32_t l = d.config[m];
-    if (l == kAbsent) {
-      d.predicted[m] = Predicted{};
-      continue;
-    }
-    d.margins[m] = problem.margin(m, l);
-  }
-  // The source's own predictions of the plan (the learners learn log(measured / base)), and the
-  // corrections at the plan's own loads without any extrapolation charge.
-  {
-    std::vector<Predicted> base_out(n);
-    base_predictor->predict(d.config, 1, base_out);
-    for (std::size_t m = 0; m < n; ++m) {
-      if (d.config[m] == kAbsent) continue;
-      d.base[m] = base_out[m];
-    }
-  }
-  d.predicted_utility = solved->result.utility;
-  d.feasible = solved->result.feasible && solved->why.empty();
-  d.infeasible = solved->why;
-  d.best_effort = solved->best_effort;
-  d.stats = solved->result.stats;
 
   std::lock_guard lock(mutex_);
   if (generation != generation_) return std::optional<Decision>();
@@ -395,6 +357,117 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   return std::optional<Decision>(std::move(d));
 }
 
+Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Predictor>& base,
+                                     const std::shared_ptr<const CorrectionTable>& table,
+                                     const JointConfig& warm, std::int64_t id,
+                                     const std::string& reason, double* hook_ms) {
+  const std::size_t n = w.models.size();
+  const std::unique_ptr<Predictor> predictor = make_corrected(base, table);
+  std::vector<bool> active(n);
+  for (std::size_t m = 0; m < n; ++m) active[m] = w.models[m].active;
+  const PlanProblem problem(w, active, *predictor, table->margins);
+  SolverOptions so;
+  so.seed = derive_seed(options_.seed, {static_cast<std::uint64_t>(id)});
+  so.threads = options_.threads;
+  if (warm.size() == n) so.warm_start = warm;
+  auto solved = solve_degrading(problem, *solver_, so);
+  if (!solved) return solved.error().wrap("planning");
+  if (hook_ms != nullptr && options_.on_decision) {
+    const auto hook_start = std::chrono::steady_clock::now();
+    options_.on_decision(problem, solved->result);
+    *hook_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                          hook_start)
+                    .count();
+  }
+  Decision d;
+  d.id = id;
+  d.reason = reason;
+  d.source = source_->describe();
+  d.config = solved->result.config;
+  d.config.resize(n, kAbsent);
+  d.predicted = solved->result.predicted;
+  d.predicted.resize(n);
+  d.base.resize(n);
+  d.margins.resize(n);
+  for (std::size_t m = 0; m < n; ++m) {
+    if (!active[m]) d.config[m] = kAbsent;
+    const std::int32_t l = d.config[m];
+    if (l == kAbsent) {
+      d.predicted[m] = Predicted{};
+      continue;
+    }
+    d.margins[m] = problem.margin(m, l);
+  }
+  // The source's own predictions of the plan (the learners learn log(measured / base)), and the
+  // corrections at the plan's own loads without any extrapolation charge.
+  {
+    std::vector<Predicted> base_out(n);
+    base->predict(d.config, 1, base_out);
+    for (std::size_t m = 0; m < n; ++m) {
+      if (d.config[m] == kAbsent) continue;
+      d.base[m] = base_out[m];
+    }
+  }
+  d.predicted_utility = solved->result.utility;
+  d.feasible = solved->result.feasible && solved->why.empty();
+  d.infeasible = solved->why;
+  d.best_effort = solved->best_effort;
+  d.stats = solved->result.stats;
+  return d;
+}
+
+Result<Decision> Controller::plan_for(const Workload& w, const std::string& reason) {
+  std::lock_guard planning(planner_mutex_);
+  const auto start = std::chrono::steady_clock::now();
+  auto base = source_->predictor_for(w);
+  if (!base) return base.error().wrap("predicting for the workload");
+  const ErrorPriors priors = source_->priors(w);
+  const std::vector<double> static_margins = source_->margins(w);
+  LoadTable loads = source_->loads(w);
+  std::shared_ptr<const CorrectionTable> table;
+  JointConfig warm;
+  std::int64_t id = 1;
+  {
+    std::lock_guard lock(mutex_);
+    // Copies of what was learned of the models `w` shares with the workload: the what-if may
+    // apply priors to them (ensure_learners_locked) without touching the controller's own.
+    LearnerSet learners;
+    for (const auto& m : w.models) {
+      const std::string key = model_key(m);
+      std::unique_ptr<Learners> l;
+      for (std::size_t i = 0; i < workload_.models.size() && i < learners_.size(); ++i) {
+        if (workload_.models[i].name == m.name && learners_[i] && learners_[i]->key == key) {
+          l = std::make_unique<Learners>(*learners_[i]);
+          break;
+        }
+      }
+      if (!l) {
+        l = std::make_unique<Learners>();
+        l->key = key;
+      }
+      learners.push_back(std::move(l));
+    }
+    ensure_learners_locked(w, priors, learners);
+    table = corrections_locked(w, learners, static_margins, std::move(loads));
+    // Warm start from the plan in force, its models first in the same order (a new one last).
+    if (plan_ && plan_names_ == names_of(workload_)) {
+      const auto names = names_of(w);
+      if (names.size() >= plan_names_.size() &&
+          std::equal(plan_names_.begin(), plan_names_.end(), names.begin())) {
+        warm = plan_->config;
+        warm.resize(names.size(), 0);
+      }
+    }
+    id = last_id_ + 1;
+  }
+  auto d = search(w, std::shared_ptr<Predictor>(std::move(*base)), table, warm, id, reason,
+                  /*hook_ms=*/nullptr);
+  if (!d) return d.error();
+  d->decision_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return d;
+}
+
 Result<Controller::WhatIf> Controller::what_if(const JointConfig& config) {
   std::lock_guard planning(planner_mutex_);
   const Workload w = workload();
@@ -411,8 +484,8 @@ Result<Controller::WhatIf> Controller::what_if(const JointConfig& config) {
   std::shared_ptr<const CorrectionTable> table;
   {
     std::lock_guard lock(mutex_);
-    ensure_learners_locked(w, priors);
-    table = corrections_locked(w, static_margins, std::move(loads));
+    ensure_learners_locked(w, priors, learners_);
+    table = corrections_locked(w, learners_, static_margins, std::move(loads));
   }
   const std::shared_ptr<Predictor> base_predictor(std::move(*base));
   const auto predictor = make_corrected(base_predictor, table);
@@ -585,7 +658,7 @@ Status Controller::replay(std::span<const LearningSample> samples) {
   }
   const ErrorPriors priors = source_->priors(w);
   std::lock_guard lock(mutex_);
-  ensure_learners_locked(workload_, priors);
+  ensure_learners_locked(workload_, priors, learners_);
   for (const LearningSample& s : samples) {
     for (std::size_t m = 0; m < workload_.models.size(); ++m) {
       if (workload_.models[m].name == s.model && learners_[m]->key == s.model_key) {

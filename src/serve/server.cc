@@ -100,8 +100,8 @@ void write(const HttpResponse& in, httplib::Response& out) {
 
 }  // namespace
 
-HttpServer::HttpServer(Service& service, ServerOptions options)
-    : service_(service), options_(std::move(options)) {}
+HttpServer::HttpServer(HttpHandler& handler, ServerOptions options)
+    : handler_(handler), options_(std::move(options)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -122,7 +122,7 @@ Status HttpServer::start() {
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const auto refusal = check_framing(req, options_);
     if (!refusal) return httplib::Server::HandlerResponse::Unhandled;
-    write(service_.transport_error(refusal->status, req.path.substr(0, 128), refusal->reason,
+    write(handler_.transport_error(refusal->status, req.path.substr(0, 128), refusal->reason,
                                    refusal->field),
           res);
     // The body (if any) was not read, so nothing after it on this connection can be framed:
@@ -132,7 +132,7 @@ Status HttpServer::start() {
     return httplib::Server::HandlerResponse::Handled;
   });
   auto handler = [this](const httplib::Request& req, httplib::Response& res) {
-    write(service_.handle(to_request(req)), res);
+    write(handler_.handle(to_request(req)), res);
   };
   s.Get(kAnyPath, handler);
   s.Post(kAnyPath, handler);
@@ -145,7 +145,7 @@ Status HttpServer::start() {
   s.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        write(service_.transport_error(res.status, req.path.substr(0, 128)), res);
+        write(handler_.transport_error(res.status, req.path.substr(0, 128), "", ""), res);
         return httplib::Server::HandlerResponse::Handled;
       }));
   s.set_exception_handler(
@@ -157,10 +157,11 @@ Status HttpServer::start() {
           cause = e.what();
         } catch (...) {
         }
-        std::fprintf(stderr, "corun serve: internal error in the transport on %s %s: %s\n",
+        std::fprintf(stderr, "corun: internal error in the HTTP transport on %s %s: %s\n",
                      req.method.substr(0, 16).c_str(), req.path.substr(0, 128).c_str(),
                      cause.c_str());
-        write(service_.transport_error(500, req.path.substr(0, 128), "internal error: " + cause),
+        write(handler_.transport_error(500, req.path.substr(0, 128), "internal error: " + cause,
+                                       ""),
               res);
       });
   port_ = options_.port == 0 ? s.bind_to_any_port(options_.host)

@@ -44,6 +44,7 @@ enum RouteIndex : std::size_t {
   kPlan,
   kHistory,
   kReplan,
+  kWhatIf,
   kOpenApi,
   kUnknown,
   kTransport
@@ -164,6 +165,38 @@ Margin margin_from_json(const json& j) {
   g.ttft = j.value("ttft", 0.0);
   g.tpot = j.value("tpot", 0.0);
   return g;
+}
+
+// The per-model part of a plan record: what each model runs and what it is predicted to do.
+json decision_models_json(const Decision& d, const Workload& w) {
+  json models = json::object();
+  for (std::size_t m = 0; m < d.config.size() && m < w.models.size(); ++m) {
+    const auto l = d.config[m];
+    json e = {{"index", l},
+              {"margin", margin_json(d.margins[m])},
+              {"predicted", predicted_json(d.predicted[m])},
+              {"base", predicted_json(d.base[m])},
+              {"best_effort", m < d.best_effort.size() && d.best_effort[m]}};
+    if (l >= 0) {
+      const std::string desc = w.models[m].describe(static_cast<std::size_t>(l));
+      e["settings"] = desc;
+      e["config"] = settings_json(desc);
+    }
+    models[w.models[m].name] = e;
+  }
+  return models;
+}
+
+// One SLA a plan cannot hold, as POST /v1/whatif names it.
+json infeasibility_json(const Infeasibility& i) {
+  auto num = [](double v) -> json {
+    if (!std::isfinite(v)) return nullptr;
+    return v;
+  };
+  return {{"model", i.name},       {"sla", i.sla_key},
+          {"limit", num(i.limit)}, {"best", num(i.best)},
+          {"alone", i.alone},      {"cause", i.cause},
+          {"reason", i.message()}};
 }
 
 json learning_state_json(const ModelLearningState& s) {
@@ -502,6 +535,9 @@ HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
   } else if (path == "/v1/replan") {
     route_index = kReplan;
     allowed = {"POST"};
+  } else if (path == "/v1/whatif") {
+    route_index = kWhatIf;
+    allowed = {"POST"};
   } else if (path == "/v1/openapi.json") {
     route_index = kOpenApi;
     allowed = {"GET"};
@@ -516,7 +552,8 @@ HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
     r.headers.emplace_back("Allow", join(allowed, ", "));
     return r;
   }
-  const bool mutating = req.method != "GET";
+  // A what-if changes nothing: a scheduler extender asks it without the service's token.
+  const bool mutating = req.method != "GET" && route_index != kWhatIf;
   if (mutating && !authorised(req)) {
     return error({401, req.authorization.empty() ? "missing_token" : "bad_token",
                   req.authorization.empty() ? "this endpoint needs 'Authorization: Bearer TOKEN'"
@@ -557,6 +594,12 @@ HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
     }
     case kPlan:
       return get_plan();
+    case kWhatIf: {
+      ApiError e{};
+      auto body = parse_body(req, e);
+      if (!body) return error(e);
+      return post_whatif(*body);
+    }
     case kOpenApi:
       return json_response(200, openapi_json());
     case kHistory:
@@ -723,6 +766,67 @@ HttpResponse Service::update_demand(const std::string& name, const json& body) {
   }
   request_replan("demand " + name);
   return json_response(200, {{"model", spec}});
+}
+
+HttpResponse Service::post_whatif(const json& body) {
+  auto parsed = parse_model(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
+  const ModelSpec& m = std::get<ModelSpec>(parsed);
+  Workload current;
+  std::optional<double> before;
+  {
+    std::lock_guard lock(state_mutex_);
+    if (index_.count(m.name) != 0) {
+      return error(
+          {409, "duplicate_model", "model '" + m.name + "' is already registered", "name"});
+    }
+    if (models_.size() >= kMaxModels) {
+      return error({422, "too_many_models",
+                    "at most " + std::to_string(kMaxModels) + " models are served", ""});
+    }
+    current = workload_locked();
+    // The plan in force is "before" when it covers exactly the registered models.
+    const json& ms = plan_.contains("models") ? plan_["models"] : json();
+    bool covers = ms.is_object() && ms.size() == models_.size() &&
+                  plan_.contains("predicted_utility") && plan_["predicted_utility"].is_number();
+    for (const auto& r : models_) covers = covers && ms.contains(r.name);
+    if (models_.empty()) {
+      before = 0.0;
+    } else if (covers) {
+      before = plan_["predicted_utility"].get<double>();
+    }
+  }
+  if (!before) {
+    // No plan of these models yet (the first is being computed): search them as they are.
+    auto d = controller_->plan_for(current, "whatif");
+    if (!d) return error({503, "planning_failed", d.error().what(), ""});
+    before = d->predicted_utility;
+  }
+  Workload with = current;
+  with.models.push_back(m);
+  auto d = controller_->plan_for(with, "whatif " + m.name);
+  if (!d) return error({503, "planning_failed", d.error().what(), ""});
+  json breaks = json::array();
+  for (const auto& i : d->infeasible) breaks.push_back(infeasibility_json(i));
+  json why = json::array();
+  for (const auto& i : d->infeasible) why.push_back(i.message());
+  const json plan = {{"feasible", d->feasible},
+                     {"predicted_utility", d->predicted_utility},
+                     {"source", d->source},
+                     {"solver", options_.solver},
+                     {"device", device_.name},
+                     {"evaluated", d->stats.evaluated},
+                     {"decision_ms", d->decision_ms},
+                     {"infeasible", why},
+                     {"models", decision_models_json(*d, with)}};
+  return json_response(200, {{"model", m.name},
+                             {"fits", d->feasible},
+                             {"gpu", 0},
+                             {"utility_before", *before},
+                             {"utility_after", d->predicted_utility},
+                             {"utility_gain", d->predicted_utility - *before},
+                             {"breaks", breaks},
+                             {"plan", plan}});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1026,20 +1130,7 @@ Status Service::plan_once(const std::string& reason) {
     json why = json::array();
     for (const auto& i : d.infeasible) why.push_back(i.message());
     rec["infeasible"] = why;
-    for (std::size_t m = 0; m < d.config.size() && m < w.models.size(); ++m) {
-      const auto l = d.config[m];
-      json e = {{"index", l},
-                {"margin", margin_json(d.margins[m])},
-                {"predicted", predicted_json(d.predicted[m])},
-                {"base", predicted_json(d.base[m])},
-                {"best_effort", m < d.best_effort.size() && d.best_effort[m]}};
-      if (l >= 0) {
-        const std::string desc = w.models[m].describe(static_cast<std::size_t>(l));
-        e["settings"] = desc;
-        e["config"] = settings_json(desc);
-      }
-      models[w.models[m].name] = e;
-    }
+    models = decision_models_json(d, w);
   }
   rec["id"] = id;
   rec["decision_ms"] = decision_ms;

@@ -521,6 +521,22 @@ TEST(OpenApi, EveryAnswerOfARunningServerValidates) {
   }
   ASSERT_TRUE(plan.is_object()) << "no plan within 30 s";
   call("GET", "/v1/plan", "", 200);
+  // What-ifs: one that fits, one that cannot hold its SLA (breaks), and the refusals.
+  const auto fits = call("POST", "/v1/whatif",
+                         R"({"name":"cam9","model":"yolo11n","demand":{"fps":5},)"
+                         R"("sla":{"latency_ms_p95":500}})",
+                         200, false);
+  EXPECT_TRUE(fits.json()["fits"].get<bool>()) << fits.body;
+  const auto breaks = call("POST", "/v1/whatif",
+                           R"({"name":"fast","model":"yolo11n","demand":{"fps":5},)"
+                           R"("sla":{"latency_ms_p95":0.01}})",
+                           200, false);
+  EXPECT_FALSE(breaks.json()["breaks"].empty()) << breaks.body;
+  call("POST", "/v1/whatif", cam0, 409, false);
+  call("POST", "/v1/whatif", R"({"name":"x","model":"yolo11z","demand":{"fps":1}})", 422, false);
+  call("POST", "/v1/whatif", "{", 400, false);
+  call("POST", "/v1/whatif", cam0, 415, false, "text/plain");
+  call("GET", "/v1/whatif", "", 405);
   const std::string id = std::to_string(plan["id"].get<long long>());
   call("POST", "/v1/telemetry",
        R"({"model":"cam0","plan_id":)" + id + R"(,"latency_ms_p95":41.5,"throughput":29.8})", 202);

@@ -271,6 +271,49 @@ TEST(Controller, ReplayRebuildsWhatObservationsTaught) {
   expect_replay_matches(a, b, taught);
 }
 
+// A what-if plans a hypothetical workload with what was learned and publishes nothing: the
+// plan in force, the workload, the learners and the next decision id are untouched.
+TEST(Controller, PlanForAHypotheticalWorkloadChangesNothing) {
+  const Workload w = scenario();
+  SimTestbed sim;
+  ControllerOptions o;
+  o.solver = "greedy";
+  Controller c(w, std::make_unique<SimSource>(sim, 0.5), o);
+  auto d = c.replan("start");
+  ASSERT_TRUE(d.ok() && *d);
+  for (int k = 0; k < 4; ++k) {
+    const Measurement m = sim.measure(w, (**d).config, {10, static_cast<std::uint64_t>(k + 1)});
+    c.observe(observations(m, (**d).config), (**d).id);
+  }
+  const auto plan = c.plan();
+  const auto learned = c.learning_state();
+  const bool due = c.replan_due();
+
+  Workload with = w;
+  with.models[2].active = true;  // cam1 arrives, hypothetically
+  auto hypo = c.plan_for(with, "whatif cam1");
+  ASSERT_TRUE(hypo.ok()) << hypo.error().what();
+  ASSERT_EQ(hypo->config.size(), 3u);
+  EXPECT_NE(hypo->config[2], kAbsent);
+  EXPECT_EQ(hypo->id, plan->id + 1);  // the id the next real decision gets
+  EXPECT_GT(hypo->predicted_utility, 0);
+
+  EXPECT_EQ(c.plan(), plan);
+  EXPECT_FALSE(c.workload().models[2].active);
+  EXPECT_EQ(c.replan_due(), due);
+  const auto after = c.learning_state();
+  ASSERT_EQ(after.size(), learned.size());
+  for (std::size_t m = 0; m < after.size(); ++m) {
+    EXPECT_EQ(after[m].observations, learned[m].observations);
+    EXPECT_EQ(after[m].shared_error, learned[m].shared_error);
+    EXPECT_EQ(after[m].z, learned[m].z);
+  }
+  // The next real decision continues the ids.
+  auto next = c.replan("requested");
+  ASSERT_TRUE(next.ok() && *next);
+  EXPECT_EQ((**next).id, plan->id + 1);
+}
+
 // A demand change reopens the model's learners: the bound widens at once (before any window at
 // the new demand), and a replay of the stored samples, which say where it happened, rebuilds the
 // same state as the live controller, a serve that restarts after the change included.

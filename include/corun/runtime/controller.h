@@ -165,6 +165,15 @@ class Controller {
     bool feasible = false;
   };
   Result<WhatIf> what_if(const JointConfig& config);
+  /// @brief Plans `w` as the controller would if it were the workload now, and publishes
+  /// nothing (a what-if: the plan in force, the workload, the learners and the decision ids are
+  /// untouched). Models of `w` matched by name and catalog key to the current workload are
+  /// planned with what was learned of them; others with the source's priors. Used by serve's
+  /// `POST /v1/whatif` (can this node take one more model?).
+  /// @return the decision (id: the one the next real decision would get) with its
+  /// infeasibility reasons when no plan meets every SLA.
+  /// Thread-safety: as replan(); waits for a search in progress.
+  Result<Decision> plan_for(const Workload& w, const std::string& reason);
 
   // ---- learning
 
@@ -204,12 +213,23 @@ class Controller {
   struct Learners;
   struct Recent;
 
-  /// Builds the corrections and margins of every (model, configuration) for a decision.
+  using LearnerSet = std::vector<std::unique_ptr<Learners>>;
+  /// Builds the corrections and margins of every (model, configuration) of `w` for a decision;
+  /// `learners` holds one entry per model of `w`.
   [[nodiscard]] std::shared_ptr<const CorrectionTable> corrections_locked(
-      const Workload& w, const std::vector<double>& static_margins, LoadTable loads) const;
+      const Workload& w, const LearnerSet& learners, const std::vector<double>& static_margins,
+      LoadTable loads) const;
+  /// Searches `w` under `base` corrected by `table` (planner_mutex_ held, mutex_ not): the
+  /// decision's config, predictions, margins, utility and infeasibility; nothing is published.
+  /// `hook_ms` (real decisions only; null for a what-if): hand the problem and the answer to
+  /// options_.on_decision and add the time it took.
+  Result<Decision> search(const Workload& w, const std::shared_ptr<Predictor>& base,
+                          const std::shared_ptr<const CorrectionTable>& table,
+                          const JointConfig& warm, std::int64_t id, const std::string& reason,
+                          double* hook_ms);
   /// Co-runners' load of model m in `config` under loads_.
   [[nodiscard]] double others_load_locked(std::size_t m, const JointConfig& config) const;
-  void ensure_learners_locked(const Workload& w, const ErrorPriors& priors);
+  void ensure_learners_locked(const Workload& w, const ErrorPriors& priors, LearnerSet& learners);
   void learn_locked(std::size_t m, const LearningSample& s);
   [[nodiscard]] double planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const;
 
@@ -225,7 +245,7 @@ class Controller {
   std::uint64_t generation_ = 0;              // GUARDED_BY(mutex_): bumped by every change
   std::shared_ptr<const Decision> plan_;      // GUARDED_BY(mutex_)
   std::vector<std::string> plan_names_;       // GUARDED_BY(mutex_): the models plan_ indexes
-  std::vector<std::unique_ptr<Learners>> learners_;  // GUARDED_BY(mutex_), per model
+  LearnerSet learners_;                       // GUARDED_BY(mutex_), per model
   std::vector<double> planned_log_bound_;     // GUARDED_BY(mutex_): [model * targets]
   LoadTable loads_;                           // GUARDED_BY(mutex_): of the plan in force
   bool due_ = true;                           // GUARDED_BY(mutex_)

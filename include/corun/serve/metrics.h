@@ -14,9 +14,9 @@ namespace corun::serve {
 class Metrics {
  public:
   /// Route labels: a fixed set, so that a client cannot grow the label space.
-  static constexpr std::array<std::string_view, 12> kRoutes = {
-      "healthz", "metrics", "models", "model",   "demand",  "telemetry",
-      "plan",    "history", "replan", "openapi", "unknown", "transport"};
+  static constexpr std::array<std::string_view, 13> kRoutes = {
+      "healthz", "metrics", "models", "model",  "demand",  "telemetry", "plan",
+      "history", "replan",  "whatif", "openapi", "unknown", "transport"};
   static constexpr std::size_t kRouteCount = kRoutes.size();
   /// Status codes counted individually; others fall into the last slot ("other").
   static constexpr std::array<int, 14> kCodes = {200, 201, 202, 400, 401, 404, 405,

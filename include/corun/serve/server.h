@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "corun/core/result.h"
+#include "corun/serve/http.h"
 #include "corun/serve/service.h"
 
 namespace httplib {
@@ -26,14 +27,15 @@ struct ServerOptions {
   std::size_t max_header_bytes = 16 * 1024;
 };
 
-/// @brief The HTTP/1.1 transport (cpp-httplib) in front of a Service. Translates requests to
+/// @brief The HTTP/1.1 transport (cpp-httplib) in front of an HttpHandler (a Service, an
+/// Extender). Translates requests to
 /// HttpRequest and back; limits body size and request time; maps transport failures (oversized
 /// body, malformed request line, a Content-Length that is not a length, too many or too large
-/// header fields) to the service's JSON errors.
+/// header fields) to the handler's JSON errors.
 /// Thread-safety: start() and stop() from one thread; requests are served on worker threads.
 class HttpServer {
  public:
-  HttpServer(Service& service, ServerOptions options);
+  HttpServer(HttpHandler& handler, ServerOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -46,7 +48,7 @@ class HttpServer {
   void stop();
 
  private:
-  Service& service_;
+  HttpHandler& handler_;
   ServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

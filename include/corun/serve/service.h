@@ -22,29 +22,12 @@
 #include "corun/plan/solver.h"
 #include "corun/runtime/controller.h"
 #include "corun/runtime/predictor_source.h"
+#include "corun/serve/http.h"
 #include "corun/serve/metrics.h"
 #include "corun/serve/store.h"
 #include "corun/spec/workload.h"
 
 namespace corun::serve {
-
-/// @brief A transport-independent HTTP request: what the server adapter hands the service.
-struct HttpRequest {
-  std::string method;  ///< "GET", "POST", ...
-  std::string path;    ///< decoded path, no query
-  std::map<std::string, std::string> query;
-  std::string authorization;  ///< the Authorization header ("" when absent)
-  std::string content_type;   ///< the Content-Type header ("" when absent)
-  std::string body;
-};
-
-/// @brief What the service answers.
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
 
 /// @brief How `corun serve` runs. Every setting is declared once here; cmd_serve.cc derives
 /// its flags from the same names.
@@ -73,26 +56,31 @@ struct ServiceOptions {
 /// Thread-safety: handle() may be called from many threads at once. Registrations, plans and
 /// what telemetry taught are committed to the StateStore before they are acknowledged or
 /// served, and a restarted service replays them.
-class Service {
+class Service final : public HttpHandler {
  public:
   /// @brief Opens the state directory, reloads models, plans and telemetry, and starts the
   /// planner and the telemetry flusher. A state without a plan gets one planned at start.
   static Result<std::unique_ptr<Service>> open(ServiceOptions options, const Catalog& catalog,
                                                std::unique_ptr<PredictorSource> source);
-  ~Service();
+  ~Service() override;
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
 
   /// @brief Answers one request. Never throws; malformed input gets a 4xx with a JSON error.
-  HttpResponse handle(const HttpRequest& req);
+  HttpResponse handle(const HttpRequest& req) override;
   /// @brief A JSON error for a failure the transport detected before handle() (400, 413, 414,
   /// 431, ...). `reason` (when given) replaces the generic message; `field` names the header or
   /// part of the request to blame.
-  HttpResponse transport_error(int status, const std::string& path, const std::string& reason = "",
-                               const std::string& field = "");
+  HttpResponse transport_error(int status, const std::string& path, const std::string& reason,
+                               const std::string& field) override;
 
   /// @brief Id of the plan in force (0 = none yet).
   [[nodiscard]] std::int64_t plan_id() const { return plan_id_.load(); }
+  /// @brief Version of the model set: bumped by every registration, removal and demand update.
+  [[nodiscard]] std::uint64_t generation() const {
+    std::lock_guard lock(state_mutex_);
+    return generation_;
+  }
   /// @brief Blocks until a plan with id > `after` is in force or the timeout passes.
   bool wait_for_plan(std::int64_t after, int timeout_ms);
   /// @brief Stops the planner and flushes telemetry (also done by the destructor).
@@ -141,6 +129,9 @@ class Service {
   HttpResponse get_plan();
   HttpResponse get_history(const HttpRequest& req);
   HttpResponse post_replan();
+  /// POST /v1/whatif: plans the registered models plus `body` (a models entry) on a copy of
+  /// the workload with the controller's predictor and learners; nothing in the service changes.
+  HttpResponse post_whatif(const nlohmann::json& body);
 
   /// Parses a registration through the spec parser; errors name the field.
   std::variant<ModelSpec, ApiError> parse_model(const nlohmann::json& spec) const;

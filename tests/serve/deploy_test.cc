@@ -1,0 +1,160 @@
+// deploy/: every YAML document parses (yaml-cpp), has the kinds corun's Kubernetes setup needs,
+// and the KubeSchedulerConfiguration's extender stanza names routes `corun extender` serves.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "corun/serve/extender.h"
+#include "corun/serve/json_input.h"
+#include "corun/serve/openapi.h"
+
+namespace corun::serve {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kDeploy = fs::path(CORUN_SOURCE_DIR) / "deploy";
+
+struct Doc {
+  fs::path file;
+  YAML::Node node;
+};
+
+std::vector<Doc> all_documents() {
+  std::vector<Doc> out;
+  for (const auto& e : fs::recursive_directory_iterator(kDeploy)) {
+    const auto ext = e.path().extension();
+    if (!e.is_regular_file() || (ext != ".yaml" && ext != ".yml")) continue;
+    for (const auto& n : YAML::LoadAllFromFile(e.path().string())) out.push_back({e.path(), n});
+  }
+  return out;
+}
+
+std::vector<std::string> args_of(const YAML::Node& workload) {
+  std::vector<std::string> out;
+  for (const auto& a : workload["spec"]["template"]["spec"]["containers"][0]["args"]) {
+    out.push_back(a.as<std::string>());
+  }
+  return out;
+}
+
+std::string flag(const std::vector<std::string>& args, const std::string& name) {
+  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == name) return args[i + 1];
+  }
+  return "";
+}
+
+// The extender answers the verb's route: not 404 (an empty body is a 400 of the route).
+int status_of(Extender& e, const std::string& verb) {
+  HttpRequest r{"POST", "/" + verb, {}, "", "application/json", "{}"};
+  return e.handle(r).status;
+}
+
+TEST(Deploy, EveryDocumentParsesWithAKnownKind) {
+  const auto docs = all_documents();
+  ASSERT_GE(docs.size(), 10U);
+  const std::set<std::string> known = {
+      "Namespace", "ServiceAccount",     "DaemonSet", "Deployment",  "Service",
+      "ConfigMap", "ClusterRoleBinding", "Role",      "RoleBinding", "KubeSchedulerConfiguration",
+      "Pod"};
+  std::map<std::string, int> kinds;
+  for (const auto& d : docs) {
+    SCOPED_TRACE(d.file.string());
+    ASSERT_TRUE(d.node.IsMap());
+    ASSERT_TRUE(d.node["apiVersion"] && d.node["kind"]);
+    const std::string kind = d.node["kind"].as<std::string>();
+    EXPECT_TRUE(known.count(kind)) << kind;
+    ++kinds[kind];
+    if (kind != "KubeSchedulerConfiguration") {
+      EXPECT_FALSE(d.node["metadata"]["name"].as<std::string>().empty());
+    }
+  }
+  for (const char* k : {"DaemonSet", "Deployment", "Service", "ServiceAccount", "ConfigMap",
+                        "ClusterRoleBinding", "KubeSchedulerConfiguration"}) {
+    EXPECT_GE(kinds[k], 1) << k;
+  }
+}
+
+TEST(Deploy, SchedulerConfigurationsCallTheExtenderItsServiceExposes) {
+  const auto docs = all_documents();
+  std::vector<YAML::Node> configs;
+  YAML::Node service, extender, daemonset;
+  for (const auto& d : docs) {
+    const std::string kind = d.node["kind"].as<std::string>();
+    const std::string name = d.node["metadata"] ? d.node["metadata"]["name"].as<std::string>() : "";
+    if (kind == "KubeSchedulerConfiguration") configs.push_back(d.node);
+    // A ConfigMap that carries a scheduler configuration: the text parses to one too.
+    if (kind == "ConfigMap") {
+      for (const auto& kv : d.node["data"]) {
+        const YAML::Node inner = YAML::Load(kv.second.as<std::string>());
+        if (inner["kind"] && inner["kind"].as<std::string>() == "KubeSchedulerConfiguration") {
+          configs.push_back(inner);
+        }
+      }
+    }
+    if (kind == "Service" && name == "corun-extender") service = d.node;
+    if (kind == "Deployment" && name == "corun-extender") extender = d.node;
+    if (kind == "DaemonSet" && name == "corun-serve") daemonset = d.node;
+  }
+  ASSERT_EQ(configs.size(), 2U);  // scheduler-config.yaml and the ConfigMap of scheduler.yaml
+  ASSERT_TRUE(service && extender && daemonset);
+  // The two copies of the configuration say the same.
+  EXPECT_EQ(yaml_to_json(configs[0]), yaml_to_json(configs[1]));
+
+  auto made = Extender::make({});
+  ASSERT_TRUE(made.ok());
+  Extender& e = **made;
+  ASSERT_EQ(status_of(e, "no-such-verb"), 404);
+  const int service_port = service["spec"]["ports"][0]["port"].as<int>();
+  const auto ext_args = args_of(extender);
+  EXPECT_EQ(ext_args.at(0), "extender");
+  EXPECT_EQ(flag(ext_args, "--port"), std::to_string(service_port));
+  EXPECT_EQ(
+      extender["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"].as<int>(),
+      service_port);
+  for (const auto& c : configs) {
+    EXPECT_EQ(c["apiVersion"].as<std::string>(), "kubescheduler.config.k8s.io/v1");
+    ASSERT_EQ(c["extenders"].size(), 1U);
+    const YAML::Node x = c["extenders"][0];
+    const std::string filter = x["filterVerb"].as<std::string>();
+    const std::string prioritize = x["prioritizeVerb"].as<std::string>();
+    EXPECT_EQ(filter, "filter");
+    EXPECT_EQ(prioritize, "prioritize");
+    EXPECT_NE(status_of(e, filter), 404);
+    EXPECT_NE(status_of(e, prioritize), 404);
+    EXPECT_FALSE(x["nodeCacheCapable"].as<bool>());
+    EXPECT_GT(x["weight"].as<int>(), 0);
+    // urlPrefix: the extender's Service, in its namespace, on its port.
+    EXPECT_EQ(x["urlPrefix"].as<std::string>(),
+              "http://" + service["metadata"]["name"].as<std::string>() + "." +
+                  service["metadata"]["namespace"].as<std::string>() +
+                  ".svc:" + std::to_string(service_port));
+  }
+  // Each node's corun serve listens on the port the extender's --node URLs use.
+  const auto serve_args = args_of(daemonset);
+  EXPECT_EQ(serve_args.at(0), "serve");
+  const std::string serve_port = flag(serve_args, "--port");
+  const auto node = flag(ext_args, "--node");
+  EXPECT_EQ(node.substr(node.rfind(':') + 1), serve_port);
+  EXPECT_EQ(daemonset["spec"]["template"]["spec"]["containers"][0]["ports"][0]["hostPort"]
+                .as<std::string>(),
+            serve_port);
+}
+
+TEST(Deploy, TheExamplePodCarriesAModelEntry) {
+  for (const auto& d : all_documents()) {
+    if (d.node["kind"].as<std::string>() != "Pod") continue;
+    const auto text = d.node["metadata"]["annotations"][kModelAnnotation].as<std::string>();
+    const auto entry = parse_json_input(text);
+    ASSERT_TRUE(std::holds_alternative<nlohmann::json>(entry)) << text;
+    EXPECT_TRUE(std::get<nlohmann::json>(entry).contains("sla"));
+    EXPECT_EQ(d.node["spec"]["schedulerName"].as<std::string>(), "corun-scheduler");
+  }
+}
+
+}  // namespace
+}  // namespace corun::serve
