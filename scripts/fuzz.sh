@@ -19,6 +19,8 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || ((seconds < 1)); then
   exit 2
 fi
 
+# Sanitizer reports with their stack, so that a failure in CI can be read from the log alone.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 status=0
 for target in workload json_body surrogate; do
   bin=$build/fuzz/fuzz_$target

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "corun/core/check.h"
+#include "corun/core/json_number.h"
 #include "corun/core/rng.h"
 #include "corun/core/strings.h"
 #include "corun/plan/objective.h"
@@ -753,11 +754,11 @@ Result<LearningSample> learning_sample_from_json(const nlohmann::json& j) {
   try {
     s.model = j.at("model").get<std::string>();
     s.model_key = j.at("key").get<std::string>();
-    s.local = j.at("local").get<std::int32_t>();
+    s.local = json_number<std::int32_t>(j.at("local"));
     s.others_load = j.contains("others_load") && j["others_load"].is_number()
                         ? j["others_load"].get<double>()
                         : NAN;
-    const int hint = j.value("hint", 0);
+    const int hint = json_number_or(j, "hint", 0);
     if (hint < 0 || hint > 2) return Error("hint: expected 0, 1 or 2");
     s.hint = static_cast<TargetLearner::ChangeHint>(hint);
     const auto& y = j.at("log_ratio");

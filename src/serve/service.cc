@@ -13,6 +13,7 @@
 
 #include "corun/core/atomic_file.h"
 #include "corun/core/check.h"
+#include "corun/core/json_number.h"
 #include "corun/core/rng.h"
 #include "corun/core/strings.h"
 #include "corun/plan/objective.h"
@@ -229,7 +230,15 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   auto st = (*store)->load(options.history_in_memory);
   if (!st) return st.error().wrap("loading " + options.state_dir.string());
   std::unique_ptr<Service> s(new Service(std::move(options), catalog, std::move(*store)));
-  auto ok = s->restore(*st, std::move(source));
+  Status ok;
+  try {
+    ok = s->restore(*st, std::move(source));
+  } catch (const nlohmann::json::exception& e) {
+    // A stored plan or sample whose fields have the wrong type or range: a damaged state
+    // directory is reported with its path, never a crash.
+    return Error(s->options_.state_dir.string() + ": damaged state: " + e.what(),
+                 Error::Kind::kIo);
+  }
   if (!ok) return ok.error();
   s->planner_ = std::thread([p = s.get()] { p->planner_loop(); });
   s->flusher_ = std::thread([p = s.get()] { p->flusher_loop(); });
@@ -337,7 +346,7 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   if (!history_.empty()) {
     plan_ = history_.back();
     plan_body_ = std::make_shared<const std::string>(plan_body(plan_));
-    plan_id_ = plan_.value("id", std::int64_t{0});
+    plan_id_ = json_number_or(plan_, "id", std::int64_t{0});
     // The stored plan is the one in force when it covers exactly the registered models.
     Decision stored;
     stored.id = plan_id_.load();
@@ -350,7 +359,7 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
         break;
       }
       const json& m = ms[r.name];
-      const auto l = m.value("index", std::int32_t{kAbsent});
+      const auto l = json_number_or(m, "index", std::int32_t{kAbsent});
       complete = l == kAbsent || (l >= 0 && static_cast<std::size_t>(l) < r.model.local_config_count());
       stored.config.push_back(l);
       stored.predicted.push_back(m.contains("predicted") ? predicted_or_zero(m["predicted"])

@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "corun/core/check.h"
+#include "corun/core/json_number.h"
 #include "corun/core/rng.h"
 
 namespace corun::surrogate {
@@ -385,10 +386,10 @@ Status export_trees(BoosterHandle booster, GbdtModel& m) {
   m.base_score.push_back(std::stof(base));
   const auto& trees = learner.at("gradient_booster").at("model").at("trees");
   for (const auto& t : trees) {
-    const auto left = t.at("left_children").get<std::vector<std::int32_t>>();
-    const auto right = t.at("right_children").get<std::vector<std::int32_t>>();
-    const auto feat = t.at("split_indices").get<std::vector<std::int32_t>>();
-    const auto cond = t.at("split_conditions").get<std::vector<float>>();
+    const auto left = json_numbers<std::int32_t>(t.at("left_children"));
+    const auto right = json_numbers<std::int32_t>(t.at("right_children"));
+    const auto feat = json_numbers<std::int32_t>(t.at("split_indices"));
+    const auto cond = json_numbers<float>(t.at("split_conditions"));
     const auto& dl = t.at("default_left");
     const auto offset = static_cast<std::int32_t>(m.feature.size());
     m.tree_begin.push_back(offset);
@@ -968,20 +969,20 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
     r.kind_ = *kind;
     switch (*kind) {
       case RegressorKind::kMlp: {
-        const auto layers = j.at("layers").get<std::vector<int>>();
+        const auto layers = json_numbers<int>(j.at("layers"));
         if (layers.size() != 4) return Error("regressor.layers: expected 4 sizes");
         MlpModel& m = r.mlp_;
         m.in = layers[0];
         m.h1 = layers[1];
         m.h2 = layers[2];
         m.out = layers[3];
-        m.w1 = j.at("w1").get<std::vector<float>>();
-        m.b1 = j.at("b1").get<std::vector<float>>();
-        m.w2 = j.at("w2").get<std::vector<float>>();
-        m.b2 = j.at("b2").get<std::vector<float>>();
-        m.w3 = j.at("w3").get<std::vector<float>>();
-        m.b3 = j.at("b3").get<std::vector<float>>();
-        if (j.contains("skip")) m.skip = j.at("skip").get<std::vector<float>>();
+        m.w1 = json_numbers<float>(j.at("w1"));
+        m.b1 = json_numbers<float>(j.at("b1"));
+        m.w2 = json_numbers<float>(j.at("w2"));
+        m.b2 = json_numbers<float>(j.at("b2"));
+        m.w3 = json_numbers<float>(j.at("w3"));
+        m.b3 = json_numbers<float>(j.at("b3"));
+        if (j.contains("skip")) m.skip = json_numbers<float>(j.at("skip"));
         const auto sz = [](int a, int b) {
           return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
         };
@@ -995,16 +996,16 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
       }
       case RegressorKind::kGbdt: {
         GbdtModel& m = r.gbdt_;
-        m.in = j.at("inputs").get<int>();
-        m.out = j.at("outputs").get<int>();
-        m.base_score = j.at("base_score").get<std::vector<float>>();
-        m.tree_begin = j.at("tree_begin").get<std::vector<std::int32_t>>();
-        m.output_tree_begin = j.at("output_tree_begin").get<std::vector<std::int32_t>>();
-        m.feature = j.at("feature").get<std::vector<std::int32_t>>();
-        m.threshold = j.at("threshold").get<std::vector<float>>();
-        m.left = j.at("left").get<std::vector<std::int32_t>>();
-        m.right = j.at("right").get<std::vector<std::int32_t>>();
-        m.default_left = j.at("default_left").get<std::vector<std::uint8_t>>();
+        m.in = json_number<int>(j.at("inputs"));
+        m.out = json_number<int>(j.at("outputs"));
+        m.base_score = json_numbers<float>(j.at("base_score"));
+        m.tree_begin = json_numbers<std::int32_t>(j.at("tree_begin"));
+        m.output_tree_begin = json_numbers<std::int32_t>(j.at("output_tree_begin"));
+        m.feature = json_numbers<std::int32_t>(j.at("feature"));
+        m.threshold = json_numbers<float>(j.at("threshold"));
+        m.left = json_numbers<std::int32_t>(j.at("left"));
+        m.right = json_numbers<std::int32_t>(j.at("right"));
+        m.default_left = json_numbers<std::uint8_t>(j.at("default_left"));
         const std::size_t nodes = m.feature.size();
         bool ok = m.threshold.size() == nodes && m.left.size() == nodes &&
                   m.right.size() == nodes && m.default_left.size() == nodes &&
@@ -1049,8 +1050,8 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
       }
       case RegressorKind::kLinear: {
         LinearModel& m = r.linear_;
-        m.in = j.at("inputs").get<int>();
-        m.out = j.at("outputs").get<int>();
+        m.in = json_number<int>(j.at("inputs"));
+        m.out = json_number<int>(j.at("outputs"));
         m.w = j.at("w").get<std::vector<double>>();
         m.b = j.at("b").get<std::vector<double>>();
         if (m.w.size() != static_cast<std::size_t>(m.in) * static_cast<std::size_t>(m.out) ||

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "corun/core/json_number.h"
+
 namespace corun::surrogate {
 
 Result<StandaloneTable> StandaloneTable::from_samples(
@@ -195,7 +197,7 @@ Result<StandaloneTable> StandaloneTable::from_json(const nlohmann::json& j) {
       std::vector<StandaloneProfile> m;
       for (const auto& r : rows) {
         StandaloneProfile p;
-        p.measurements = r.value("measurements", std::size_t{1});
+        p.measurements = json_number_or(r, "measurements", std::size_t{1});
         if (r.contains("error")) {
           p.error = r.at("error").get<std::string>();
           if (p.error.empty()) p.error = "failed";

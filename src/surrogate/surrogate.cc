@@ -8,6 +8,7 @@
 
 #include "corun/core/atomic_file.h"
 #include "corun/core/check.h"
+#include "corun/core/json_number.h"
 #include "corun/core/rng.h"
 #include "corun/core/stats.h"
 #include "corun/core/version.h"
@@ -382,7 +383,7 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
     if (!j.is_object() || j.value("kind", "") != "corun-surrogate") {
       return Error("not a corun surrogate model (kind must be 'corun-surrogate')");
     }
-    const int version = j.at("schema_version").get<int>();
+    const int version = json_number<int>(j.at("schema_version"));
     if (version != kModelSchemaVersion) {
       return Error("schema_version: the file has " + std::to_string(version) +
                    ", this corun reads " + std::to_string(kModelSchemaVersion));
@@ -398,12 +399,12 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
     s.monotone_ = j.value("monotone", false);
     s.provenance_.testbed = j.at("testbed").get<std::string>();
     s.provenance_.device = j.at("device").get<std::string>();
-    s.provenance_.seed = j.at("seed").get<std::uint64_t>();
+    s.provenance_.seed = json_number<std::uint64_t>(j.at("seed"));
     s.provenance_.workload_hash = j.at("workload").at("hash").get<std::string>();
     s.provenance_.workload_name = j.at("workload").at("name").get<std::string>();
     s.provenance_.dataset = j.value("dataset", "");
-    s.provenance_.standalone_measurements = j.value("standalone_measurements", std::size_t{0});
-    s.provenance_.corun_samples = j.value("corun_samples", std::size_t{0});
+    s.provenance_.standalone_measurements = json_number_or(j, "standalone_measurements", std::size_t{0});
+    s.provenance_.corun_samples = json_number_or(j, "corun_samples", std::size_t{0});
     for (const auto& m : j.at("models")) {
       ModelSignature sig;
       sig.name = m.at("name").get<std::string>();
@@ -428,9 +429,9 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
         const auto& d = m.at("demand");
         sig.demand.fps = d.value("fps", 0.0);
         sig.demand.rps = d.value("rps", 0.0);
-        sig.demand.prompt_tokens = d.value("prompt_tokens", 0);
-        sig.demand.output_tokens = d.value("output_tokens", 0);
-        sig.demand.concurrency = d.value("concurrency", 0);
+        sig.demand.prompt_tokens = json_number_or(d, "prompt_tokens", 0);
+        sig.demand.output_tokens = json_number_or(d, "output_tokens", 0);
+        sig.demand.concurrency = json_number_or(d, "concurrency", 0);
       }
       s.signature_.push_back(std::move(sig));
     }
@@ -449,7 +450,7 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
     }
     for (const auto& hj : j.at("heads")) {
       Head h;
-      h.model = hj.at("model").get<std::size_t>();
+      h.model = json_number<std::size_t>(hj.at("model"));
       for (const auto& t : hj.at("targets")) {
         const auto tg = parse_target(t.get<std::string>());
         if (!tg) return Error("heads[].targets: unknown target '" + t.get<std::string>() + "'");
@@ -459,15 +460,15 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
       h.x_scale = hj.at("x_scale").get<std::vector<double>>();
       h.y_mean = hj.at("y_mean").get<std::vector<double>>();
       h.y_scale = hj.at("y_scale").get<std::vector<double>>();
-      h.regressor = hj.at("regressor").get<std::size_t>();
-      h.train_rows = hj.value("train_rows", std::size_t{0});
+      h.regressor = json_number<std::size_t>(hj.at("regressor"));
+      h.train_rows = json_number_or(hj, "train_rows", std::size_t{0});
       for (const auto& e : hj.at("error")) {
         ErrorQuantiles q;
         q.q05 = e.at("q05").get<double>();
         q.q50 = e.at("q50").get<double>();
         q.q95 = e.at("q95").get<double>();
         q.rmse = e.at("rmse").get<double>();
-        q.rows = e.at("rows").get<std::size_t>();
+        q.rows = json_number<std::size_t>(e.at("rows"));
         q.source = e.at("source").get<std::string>();
         h.error.push_back(std::move(q));
       }
