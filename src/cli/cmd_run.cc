@@ -268,7 +268,9 @@ const bool registered = register_command({
         std::fprintf(log, "report: %s, %s\n", (out / "report.json").string().c_str(),
                      (out / "report.html").string().c_str());
         if (f->json) std::printf("%s\n", j.dump().c_str());
-        return report->sla_violations() == 0 && told.empty() ? kExitOk : kExitFailure;
+        // The run failed when the testbed measured a breach; a plan predicted short of an SLA
+        // (the infeasible lines) that the testbed then measured within it is a warning.
+        return report->sla_violations() == 0 ? kExitOk : kExitFailure;
       });
     },
 });
