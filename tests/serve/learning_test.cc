@@ -47,13 +47,7 @@ models:
 
 HttpResponse call(Service& s, const std::string& method, const std::string& path,
                   const std::string& body = "") {
-  HttpRequest r;
-  r.method = method;
-  r.path = path;
-  r.body = body;
-  r.authorization = std::string("Bearer ") + kToken;
-  if (!body.empty()) r.content_type = "application/json";
-  return s.handle(r);
+  return testing::call_service(s, kToken, method, path, body);
 }
 
 // Waits until the planner has nothing left to do (deterministic interleaving of telemetry and

@@ -15,6 +15,8 @@
 #include <random>
 #include <string>
 
+#include "corun/serve/service.h"
+
 namespace corun::serve::testing {
 
 /// A fresh directory under the system temp dir, removed at scope exit.
@@ -37,6 +39,19 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+/// One request handled in process (no socket) by `s`, with `token` as its bearer when not
+/// empty and a JSON content type when it has a body.
+inline HttpResponse call_service(Service& s, const std::string& token, const std::string& method,
+                                 const std::string& path, const std::string& body = "") {
+  HttpRequest r;
+  r.method = method;
+  r.path = path;
+  r.body = body;
+  if (!token.empty()) r.authorization = "Bearer " + token;
+  if (!body.empty()) r.content_type = "application/json";
+  return s.handle(r);
+}
 
 struct RawResponse {
   int status = 0;  ///< 0 = no answer (connection refused, closed or timed out)

@@ -32,13 +32,7 @@ std::unique_ptr<Service> open_service(const std::filesystem::path& dir) {
 
 HttpResponse call(Service& s, const std::string& method, const std::string& path,
                   const std::string& body = "", bool auth = true) {
-  HttpRequest r;
-  r.method = method;
-  r.path = path;
-  r.body = body;
-  if (auth) r.authorization = std::string("Bearer ") + kToken;
-  if (!body.empty()) r.content_type = "application/json";
-  return s.handle(r);
+  return testing::call_service(s, auth ? kToken : "", method, path, body);
 }
 
 json body_of(const HttpResponse& r) { return json::parse(r.body, nullptr, false); }
