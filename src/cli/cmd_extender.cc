@@ -6,7 +6,6 @@
 
 #include "command.h"
 #include "common.h"
-#include "corun/core/atomic_file.h"
 #include "corun/serve/extender.h"
 #include "corun/serve/server.h"
 
@@ -71,12 +70,7 @@ const bool registered = register_command({
         http.threads = f->threads;
         http.max_body_bytes = f->options.max_body_bytes;
         serve::HttpServer server(**extender, http);
-        auto ok = server.start();
-        if (!ok) return report_error(ok.error());
-        if (!f->port_file.empty()) {
-          auto w = write_file_atomic(f->port_file, std::to_string(server.port()) + "\n");
-          if (!w) return report_error(w.error());
-        }
+        if (auto ok = start_server(server, f->port_file); !ok) return report_error(ok.error());
         std::fprintf(stderr, "corun extender: listening on http://%s:%d (%zu nodes)\n",
                      f->host.c_str(), server.port(), f->options.nodes.size());
         std::fflush(stderr);

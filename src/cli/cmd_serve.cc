@@ -153,12 +153,7 @@ const bool registered = register_command({
         http.threads = f->threads;
         http.max_body_bytes = f->max_body;
         serve::HttpServer server(**service, http);
-        auto ok = server.start();
-        if (!ok) return report_error(ok.error());
-        if (!f->port_file.empty()) {
-          auto w = write_file_atomic(f->port_file, std::to_string(server.port()) + "\n");
-          if (!w) return report_error(w.error());
-        }
+        if (auto ok = start_server(server, f->port_file); !ok) return report_error(ok.error());
         std::fprintf(stderr, "corun serve: listening on http://%s:%d (state %s, token %s)\n",
                      f->host.c_str(), server.port(), f->state.c_str(),
                      f->token_file.empty() ? (f->state + "/token").c_str() : f->token_file.c_str());

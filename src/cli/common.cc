@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "corun/core/atomic_file.h"
 #include "corun/core/strings.h"
 
 namespace corun::cli {
@@ -155,6 +156,16 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+Status start_server(serve::HttpServer& server, const std::string& port_file) {
+  if (auto ok = server.start(); !ok) return ok.error();
+  if (!port_file.empty()) {
+    if (auto w = write_file_atomic(port_file, std::to_string(server.port()) + "\n"); !w) {
+      return w.error();
+    }
+  }
+  return {};
 }
 
 }  // namespace corun::cli

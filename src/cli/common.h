@@ -10,6 +10,7 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/core/result.h"
+#include "corun/serve/server.h"
 #include "corun/space/space.h"
 #include "corun/spec/workload.h"
 #include "corun/testbed/testbed.h"
@@ -59,5 +60,9 @@ nlohmann::json count_json(const ConfigCount& c);
 
 /// @brief A count in text: "78732", or "about 1.646e+63 (not exact)".
 std::string count_text(const ConfigCount& c);
+
+/// @brief Starts `server` and, when `port_file` is not empty, writes the port it listens on
+/// there (atomically), so that a script that asked for port 0 can find it.
+Status start_server(serve::HttpServer& server, const std::string& port_file);
 
 }  // namespace corun::cli
