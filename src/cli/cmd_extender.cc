@@ -28,11 +28,7 @@ const bool registered = register_command({
                      "NAME=URL: a Kubernetes node and its corun serve (http://HOST:PORT); repeat "
                      "per node")
           ->required();
-      sub.add_option("--host", f->host, "address to bind")->capture_default_str();
-      sub.add_option("--port", f->port, "port to bind (0 = any free port)")
-          ->check(CLI::Range(0, 65535))
-          ->capture_default_str();
-      sub.add_option("--port-file", f->port_file, "write the bound port to this file");
+      add_listen_flags(sub, f->host, f->port, f->port_file);
       sub.add_option("--threads", f->threads, "HTTP worker threads")
           ->check(CLI::Range(2, 256))
           ->capture_default_str();

@@ -70,11 +70,7 @@ const bool registered = register_command({
       auto f = std::make_shared<Flags>();
       sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")
           ->required();
-      sub.add_option("--host", f->host, "address to bind")->capture_default_str();
-      sub.add_option("--port", f->port, "port to bind (0 = any free port)")
-          ->check(CLI::Range(0, 65535))
-          ->capture_default_str();
-      sub.add_option("--port-file", f->port_file, "write the bound port to this file");
+      add_listen_flags(sub, f->host, f->port, f->port_file);
       sub.add_option("--token-file", f->token_file,
                      "file holding the bearer token for mutating requests (default: a random "
                      "token kept in STATE/token)");

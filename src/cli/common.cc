@@ -158,6 +158,14 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+void add_listen_flags(CLI::App& sub, std::string& host, int& port, std::string& port_file) {
+  sub.add_option("--host", host, "address to bind")->capture_default_str();
+  sub.add_option("--port", port, "port to bind (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  sub.add_option("--port-file", port_file, "write the bound port to this file");
+}
+
 Status start_server(serve::HttpServer& server, const std::string& port_file) {
   if (auto ok = server.start(); !ok) return ok.error();
   if (!port_file.empty()) {

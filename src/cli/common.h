@@ -2,6 +2,7 @@
 
 // Helpers shared by the CLI verbs: loading inputs and rendering outputs. No scheduling logic.
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -60,6 +61,9 @@ nlohmann::json count_json(const ConfigCount& c);
 
 /// @brief A count in text: "78732", or "about 1.646e+63 (not exact)".
 std::string count_text(const ConfigCount& c);
+
+/// @brief The flags of a listening command: --host, --port (0 = any free port), --port-file.
+void add_listen_flags(CLI::App& sub, std::string& host, int& port, std::string& port_file);
 
 /// @brief Starts `server` and, when `port_file` is not empty, writes the port it listens on
 /// there (atomically), so that a script that asked for port 0 can find it.

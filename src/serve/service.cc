@@ -245,6 +245,17 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   return s;
 }
 
+std::optional<Service::ApiError> Service::admission_error_locked(const std::string& name) const {
+  if (index_.count(name) != 0) {
+    return ApiError{409, "duplicate_model", "model '" + name + "' is already registered", "name"};
+  }
+  if (models_.size() >= kMaxModels) {
+    return ApiError{422, "too_many_models",
+                    "at most " + std::to_string(kMaxModels) + " models are served", ""};
+  }
+  return std::nullopt;
+}
+
 Workload Service::workload_locked() const {
   Workload w;
   w.file = "<serve>";
@@ -701,14 +712,7 @@ HttpResponse Service::register_model(const json& body) {
   std::lock_guard mutate(mutate_mutex_);
   {
     std::lock_guard lock(state_mutex_);
-    if (index_.count(m.name) != 0) {
-      return error(
-          {409, "duplicate_model", "model '" + m.name + "' is already registered", "name"});
-    }
-    if (models_.size() >= kMaxModels) {
-      return error({422, "too_many_models",
-                    "at most " + std::to_string(kMaxModels) + " models are served", ""});
-    }
+    if (auto refused = admission_error_locked(m.name)) return error(*refused);
   }
   const std::string text = body.dump(-1, ' ', true, json::error_handler_t::replace);
   auto ok = store_->insert_model(m.name, text);
@@ -785,14 +789,7 @@ HttpResponse Service::post_whatif(const json& body) {
   std::optional<double> before;
   {
     std::lock_guard lock(state_mutex_);
-    if (index_.count(m.name) != 0) {
-      return error(
-          {409, "duplicate_model", "model '" + m.name + "' is already registered", "name"});
-    }
-    if (models_.size() >= kMaxModels) {
-      return error({422, "too_many_models",
-                    "at most " + std::to_string(kMaxModels) + " models are served", ""});
-    }
+    if (auto refused = admission_error_locked(m.name)) return error(*refused);
     current = workload_locked();
     // The plan in force is "before" when it covers exactly the registered models.
     const json& ms = plan_.contains("models") ? plan_["models"] : json();

@@ -142,6 +142,9 @@ class Service final : public HttpHandler {
   Status plan_once(const std::string& reason);
   /// The registered models as a workload (state_mutex_ held).
   Workload workload_locked() const;
+  /// Why a model named `name` cannot join (already registered, or the service is full), for
+  /// registration and what-if alike (state_mutex_ held).
+  std::optional<ApiError> admission_error_locked(const std::string& name) const;
   nlohmann::json telemetry_json(const ModelTelemetry& t) const;
   nlohmann::json learning_json() const;
 
