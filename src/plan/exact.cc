@@ -50,7 +50,12 @@ class ExactSolver final : public Solver {
       s.best_utility = seed_plan->utility;
       s.best = seed_plan->config;
     }
-    s.run();
+    // A model none of whose configurations meets its SLA even with every other model at its
+    // lightest cannot be planned: no feasible plan exists under the predictor (proved), and
+    // the GA's least-violating plan is the answer.
+    const bool plannable = std::none_of(p.active_models().begin(), p.active_models().end(),
+                                        [&](std::size_t m) { return s.cands[m].empty(); });
+    if (plannable) s.run();
     PlanResult r = s.best.empty() ? *seed_plan : evaluate_plan(p, s.best, "exact");
     r.solver = "exact";
     r.stats.evaluated = seed_plan->stats.evaluated + s.evaluated;

@@ -86,6 +86,27 @@ models:
   EXPECT_EQ(r.config, (JointConfig{0, 0}));  // 20 ms each: the smallest excess
 }
 
+// A model none of whose configurations meets its SLA even with every other model at its
+// lightest: the exact solver has nothing to branch on for it, and must say infeasible (with
+// the GA's least-violating plan) rather than search. The synthetic yolo latency is at least
+// 4 ms alone (4 + 10·px²·…), so a 1 ms SLA can never hold.
+TEST(Solvers, ExactReturnsTheLeastViolatingPlanWhenAModelCanNeverMeetItsSla) {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - {name: a, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 30}, sla: {latency_ms_p95: 1}}
+  - {name: b, model: yolo11m, knobs: {imgsz: [320, 640]}, demand: {fps: 30}, sla: {latency_ms_p95: 500}}
+  - {name: c, model: yolo11s, knobs: {imgsz: [320, 640]}, demand: {fps: 30}, sla: {latency_ms_p95: 500}}
+)", "t.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  testing::SyntheticPredictor pred(*w);
+  PlanProblem p(*w, {true, true, true}, pred);
+  const PlanResult ex = solve("exhaustive", p);
+  ASSERT_FALSE(ex.feasible);
+  const PlanResult exact = solve("exact", p);
+  EXPECT_FALSE(exact.feasible);
+  EXPECT_EQ(exact.config.size(), 3u);
+}
+
 TEST(Solvers, ExactAndGaMatchExhaustiveOnThePaperSpace) {
   const Workload w = load("paper-n5.yaml");
   testing::SyntheticPredictor pred(w);
