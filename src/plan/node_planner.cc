@@ -257,7 +257,9 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
       }
     }
   }
+  std::uint64_t evaluated = 0;
   auto evaluate = [&](std::span<const std::int32_t> a) -> Result<NodePlan> {
+    ++evaluated;
     return plan_assignment(layout, a, "corun");
   };
   // Starts: every baseline's placement, a model it left out going to its first allowed unit.
@@ -275,12 +277,12 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   }
   CORUN_CHECK(best.has_value());
   Rng rng(derive_seed(options_.solver.seed, {0x6e6f6465ULL}));
-  const std::uint64_t budget_end = cache_->solved + options_.max_subplans;
+  auto budget_left = [&] { return evaluated < options_.max_assignments; };
   // First-improvement local search: move one model to another allowed unit, or swap two
   // models on different units (each allowed on the other's), in a seeded random order.
   auto climb = [&](NodePlan current) -> Result<NodePlan> {
     bool improved = true;
-    while (improved && cache_->solved < budget_end) {
+    while (improved && budget_left()) {
       improved = false;
       std::vector<std::pair<std::size_t, std::size_t>> moves;  // (model, unit) or swap pairs
       for (std::size_t m = 0; m < n; ++m) {
@@ -301,7 +303,7 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
       }
       std::shuffle(moves.begin(), moves.end(), rng);
       for (const auto& [m, target] : moves) {
-        if (cache_->solved >= budget_end) break;
+        if (!budget_left()) break;
         std::vector<std::int32_t> next = current.assignment;
         if (target >= n) {
           std::swap(next[m], next[target - n]);
@@ -322,7 +324,7 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   auto climbed = climb(*best);
   if (!climbed) return climbed.error();
   best = std::move(*climbed);
-  for (int r = 0; r < options_.restarts && cache_->solved < budget_end; ++r) {
+  for (int r = 0; r < options_.restarts && budget_left(); ++r) {
     std::vector<std::int32_t> kick = best->assignment;
     for (int k = 0; k < 3; ++k) {  // three random moves: out of the local optimum's basin
       const std::size_t m = rng.below(n);

@@ -65,8 +65,9 @@ struct NodePlanOptions {
   std::uint64_t exhaustive_up_to = 4096;
   /// Restarts of the local search from a perturbed best assignment, per layout.
   int restarts = 3;
-  /// The search stops after this many per-unit plans solved, per layout.
-  std::uint64_t max_subplans = 1500;
+  /// The search stops after evaluating this many assignments per layout (cached or not, so
+  /// that the result does not depend on what an earlier search left in the cache).
+  std::uint64_t max_assignments = 1500;
 };
 
 /// @brief Plans a node: which unit each model runs on and its knobs, jointly. The inner
