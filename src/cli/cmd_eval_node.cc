@@ -12,13 +12,8 @@
 namespace corun::cli {
 namespace {
 
-struct Flags {
-  std::string file, model, solver = "ga", testbed = "sim", catalog;
-  std::uint64_t seed = 1;
-  int threads = 2;
+struct Flags : PlanFlags {
   int repeats = 3;
-  double window_s = 10;
-  bool json = false;
 };
 
 // One strategy's plan on one layout, measured `repeats` times (seeds seed, seed+1, ...).
@@ -57,14 +52,11 @@ bool measured_better(const Row& a, const Row& b) {
 int run(const Flags& f) {
   auto w = load_workload_file(f.file, f.catalog);
   if (!w) return report_error(w.error());
-  auto sources = make_node_sources(*w, f.model, f.testbed, f.window_s, f.seed);
-  if (!sources) return report_error(sources.error());
-  auto solver = make_solver(f.solver);
-  if (!solver) return report_error(solver.error());
+  auto session = make_node_session(*w, f);
+  if (!session) return report_error(session.error());
+  NodePlanner& planner = *(*session)->planner;
   auto testbed = make_testbed(f.testbed);
   if (!testbed) return report_error(testbed.error());
-  SourceUnitModels models(*w, *sources->whole, *sources->slices);
-  NodePlanner planner(*w, models, **solver, NodePlanOptions{{f.seed, f.threads, std::nullopt}});
 
   const auto layouts = node_layouts(*w);
   std::vector<std::vector<Row>> rows(layouts.size());
@@ -101,7 +93,7 @@ int run(const Flags& f) {
                           {"device", w->device.name},
                           {"gpus", w->node.gpus()},
                           {"testbed", f.testbed},
-                          {"predictor", sources->describe},
+                          {"predictor", (*session)->sources.describe},
                           {"seed", f.seed},
                           {"repeats", f.repeats},
                           {"window_s", f.window_s},
@@ -117,7 +109,7 @@ int run(const Flags& f) {
       "of %.0f s from seed %llu; predictions: %s\n",
       w->file.c_str(), w->node.gpus(), w->device.display_name.c_str(), layouts.size(),
       f.testbed.c_str(), f.repeats, f.window_s, static_cast<unsigned long long>(f.seed),
-      sources->describe.c_str());
+      (*session)->sources.describe.c_str());
   for (std::size_t l = 0; l < layouts.size(); ++l) {
     std::printf("\npartitioning %zu: %s\n", l, layouts[l].describe().c_str());
     Table t({"strategy", "placed", "units used", "predicted utility", "measured utility",

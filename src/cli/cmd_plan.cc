@@ -16,23 +16,15 @@
 namespace corun::cli {
 namespace {
 
-struct Flags {
-  std::string file, model, solver = "ga", testbed = "sim", catalog;
-  std::uint64_t seed = 1;
-  int threads = 2;
-  double window_s = 10;
-  bool json = false, measure = false;
+struct Flags : PlanFlags {
+  bool measure = false;
 };
 
 // A node (several GPUs or MIG slices): where each model runs and its knobs, jointly.
 int plan_node(const Flags& f, const Workload& w) {
-  auto sources = make_node_sources(w, f.model, f.testbed, f.window_s, f.seed);
-  if (!sources) return report_error(sources.error());
-  auto solver = make_solver(f.solver);
-  if (!solver) return report_error(solver.error());
-  SourceUnitModels models(w, *sources->whole, *sources->slices);
-  NodePlanner planner(w, models, **solver, NodePlanOptions{{f.seed, f.threads, std::nullopt}});
-  auto plan = planner.plan();
+  auto session = make_node_session(w, f);
+  if (!session) return report_error(session.error());
+  auto plan = (*session)->planner->plan();
   if (!plan) return report_error(plan.error());
   std::optional<NodeOutcome> measured;
   if (f.measure) {
@@ -47,7 +39,7 @@ int plan_node(const Flags& f, const Workload& w) {
     out["device"] = w.device.name;
     out["gpus"] = w.node.gpus();
     out["layouts"] = w.node.layout_count();
-    out["predictor"] = sources->describe;
+    out["predictor"] = (*session)->sources.describe;
     if (measured) out["measured"]["testbed"] = f.testbed;
     std::printf("%s\n", out.dump().c_str());
   } else {
@@ -59,7 +51,7 @@ int plan_node(const Flags& f, const Workload& w) {
     std::printf("search: %llu unit plans solved, %llu reused, %.0f ms; predictions: %s\n",
                 static_cast<unsigned long long>(plan->subplans),
                 static_cast<unsigned long long>(plan->cache_hits), plan->elapsed_ms,
-                sources->describe.c_str());
+                (*session)->sources.describe.c_str());
     if (measured) {
       std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n", f.testbed.c_str(),
                   measured->measured_utility, measured->violations);

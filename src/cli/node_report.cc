@@ -23,6 +23,8 @@ std::string predicted_headline(const ModelSpec& m, const Predicted& p) {
   return "p95 " + fixed(p.latency_ms_p95, 1);
 }
 
+namespace {
+
 Result<NodeSources> make_node_sources(const Workload& w, const std::string& surrogate_file,
                                       const std::string& testbed, double window_s,
                                       std::uint64_t seed) {
@@ -45,6 +47,24 @@ Result<NodeSources> make_node_sources(const Workload& w, const std::string& surr
                                                 SurrogateSourceOptions{3, window_s, seed});
   out.describe = out.whole->describe() + " (whole GPUs), twin (MIG slices)";
   return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags) {
+  auto session = std::make_unique<NodeSession>();
+  auto sources = make_node_sources(w, flags.model, flags.testbed, flags.window_s, flags.seed);
+  if (!sources) return sources.error();
+  session->sources = std::move(*sources);
+  auto solver = make_solver(flags.solver);
+  if (!solver) return solver.error();
+  session->solver = std::move(*solver);
+  session->models = std::make_unique<SourceUnitModels>(w, *session->sources.whole,
+                                                       *session->sources.slices);
+  session->planner = std::make_unique<NodePlanner>(
+      w, *session->models, *session->solver,
+      NodePlanOptions{{flags.seed, flags.threads, std::nullopt}});
+  return session;
 }
 
 namespace {

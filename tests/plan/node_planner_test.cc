@@ -55,6 +55,15 @@ Workload parse(const std::string& text) {
   return std::move(w).value();
 }
 
+// The node plan of `w` under the synthetic predictor, with the default options.
+Result<NodePlan> plan_synthetic(const Workload& w) {
+  SyntheticUnits units(w);
+  auto solver = make_solver("ga");
+  EXPECT_TRUE(solver.ok());
+  NodePlanner planner(w, units, **solver, NodePlanOptions{});
+  return planner.plan();
+}
+
 const std::string kCams =
     "models:\n"
     "  - {name: c0, model: yolo11s, knobs: {imgsz: [320, 640], skip_rate: [0, 0.5]},"
@@ -95,12 +104,8 @@ TEST(NodePlanner, RespectsPinsAndIsNeverWorseThanABaseline) {
 
 TEST(NodePlanner, SameSeedSamePlan) {
   const Workload w = parse("device: a100-80gb\ngpus: 3\n" + kCams);
-  SyntheticUnits units(w);
-  auto solver = make_solver("ga");
-  NodePlanner a(w, units, **solver, NodePlanOptions{});
-  NodePlanner b(w, units, **solver, NodePlanOptions{});
-  auto pa = a.plan();
-  auto pb = b.plan();
+  auto pa = plan_synthetic(w);
+  auto pb = plan_synthetic(w);
   ASSERT_TRUE(pa.ok() && pb.ok());
   EXPECT_EQ(pa->assignment, pb->assignment);
   EXPECT_EQ(pa->config, pb->config);
@@ -120,10 +125,7 @@ TEST(NodePlanner, KeepsEachSlicesModelsWithinItsMemory) {
       " demand: {rps: 1, prompt_tokens: 256, output_tokens: 64}}\n"
       "  - {name: c, model: qwen2.5-7b, knobs: {precision: [fp16, awq]},"
       " demand: {rps: 1, prompt_tokens: 256, output_tokens: 64}}\n");
-  SyntheticUnits units(w);
-  auto solver = make_solver("ga");
-  NodePlanner planner(w, units, **solver, NodePlanOptions{});
-  auto plan = planner.plan();
+  auto plan = plan_synthetic(w);
   ASSERT_TRUE(plan.ok()) << plan.error().what();
   ASSERT_TRUE(plan->feasible);
   const NodeLayout& layout = plan->layout;
@@ -145,12 +147,11 @@ TEST(NodePlanner, AModelThatFitsNowhereLeavesThePlanUnplaced) {
       "models:\n"
       "  - {name: big, model: qwen2.5-7b, knobs: {precision: [fp16]},"
       " demand: {rps: 1, prompt_tokens: 256, output_tokens: 64}}\n");
-  SyntheticUnits units(w);
-  auto solver = make_solver("ga");
-  NodePlanner planner(w, units, **solver, NodePlanOptions{});
-  auto plan = planner.plan();
+  auto plan = plan_synthetic(w);
   ASSERT_TRUE(plan.ok());
   EXPECT_FALSE(plan->feasible);
+  EXPECT_FALSE(plan->placed);
+  EXPECT_EQ(plan->assignment[0], kNotPlaced);
 }
 
 }  // namespace
