@@ -247,6 +247,9 @@ const bool registered = register_command({
         for (const auto& file : files) {
           auto w = load_workload_file(file, f->catalog);
           if (!w) return report_error(w.error());
+          if (auto st = require_one_gpu(*w, "eval scheduler"); !st.ok()) {
+            return report_error(st.error());
+          }
           auto text = read_file(file);
           if (!text) return report_error(text.error());
           texts[w->file] = *text;

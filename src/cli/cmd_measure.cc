@@ -106,6 +106,7 @@ const bool registered = register_command({
         }
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
+        if (auto st = require_one_gpu(*w, "measure"); !st.ok()) return report_error(st.error());
         auto config = parse_config_flag(*w, f->config, f->only);
         if (!config) return report_error(config.error());
         auto testbed = make_testbed(f->testbed);

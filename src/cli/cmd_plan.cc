@@ -5,45 +5,71 @@
 
 #include "command.h"
 #include "common.h"
+#include "node_report.h"
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/infeasibility.h"
+#include "corun/runtime/node_plan.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/runtime/surrogate_source.h"
 
 namespace corun::cli {
 namespace {
 
-nlohmann::json predicted_json(const ModelSpec& m, const Predicted& p) {
-  if (m.arch.family == ModelFamily::kLlm) {
-    return {{"ttft_ms_p95", p.ttft_ms_p95}, {"tpot_ms_p95", p.tpot_ms_p95},
-            {"throughput", p.throughput}};
-  }
-  return {{"latency_ms_p95", p.latency_ms_p95}, {"throughput", p.throughput}};
-}
+struct Flags : PlanFlags {
+  bool measure = false;
+};
 
-std::string headline(const ModelSpec& m, const Predicted& p) {
-  if (m.arch.family == ModelFamily::kLlm) {
-    return "ttft " + fixed(p.ttft_ms_p95, 0) + " tpot " + fixed(p.tpot_ms_p95, 1);
+// A node (several GPUs or MIG slices): where each model runs and its knobs, jointly.
+int plan_node(const Flags& f, const Workload& w) {
+  auto session = make_node_session(w, f);
+  if (!session) return report_error(session.error());
+  auto plan = (*session)->planner->plan();
+  if (!plan) return report_error(plan.error());
+  std::optional<NodeOutcome> measured;
+  if (f.measure) {
+    auto testbed = make_testbed(f.testbed);
+    if (!testbed) return report_error(testbed.error());
+    measured = measure_node_plan(w, *plan, **testbed, {f.window_s, f.seed});
   }
-  return "p95 " + fixed(p.latency_ms_p95, 1);
+  const NodeOutcome* m = measured ? &*measured : nullptr;
+  if (f.json) {
+    nlohmann::json out = node_plan_json(w, *plan, m);
+    out["workload"] = w.file;
+    out["device"] = w.device.name;
+    out["gpus"] = w.node.gpus();
+    out["layouts"] = w.node.layout_count();
+    out["predictor"] = (*session)->sources.describe;
+    if (measured) out["measured"]["testbed"] = f.testbed;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("corun plan: %s on %zu x %s (%s), %s, predicted utility %.3f\n",
+                w.file.c_str(), w.node.gpus(), w.device.display_name.c_str(),
+                plan->layout.describe().c_str(),
+                plan->feasible ? "feasible" : "INFEASIBLE (best plan found shown)", plan->utility);
+    std::printf("%s", node_plan_text(w, *plan, m).c_str());
+    std::printf("search: %llu unit plans solved, %llu reused, %.0f ms; predictions: %s\n",
+                static_cast<unsigned long long>(plan->subplans),
+                static_cast<unsigned long long>(plan->cache_hits), plan->elapsed_ms,
+                (*session)->sources.describe.c_str());
+    if (measured) {
+      std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n", f.testbed.c_str(),
+                  measured->measured_utility, measured->violations);
+    }
+  }
+  if (!plan->feasible) return kExitFailure;
+  return measured && measured->violations > 0 ? kExitFailure : kExitOk;
 }
 
 const bool registered = register_command({
     "plan",
-    "Choose every model's configuration with a fitted surrogate and a solver",
+    "Choose every model's configuration (and on a node its GPU or MIG slice) with a solver",
     [](CLI::App& sub) {
-      struct Flags {
-        std::string file, model, solver = "ga", testbed = "sim", catalog;
-        std::uint64_t seed = 1;
-        int threads = 2;
-        double window_s = 10;
-        bool json = false, measure = false;
-      };
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "workload YAML")->required();
-      sub.add_option("--surrogate", f->model, "surrogate model file written by corun fit")
-          ->required();
+      sub.add_option("--surrogate", f->model,
+                     "surrogate model file written by corun fit (required for one GPU; a node "
+                     "of several GPUs or MIG slices plans with the catalog twin without one)");
       sub.add_option("--solver", f->solver, "exhaustive, ga, exact, greedy or hillclimb")
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "seed of the solver and of the measurement")
@@ -60,6 +86,11 @@ const bool registered = register_command({
       return std::function<int()>([f] {
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
+        if (!w->node.single_gpu()) return plan_node(*f, *w);
+        if (f->model.empty()) {
+          return report_error(Error("--surrogate is required to plan one GPU (corun fit writes one)",
+                                    Error::Kind::kInvalidInput));
+        }
         auto s = surrogate::Surrogate::load(f->model);
         if (!s) return report_error(s.error());
         auto solver = make_solver(f->solver);
@@ -113,7 +144,7 @@ const bool registered = register_command({
               if (mm->ok()) {
                 measured_utility += problem.model_utility(m, l, as_predicted(*mm));
                 jm["measured"] = predicted_json(spec, as_predicted(*mm));
-                meas = headline(spec, as_predicted(*mm));
+                meas = predicted_headline(spec, as_predicted(*mm));
               } else {
                 jm["measured"] = {{"error", mm->error}};
                 meas = mm->error;
@@ -124,7 +155,7 @@ const bool registered = register_command({
           }
           models.push_back(std::move(jm));
           t.add({spec.name, spec.describe(static_cast<std::size_t>(l)),
-                 headline(spec, r->predicted[m]), "+" + fixed(100 * margins[m], 0) + "%",
+                 predicted_headline(spec, r->predicted[m]), "+" + fixed(100 * margins[m], 0) + "%",
                  sla_text(spec), meas, status});
         }
         nlohmann::json out = {

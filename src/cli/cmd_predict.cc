@@ -35,6 +35,7 @@ const bool registered = register_command({
         if (!s) return report_error(s.error());
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
+        if (auto st = require_one_gpu(*w, "predict"); !st.ok()) return report_error(st.error());
         auto config = parse_config_flag(*w, f->config, f->only);
         if (!config) return report_error(config.error());
         auto compiled = surrogate::CompiledSurrogate::compile(*s, *w);

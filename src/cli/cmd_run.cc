@@ -103,6 +103,7 @@ const bool registered = register_command({
         if (!catalog) return report_error(catalog.error());
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
+        if (auto st = require_one_gpu(*w, "run"); !st.ok()) return report_error(st.error());
         auto text = read_file(f->file);
         if (!text) return report_error(text.error());
         auto testbed = make_testbed(f->testbed);

@@ -3,6 +3,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "corun/space/node_space.h"
 
 namespace corun::cli {
 namespace {
@@ -22,6 +23,26 @@ const bool registered = register_command({
         if (!w) return report_error(w.error());
         const ConfigSpace space(*w);
         const auto feasible = space.feasible_count();
+        // A node: the partitionings, their units, and the model-to-unit assignments (pins
+        // respected) that multiply the knob space.
+        nlohmann::json node = nullptr;
+        std::string node_text;
+        if (!w->node.single_gpu()) {
+          node = {{"gpus", w->node.gpus()}, {"layouts", nlohmann::json::array()}};
+          node_text = "node: " + std::to_string(w->node.gpus()) + " x " + w->device.name + ", " +
+                      std::to_string(w->node.layout_count()) + " partitioning(s)\n";
+          for (const auto& layout : node_layouts(*w)) {
+            const ConfigCount placements = placement_count(*w, layout);
+            nlohmann::json units = nlohmann::json::array();
+            for (const auto& u : layout.units) units.push_back(u.label());
+            node["layouts"].push_back({{"layout", layout.describe()},
+                                       {"units", units},
+                                       {"assignments", count_json(placements)},
+                                       {"assignments_exact", placements.exact()}});
+            node_text += "  " + layout.describe() + ": " + std::to_string(layout.units.size()) +
+                         " unit(s), " + count_text(placements) + " assignments of models\n";
+          }
+        }
         if (*json) {
           nlohmann::json j;
           j["models"] = w->models.size();
@@ -30,6 +51,7 @@ const bool registered = register_command({
           j["joint_configs_exact"] = space.joint_count().exact();
           j["feasible_joint_configs"] = count_json(feasible);
           j["feasible_joint_configs_exact"] = feasible.exact();
+          if (!node.is_null()) j["node"] = node;
           std::printf("%s\n", j.dump().c_str());
           return kExitOk;
         }
@@ -47,6 +69,7 @@ const bool registered = register_command({
         std::printf("joint configurations: %s (feasible in %.1f GB VRAM: %s)\n",
                     count_text(space.joint_count()).c_str(), w->device.vram_gb,
                     count_text(feasible).c_str());
+        std::printf("%s", node_text.c_str());
         return kExitOk;
       });
     },

@@ -26,6 +26,17 @@ Result<Workload> load_workload_file(const std::string& path, const std::string& 
   return load_workload(path, **catalog);
 }
 
+Status require_one_gpu(const Workload& w, std::string_view verb) {
+  if (w.node.single_gpu()) return Status();
+  return Error(w.file + ": gpus/mig: 'corun " + std::string(verb) + "' runs one whole GPU; this " +
+                   "workload describes a node of " + std::to_string(w.node.gpus()) +
+                   " GPU(s)" + (w.node.layout_count() > 1 || !w.node.options[0][0].empty()
+                                    ? " with MIG slices"
+                                    : "") +
+                   " (plan it with 'corun plan', compare placements with 'corun eval node')",
+               Error::Kind::kInvalidInput);
+}
+
 Result<JointConfig> parse_config_flag(const Workload& w, const std::string& config,
                                       const std::string& only) {
   JointConfig c(w.models.size(), 0);

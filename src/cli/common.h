@@ -24,6 +24,10 @@ Result<const Catalog*> load_catalog(const std::string& dir);
 /// @brief Loads and validates a workload file against the catalog.
 Result<Workload> load_workload_file(const std::string& path, const std::string& catalog_dir);
 
+/// @brief Refuses a workload of several GPUs or MIG slices in a verb that runs one GPU: an
+/// error (bad input) naming the file, the node and the verbs that plan a node.
+Status require_one_gpu(const Workload& w, std::string_view verb);
+
 /// @brief Parses "--config cam0.imgsz=640,chat.precision=awq" into a joint configuration.
 /// Models not named start at their first local configuration; `only` (comma list of model
 /// names, empty = all) marks the others absent.

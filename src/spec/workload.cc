@@ -22,6 +22,9 @@ constexpr double kMaxRate = 1e5;          // frames or requests per second
 constexpr long long kMaxTokens = 1 << 20;  // prompt or output tokens per request
 constexpr double kMaxSlaMs = 1e7;
 constexpr double kMaxWeight = 1e6;
+constexpr long long kMaxGpus = 64;           // GPUs of one node (DGX-class nodes hold 8)
+constexpr std::size_t kMaxMigCandidates = 32;  // partitionings offered to the planner
+constexpr std::size_t kMaxNodeLayouts = 256;   // partitionings of the whole node it enumerates
 
 std::string fnv1a_hex(std::string_view text) {
   const std::uint64_t h = fnv1a(text);
@@ -204,9 +207,10 @@ void parse_sla(const YamlField& s, ModelSpec& m) {
   m.sla.min_throughput = s.number_at("min_throughput", 0, kMaxRate * 1e3, false);
 }
 
-std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog) {
+std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog,
+                                     std::size_t gpus) {
   if (!f.expect_map()) return std::nullopt;
-  f.check_keys({"name", "model", "knobs", "demand", "sla", "weight", "active"});
+  f.check_keys({"name", "model", "knobs", "demand", "sla", "weight", "active", "gpu"});
   ModelSpec m;
   m.line = f.line();
   const auto name = f.string_at("name", true);
@@ -237,7 +241,121 @@ std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog)
   parse_sla(f["sla"], m);
   if (f["weight"].present()) m.weight = f["weight"].number(1e-6, kMaxWeight).value_or(1);
   if (f["active"].present()) m.active = f["active"].boolean().value_or(true);
+  if (f["gpu"].present()) {
+    const YamlField g = f["gpu"];
+    const auto k = g.integer(0, kMaxGpus - 1);
+    if (k && *k >= static_cast<long long>(gpus)) {
+      g.error("GPU " + std::to_string(*k) + " does not exist: the node has " +
+              std::to_string(gpus) + " GPU(s), numbered from 0 (see 'gpus')");
+    } else if (k) {
+      m.gpu = static_cast<std::size_t>(*k);
+    }
+  }
   return m;
+}
+
+// One partition: a list of the device's MIG profile names, checked against its slice counts.
+std::optional<MigPartition> parse_partition(const YamlField& f, const MigGpu& mig) {
+  if (!f.expect_sequence()) return std::nullopt;
+  MigPartition out;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const YamlField e = f.at(i);
+    const auto name = e.string();
+    if (!name) return std::nullopt;
+    const MigProfile* p = mig.find(*name);
+    if (p == nullptr) {
+      e.error("unknown MIG profile '" + *name + "' for " + mig.device +
+              did_you_mean(*name, mig.profile_names()) + " (profiles: " +
+              join(mig.profile_names(), ", ") + ")");
+      return std::nullopt;
+    }
+    out.push_back(*p);
+  }
+  if (const std::string why = mig.invalid_reason(out); !why.empty()) {
+    f.error("not a valid MIG partition: " + why);
+    return std::nullopt;
+  }
+  return out;
+}
+
+// The device's MIG table, or an error at `f` when the device has none.
+const MigGpu* mig_of(const YamlField& f, const Workload& w, const MigCatalog& table) {
+  const MigGpu* mig = table.find(w.device.name);
+  if (mig == nullptr) {
+    f.error("device '" + w.device.name + "' does not support MIG (catalog/mig.yaml lists the " +
+            "devices that do)");
+  }
+  return mig;
+}
+
+// `gpus: N` or `gpus: [{mig: [...]}, {}]`, and the node's candidate partitionings
+// `mig: [[...], ...]`, which every GPU the workload does not partition itself may take.
+void parse_node(const YamlField& gpus, const YamlField& mig, const Catalog& catalog,
+                Workload& w) {
+  if (!gpus.present() && !mig.present()) return;
+  auto table = MigCatalog::of(catalog);
+  if (!table) {
+    gpus.error(table.error().what());
+    return;
+  }
+  std::vector<MigPartition> candidates;
+  if (mig.present()) {
+    const MigGpu* geometry = mig_of(mig, w, *table);
+    if (geometry != nullptr && mig.expect_sequence()) {
+      if (mig.size() > kMaxMigCandidates) {
+        mig.error("too many partitionings (" + std::to_string(mig.size()) + ", at most " +
+                  std::to_string(kMaxMigCandidates) + ")");
+      } else {
+        for (std::size_t i = 0; i < mig.size(); ++i) {
+          if (auto p = parse_partition(mig.at(i), *geometry)) candidates.push_back(std::move(*p));
+        }
+      }
+    }
+  }
+  const std::vector<MigPartition> free_gpu =
+      candidates.empty() ? std::vector<MigPartition>{MigPartition{}} : candidates;
+  std::vector<std::vector<MigPartition>> options;
+  if (!gpus.present()) {
+    options.push_back(free_gpu);
+  } else if (gpus.is_scalar()) {
+    const auto n = gpus.integer(1, kMaxGpus);
+    if (n) options.assign(static_cast<std::size_t>(*n), free_gpu);
+  } else if (gpus.is_sequence()) {
+    if (!gpus.expect_sequence()) return;
+    if (gpus.size() > static_cast<std::size_t>(kMaxGpus)) {
+      gpus.error("too many GPUs (" + std::to_string(gpus.size()) + ", at most " +
+                 std::to_string(kMaxGpus) + ")");
+      return;
+    }
+    for (std::size_t g = 0; g < gpus.size(); ++g) {
+      const YamlField e = gpus.at(g);
+      if (!e.present()) {  // `- ` or `- null`: a GPU left to the node's choice
+        options.push_back(free_gpu);
+        continue;
+      }
+      if (!e.expect_map()) continue;
+      e.check_keys({"mig"});
+      if (!e["mig"].present()) {
+        options.push_back(free_gpu);
+        continue;
+      }
+      const MigGpu* geometry = mig_of(e["mig"], w, *table);
+      if (geometry == nullptr) continue;
+      if (auto p = parse_partition(e["mig"], *geometry)) options.push_back({std::move(*p)});
+    }
+  } else {
+    gpus.error("expected a GPU count or a list of GPUs ({} or {mig: [profiles]})");
+  }
+  if (options.empty()) return;
+  NodeSpec node{options};
+  if (node.layout_count() > kMaxNodeLayouts) {
+    (mig.present() ? mig : gpus)
+        .error("too many ways to partition the node (" + std::to_string(node.layout_count()) +
+               ", at most " + std::to_string(kMaxNodeLayouts) +
+               "): fix some GPUs' partitions in 'gpus' or offer fewer candidates");
+    return;
+  }
+  w.node = std::move(node);
 }
 
 constexpr double kMaxDurationS = 30 * 24 * 3600.0;
@@ -511,6 +629,15 @@ std::optional<std::size_t> Workload::find_model(std::string_view name) const {
   return std::nullopt;
 }
 
+std::size_t NodeSpec::layout_count() const {
+  std::size_t n = 1;
+  for (const auto& o : options) {
+    n *= std::max<std::size_t>(1, o.size());
+    if (n > (std::size_t{1} << 32)) break;  // far past any limit; never overflows
+  }
+  return n;
+}
+
 Workload Workload::prefix(std::size_t n) const {
   Workload w = *this;
   if (n < w.models.size()) w.models.resize(n);
@@ -527,7 +654,8 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
     diags.add({file, top.line(), 0, "", "a workload must be a mapping with 'device' and 'models'"});
     return diags.to_error();
   }
-  top.check_keys({"name", "description", "device", "models", "objective", "timeline", "profiling"});
+  top.check_keys({"name", "description", "device", "gpus", "mig", "models", "objective", "timeline",
+                  "profiling"});
   Workload w;
   w.file = file;
   w.hash = fnv1a_hex(text);
@@ -549,6 +677,8 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
     if (d) w.device = *d;
   }
 
+  if (diags.empty()) parse_node(top["gpus"], top["mig"], catalog, w);
+
   const YamlField models = top["models"];
   if (!models.present()) {
     models.error("missing required field (a list of co-running models)");
@@ -559,7 +689,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
     } else {
       std::set<std::string> names;
       for (std::size_t i = 0; i < models.size(); ++i) {
-        auto m = parse_model(models.at(i), catalog);
+        auto m = parse_model(models.at(i), catalog, w.node.gpus());
         if (!m) continue;
         if (!names.insert(m->name).second) {
           models.at(i)["name"].error("duplicate model name '" + m->name + "'");

@@ -9,6 +9,7 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/catalog/device.h"
+#include "corun/catalog/mig.h"
 #include "corun/catalog/model.h"
 #include "corun/core/result.h"
 #include "corun/spec/knobs.h"
@@ -61,6 +62,7 @@ struct ModelSpec {
   Sla sla;
   double weight = 1;  ///< objective weight
   bool active = true;  ///< running at time 0 (false: arrives through the timeline)
+  std::optional<std::size_t> gpu;  ///< the GPU it is pinned to (`gpu: K`); none = corun chooses
   int line = 0;       ///< where it was declared
 
   /// @brief Number of local configurations: the product of the knobs' value counts.
@@ -136,11 +138,32 @@ struct Objective {
 /// beforehand: plans start from the catalog twin and improve online.
 enum class Profiling { kMeanField, kNone };
 
+/// @brief How one GPU is cut: its MIG slices, in the order written; empty = the whole GPU.
+using MigPartition = std::vector<MigProfile>;
+
+/// @brief The GPUs of the node a workload runs on, all of the workload's `device`.
+struct NodeSpec {
+  /// Per GPU, the partitionings it may take: one entry when the workload fixes it (`gpus:
+  /// [{mig: [...]}, {}]`), the node's candidates (`mig: [[...], ...]`) when it does not, and a
+  /// single whole GPU (an empty partition) when the workload has no MIG at all.
+  std::vector<std::vector<MigPartition>> options{{MigPartition{}}};
+
+  /// @brief Number of GPUs.
+  [[nodiscard]] std::size_t gpus() const { return options.size(); }
+  /// @brief Whether the node is one whole GPU (the single-GPU workload every verb plans).
+  [[nodiscard]] bool single_gpu() const {
+    return options.size() == 1 && options[0].size() == 1 && options[0][0].empty();
+  }
+  /// @brief Number of ways to partition the node: the product of each GPU's option count.
+  [[nodiscard]] std::size_t layout_count() const;
+};
+
 /// @brief A whole workload file: device, models, objective.
 struct Workload {
   std::string file;   ///< where it was read from ("<string>" for text)
   std::string hash;   ///< FNV-1a of the file's text, hex: identifies the workload in datasets
-  Device device;
+  Device device;  ///< every GPU of the node (whole; MIG slices derive from it)
+  NodeSpec node;  ///< `gpus` and `mig`: one whole GPU unless the workload says otherwise
   std::vector<ModelSpec> models;
   Objective objective;
   Timeline timeline;

@@ -1,0 +1,365 @@
+// The node plan: assignment of models to GPUs and MIG slices by local search, with the per-unit
+// MeanField plan as the inner evaluation.
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <unordered_map>
+
+#include "corun/core/check.h"
+#include "corun/core/rng.h"
+#include "corun/plan/node.h"
+
+namespace corun {
+
+std::unique_ptr<Solver> make_exhaustive_solver();
+
+namespace {
+
+// Planned SLA excess given to a unit whose models cannot fit its memory in any configuration:
+// worse than any SLA excess a fitting set can have, as PlanProblem::Score ranks VRAM misses.
+constexpr double kVramMissExcess = 1e3;
+// Excess charged for an active model no unit can take.
+constexpr double kUnplacedExcess = 1e4;
+
+// One unit's plan for one set of models.
+struct SubPlan {
+  JointConfig config;  // over all models; kAbsent outside the set
+  std::vector<Predicted> predicted;
+  double utility = 0;
+  double excess = 0;
+  bool feasible = true;
+};
+
+std::uint64_t mask_of(std::span<const std::int32_t> assignment, std::size_t unit) {
+  std::uint64_t mask = 0;
+  for (std::size_t m = 0; m < assignment.size(); ++m) {
+    if (assignment[m] == static_cast<std::int32_t>(unit)) mask |= std::uint64_t{1} << m;
+  }
+  return mask;
+}
+
+// Mean slowdown over the latency metrics a model reports (each relative to the model alone).
+double slowdown(const Predicted& with, const Predicted& alone) {
+  double sum = 0;
+  int n = 0;
+  for (auto [w, a] : {std::pair{with.latency_ms_p95, alone.latency_ms_p95},
+                      std::pair{with.ttft_ms_p95, alone.ttft_ms_p95},
+                      std::pair{with.tpot_ms_p95, alone.tpot_ms_p95}}) {
+    if (a > 0) {
+      sum += static_cast<double>(w) / static_cast<double>(a);
+      ++n;
+    }
+  }
+  return n == 0 ? 1.0 : sum / n;
+}
+
+}  // namespace
+
+double NodePlan::fitness() const { return feasible ? utility : -1e6 - excess; }
+
+struct NodePlanner::Cache {
+  std::map<std::pair<std::string, std::uint64_t>, SubPlan> plans;
+  std::vector<double> min_vram;  // per model: its smallest configuration's bytes
+  std::vector<double> max_vram;  // per model: its largest configuration's bytes
+  std::uint64_t solved = 0;
+  std::uint64_t hits = 0;
+};
+
+NodePlanner::NodePlanner(const Workload& w, UnitModels& models, const Solver& solver,
+                         NodePlanOptions options)
+    : w_(&w),
+      models_(&models),
+      solver_(&solver),
+      options_(options),
+      exhaustive_(make_exhaustive_solver()),
+      cache_(std::make_unique<Cache>()) {
+  CORUN_CHECK(w.models.size() <= 64);  // model sets are 64-bit masks (the spec's limit)
+  for (const auto& m : w.models) {
+    double lo = 0, hi = 0;
+    for (std::size_t l = 0; l < m.local_config_count(); ++l) {
+      const double v = model_vram_bytes(m, m.settings(l));
+      lo = l == 0 ? v : std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    cache_->min_vram.push_back(lo);
+    cache_->max_vram.push_back(hi);
+  }
+}
+
+NodePlanner::~NodePlanner() = default;
+
+namespace {
+
+// The per-unit plan of `mask` on `unit`, solved once per (device, set).
+Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const Solver& solver,
+                                 const Solver& exhaustive, const NodePlanOptions& options,
+                                 NodePlanner::Cache& cache, const GpuUnit& unit,
+                                 std::uint64_t mask) {
+  const auto key = std::make_pair(unit.device.name, mask);
+  if (auto it = cache.plans.find(key); it != cache.plans.end()) {
+    ++cache.hits;
+    return &it->second;
+  }
+  SubPlan sp;
+  sp.config.assign(w.models.size(), kAbsent);
+  sp.predicted.assign(w.models.size(), Predicted{});
+  double min_bytes = 0;
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    if ((mask >> m) & 1) min_bytes += cache.min_vram[m];
+  }
+  if (mask != 0 && min_bytes > unit.device.vram_bytes()) {
+    sp.feasible = false;
+    sp.excess = kVramMissExcess;
+  } else if (mask != 0) {
+    auto um = models.for_unit(unit);
+    if (!um) return um.error();
+    std::vector<bool> active(w.models.size(), false);
+    for (std::size_t m = 0; m < w.models.size(); ++m) active[m] = (mask >> m) & 1;
+    PlanProblem problem(*(*um)->workload, active, *(*um)->predictor, (*um)->margins);
+    const ConfigCount count = problem.candidate_count();
+    const bool small = count.exact() && count.value() <= options.exhaustive_up_to;
+    auto r = (small ? exhaustive : solver).solve(problem, options.solver);
+    if (!r) return r.error();
+    const auto score = problem.score(r->config, r->predicted);
+    sp.config = r->config;
+    sp.predicted = r->predicted;
+    sp.utility = score.utility;
+    sp.excess = score.excess + (score.fits_vram ? 0.0 : kVramMissExcess);
+    sp.feasible = score.feasible();
+    ++cache.solved;
+  }
+  return &cache.plans.emplace(key, std::move(sp)).first->second;
+}
+
+}  // namespace
+
+Result<NodePlan> NodePlanner::plan_assignment(const NodeLayout& layout,
+                                              std::span<const std::int32_t> assignment,
+                                              std::string strategy) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
+  const std::size_t n = w_->models.size();
+  CORUN_CHECK(assignment.size() == n);
+  NodePlan p;
+  p.strategy = std::move(strategy);
+  p.layout = layout;
+  p.assignment.assign(assignment.begin(), assignment.end());
+  p.config.assign(n, kAbsent);
+  p.predicted.assign(n, Predicted{});
+  p.placed = true;
+  for (std::size_t m = 0; m < n; ++m) {
+    if (w_->models[m].active && assignment[m] == kNotPlaced) {
+      p.placed = false;
+      p.excess += kUnplacedExcess;
+    }
+  }
+  bool units_ok = true;
+  for (std::size_t u = 0; u < layout.units.size(); ++u) {
+    const std::uint64_t mask = mask_of(assignment, u);
+    auto sp =
+        unit_plan(*w_, *models_, *solver_, *exhaustive_, options_, *cache_, layout.units[u], mask);
+    if (!sp) return sp.error();
+    const SubPlan& s = **sp;
+    p.utility += s.utility;
+    p.excess += s.excess;
+    units_ok = units_ok && s.feasible;
+    for (std::size_t m = 0; m < n; ++m) {
+      if ((mask >> m) & 1) {
+        p.config[m] = s.config[m];
+        p.predicted[m] = s.predicted[m];
+      }
+    }
+  }
+  p.feasible = p.placed && units_ok;
+  p.subplans = cache_->solved - solved0;
+  p.cache_hits = cache_->hits - hits0;
+  p.elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return p;
+}
+
+Result<PlacementInput> NodePlanner::placement_input(const NodeLayout& layout) {
+  const std::size_t n = w_->models.size();
+  const std::size_t units = layout.units.size();
+  PlacementInput in;
+  in.vram_request_bytes = cache_->max_vram;
+  for (const auto& u : layout.units) in.unit_vram_bytes.push_back(u.device.vram_bytes());
+  in.allowed.assign(n, std::vector<bool>(units, false));
+  for (std::size_t m = 0; m < n; ++m) {
+    for (std::size_t u = 0; u < units; ++u) {
+      in.allowed[m][u] = w_->models[m].active && pin_allows(*w_, m, layout.units[u]);
+    }
+  }
+  if (units == 0) return in;
+  // Demand (iGniter's ordering): what the model loads a whole unit of the first kind with,
+  // alone, in its first configuration.
+  auto first = models_->for_unit(layout.units[0]);
+  if (!first) return first.error();
+  for (std::size_t m = 0; m < n; ++m) {
+    const auto& loads = (*first)->loads;
+    in.demand.push_back(m < loads.size() && !loads[m].empty() ? loads[m][0] : 0.0);
+  }
+  std::vector<const UnitModel*> per_unit;
+  for (const auto& u : layout.units) {
+    auto um = models_->for_unit(u);
+    if (!um) return um.error();
+    per_unit.push_back(*um);
+  }
+  // Predicted interference, iGniter's criterion: how much the slowdowns of the unit's models
+  // (each against itself alone, every model in its first configuration) grow when `model`
+  // joins them.
+  in.interference = [per_unit, n](std::size_t u, std::span<const std::size_t> residents,
+                                  std::size_t model) {
+    const Predictor& pred = *per_unit[u]->predictor;
+    auto predict_set = [&](std::span<const std::size_t> set) {
+      JointConfig c(n, kAbsent);
+      for (std::size_t m : set) c[m] = 0;
+      std::vector<Predicted> out(n);
+      pred.predict(c, 1, out);
+      return out;
+    };
+    auto total_slowdown = [&](std::span<const std::size_t> set) {
+      const auto together = predict_set(set);
+      double s = 0;
+      for (std::size_t m : set) {
+        const std::size_t one[] = {m};
+        s += slowdown(together[m], predict_set(one)[m]);
+      }
+      return s;
+    };
+    std::vector<std::size_t> with(residents.begin(), residents.end());
+    with.push_back(model);
+    return total_slowdown(with) - total_slowdown(residents);
+  };
+  return in;
+}
+
+Result<NodePlan> NodePlanner::plan_baseline(const NodeLayout& layout, std::string_view name) {
+  auto in = placement_input(layout);
+  if (!in) return in.error();
+  const auto assignment = place_by_rule(name, *in);
+  return plan_assignment(layout, assignment, std::string(name));
+}
+
+Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
+  auto in = placement_input(layout);
+  if (!in) return in.error();
+  const std::size_t n = w_->models.size();
+  const std::size_t units = layout.units.size();
+  // Where each model may go: its pin, and a unit whose memory holds its smallest configuration.
+  std::vector<std::vector<std::size_t>> allowed(n);
+  for (std::size_t m = 0; m < n; ++m) {
+    for (std::size_t u = 0; u < units; ++u) {
+      if (in->allowed[m][u] && cache_->min_vram[m] <= in->unit_vram_bytes[u]) {
+        allowed[m].push_back(u);
+      }
+    }
+  }
+  std::uint64_t evaluated = 0;
+  auto evaluate = [&](std::span<const std::int32_t> a) -> Result<NodePlan> {
+    ++evaluated;
+    return plan_assignment(layout, a, "corun");
+  };
+  // Starts: every baseline's placement, a model it left out going to its first allowed unit.
+  std::optional<NodePlan> best;
+  for (const auto& rule : placement_rule_names()) {
+    auto a = place_by_rule(rule, *in);
+    for (std::size_t m = 0; m < n; ++m) {
+      if (a[m] == kNotPlaced && w_->models[m].active && !allowed[m].empty()) {
+        a[m] = static_cast<std::int32_t>(allowed[m][0]);
+      }
+    }
+    auto p = evaluate(a);
+    if (!p) return p.error();
+    if (!best || p->fitness() > best->fitness()) best = std::move(*p);
+  }
+  CORUN_CHECK(best.has_value());
+  Rng rng(derive_seed(options_.solver.seed, {0x6e6f6465ULL}));
+  auto budget_left = [&] { return evaluated < options_.max_assignments; };
+  // First-improvement local search: move one model to another allowed unit, or swap two
+  // models on different units (each allowed on the other's), in a seeded random order.
+  auto climb = [&](NodePlan current) -> Result<NodePlan> {
+    bool improved = true;
+    while (improved && budget_left()) {
+      improved = false;
+      std::vector<std::pair<std::size_t, std::size_t>> moves;  // (model, unit) or swap pairs
+      for (std::size_t m = 0; m < n; ++m) {
+        for (std::size_t u : allowed[m]) {
+          if (current.assignment[m] != static_cast<std::int32_t>(u)) moves.emplace_back(m, u);
+        }
+      }
+      for (std::size_t a = 0; a < n; ++a) {
+        for (std::size_t b = a + 1; b < n; ++b) {
+          const auto ua = current.assignment[a], ub = current.assignment[b];
+          if (ua == kNotPlaced || ub == kNotPlaced || ua == ub) continue;
+          const auto& aa = allowed[a];
+          const auto& ab = allowed[b];
+          if (std::find(aa.begin(), aa.end(), static_cast<std::size_t>(ub)) == aa.end()) continue;
+          if (std::find(ab.begin(), ab.end(), static_cast<std::size_t>(ua)) == ab.end()) continue;
+          moves.emplace_back(a, n + b);  // a unit index >= n never occurs: marks a swap
+        }
+      }
+      std::shuffle(moves.begin(), moves.end(), rng);
+      for (const auto& [m, target] : moves) {
+        if (!budget_left()) break;
+        std::vector<std::int32_t> next = current.assignment;
+        if (target >= n) {
+          std::swap(next[m], next[target - n]);
+        } else {
+          next[m] = static_cast<std::int32_t>(target);
+        }
+        auto p = evaluate(next);
+        if (!p) return p.error();
+        if (p->fitness() > current.fitness() + 1e-9) {
+          current = std::move(*p);
+          improved = true;
+          break;
+        }
+      }
+    }
+    return current;
+  };
+  auto climbed = climb(*best);
+  if (!climbed) return climbed.error();
+  best = std::move(*climbed);
+  for (int r = 0; r < options_.restarts && budget_left(); ++r) {
+    std::vector<std::int32_t> kick = best->assignment;
+    for (int k = 0; k < 3; ++k) {  // three random moves: out of the local optimum's basin
+      const std::size_t m = rng.below(n);
+      if (allowed[m].empty() || kick[m] == kNotPlaced) continue;
+      kick[m] = static_cast<std::int32_t>(allowed[m][rng.below(allowed[m].size())]);
+    }
+    auto start_plan = evaluate(kick);
+    if (!start_plan) return start_plan.error();
+    auto c = climb(std::move(*start_plan));
+    if (!c) return c.error();
+    if (c->fitness() > best->fitness() + 1e-9) best = std::move(*c);
+  }
+  best->strategy = "corun";
+  best->subplans = cache_->solved - solved0;
+  best->cache_hits = cache_->hits - hits0;
+  best->elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return *best;
+}
+
+Result<NodePlan> NodePlanner::plan() {
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
+  std::optional<NodePlan> best;
+  for (const auto& layout : node_layouts(*w_)) {
+    auto p = plan(layout);
+    if (!p) return p.error();
+    if (!best || p->fitness() > best->fitness() + 1e-9) best = std::move(*p);
+  }
+  CORUN_CHECK(best.has_value());
+  best->subplans = cache_->solved - solved0;
+  best->cache_hits = cache_->hits - hits0;
+  best->elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return *best;
+}
+
+}  // namespace corun

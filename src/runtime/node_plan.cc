@@ -1,0 +1,48 @@
+// Node plans on predictor sources, and node plans measured.
+#include "corun/runtime/node_plan.h"
+
+#include "corun/plan/objective.h"
+#include "corun/runtime/testbed_predictor.h"
+
+namespace corun {
+
+SourceUnitModels::SourceUnitModels(const Workload& w, PredictorSource& whole,
+                                   PredictorSource& other)
+    : w_(&w), whole_(&whole), other_(&other) {}
+
+Result<const UnitModel*> SourceUnitModels::for_unit(const GpuUnit& unit) {
+  auto it = by_device_.find(unit.device.name);
+  if (it != by_device_.end()) return &it->second.model;
+  Entry e;
+  e.workload = std::make_unique<Workload>(unit_workload(*w_, unit));
+  PredictorSource& source = unit.profile.empty() ? *whole_ : *other_;
+  auto p = source.predictor_for(*e.workload);
+  if (!p) return p.error().wrap("predictions for " + unit.device.name);
+  e.predictor = std::move(*p);
+  e.model.workload = e.workload.get();
+  e.model.predictor = e.predictor.get();
+  e.model.margins = source.margins(*e.workload);
+  e.model.loads = source.loads(*e.workload);
+  it = by_device_.emplace(unit.device.name, std::move(e)).first;
+  return &it->second.model;
+}
+
+NodeOutcome measure_node_plan(const Workload& w, NodePlan plan, const Testbed& testbed,
+                              const MeasureOptions& options) {
+  NodeOutcome out;
+  out.measured = measure_node(testbed, w, plan.layout, plan.assignment, plan.config, options);
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    if (!w.models[m].active) continue;
+    const ModelMetrics* mm = out.measured.find(m);
+    if (mm == nullptr) {
+      ++out.violations;  // not placed, or its unit could not run
+      continue;
+    }
+    if (!measured_meets_sla(w.models[m], *mm)) ++out.violations;
+    if (mm->ok()) out.measured_utility += model_utility(w, m, plan.config[m], as_predicted(*mm));
+  }
+  out.plan = std::move(plan);
+  return out;
+}
+
+}  // namespace corun
