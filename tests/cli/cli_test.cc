@@ -381,5 +381,62 @@ TEST(Cli, RunStartsFromTheTwinWithoutProfilingWhenAsked) {
   EXPECT_NE(bad_mode.err.find("--learning"), std::string::npos) << bad_mode.err;
 }
 
+// A node of two GPUs and three light camera streams, one pinned to GPU 1.
+std::filesystem::path write_node_workload(const std::string& pin) {
+  const auto path = temp_dir() / ("node" + pin + ".yaml");
+  std::ofstream f(path, std::ios::binary);
+  f << "device: a100-80gb\n"
+       "gpus: 2\n"
+       "models:\n"
+       "  - {name: c0, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 15},"
+       " sla: {latency_ms_p95: 200}, gpu: "
+    << pin
+    << "}\n"
+       "  - {name: c1, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 15},"
+       " sla: {latency_ms_p95: 200}}\n"
+       "  - {name: c2, model: yolo11s, knobs: {imgsz: [320, 640]}, demand: {fps: 15},"
+       " sla: {latency_ms_p95: 200}}\n";
+  return path;
+}
+
+TEST(Cli, PlanOnANodeNamesEachModelsGpuAndHoldsPins) {
+  const auto path = write_node_workload("1");
+  const auto r = run("plan " + path.string() + " --measure --json");
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["gpus"], 2);
+  EXPECT_TRUE(j["feasible"].get<bool>());
+  ASSERT_EQ(j["models"].size(), 3u);
+  for (const auto& m : j["models"]) {
+    ASSERT_TRUE(m["gpu"].is_number()) << m.dump();
+    EXPECT_LT(m["gpu"].get<int>(), 2);
+    EXPECT_EQ(m["unit"], "gpu" + std::to_string(m["gpu"].get<int>()));
+    EXPECT_TRUE(m["meets_sla"].get<bool>());
+  }
+  EXPECT_EQ(j["models"][0]["gpu"], 1);
+  EXPECT_EQ(j["measured"]["sla_violations"], 0);
+  // The same command prints the same plan and measurement.
+  auto again = nlohmann::json::parse(run("plan " + path.string() + " --measure --json").out);
+  EXPECT_EQ(again["models"], j["models"]);
+  EXPECT_EQ(again["measured"]["utility"], j["measured"]["utility"]);
+}
+
+TEST(Cli, NodeWorkloadsAreRefusedByOneGpuVerbsAndBadPinsNameTheirField) {
+  const auto bad = run("plan " + write_node_workload("2").string());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("models[0].gpu"), std::string::npos) << bad.err;
+  const auto node = write_node_workload("0").string();
+  for (const std::string verb : {"run", "measure"}) {
+    const auto r = run(verb + " " + node);
+    EXPECT_EQ(r.code, 2) << verb;
+    EXPECT_NE(r.err.find("node of 2 GPU(s)"), std::string::npos) << r.err;
+  }
+  const auto eval = run("eval node " + node + " --repeats 1 --json");
+  ASSERT_EQ(eval.code, 0) << eval.err;
+  const auto j = nlohmann::json::parse(eval.out);
+  ASSERT_EQ(j["layouts"].size(), 1u);
+  EXPECT_EQ(j["layouts"][0]["strategies"].size(), 5u);  // corun and four baselines
+}
+
 }  // namespace
 }  // namespace corun
