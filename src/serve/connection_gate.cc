@@ -166,7 +166,7 @@ Status ConnectionGate::start() {
 
 void ConnectionGate::admit(int fd) {
   {
-    std::lock_guard lock(inbox_mutex_);
+    MutexLock lock(inbox_mutex_);
     if (!stopped_) {
       ++open_;
       inbox_.push_back({fd, true, false, {}});
@@ -183,7 +183,7 @@ void ConnectionGate::admit(int fd) {
 
 void ConnectionGate::finish(int fd, bool keep_open, std::string leftover) {
   {
-    std::lock_guard lock(inbox_mutex_);
+    MutexLock lock(inbox_mutex_);
     if (!stopped_) {
       inbox_.push_back({fd, false, keep_open, std::move(leftover)});
       fd = -1;
@@ -202,7 +202,7 @@ void ConnectionGate::finish(int fd, bool keep_open, std::string leftover) {
 
 void ConnectionGate::stop() {
   {
-    std::lock_guard lock(inbox_mutex_);
+    MutexLock lock(inbox_mutex_);
     if (stopped_) return;
     stopped_ = true;
   }
@@ -214,7 +214,7 @@ void ConnectionGate::stop() {
 }
 
 std::size_t ConnectionGate::open_connections() const {
-  std::lock_guard lock(inbox_mutex_);
+  MutexLock lock(inbox_mutex_);
   return open_;
 }
 
@@ -244,7 +244,7 @@ void ConnectionGate::loop() {
       if (it != conns_.end() && it->second.state != State::kDispatched) on_readable(fd, it->second);
     }
     {
-      std::lock_guard lock(inbox_mutex_);
+      MutexLock lock(inbox_mutex_);
       stopping = stopped_;
     }
     take_inbox();
@@ -261,7 +261,7 @@ void ConnectionGate::loop() {
 void ConnectionGate::take_inbox() {
   std::vector<Handback> items;
   {
-    std::lock_guard lock(inbox_mutex_);
+    MutexLock lock(inbox_mutex_);
     items.swap(inbox_);
   }
   const auto now = Clock::now();
@@ -381,7 +381,7 @@ void ConnectionGate::close_now(int fd) {
   if (it != conns_.end()) watch(fd, it->second, false);
   ::close(fd);
   conns_.erase(fd);
-  std::lock_guard lock(inbox_mutex_);
+  MutexLock lock(inbox_mutex_);
   --open_;
 }
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
-#include <mutex>
+#include "corun/core/mutex.h"
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -104,10 +104,10 @@ class ConnectionGate {
   std::unordered_map<int, Conn> conns_;  ///< the gate thread's only
   Clock::time_point next_sweep_;         ///< the gate thread's only
 
-  mutable std::mutex inbox_mutex_;
-  std::vector<Handback> inbox_;  // GUARDED_BY(inbox_mutex_)
-  bool stopped_ = false;         // GUARDED_BY(inbox_mutex_)
-  std::size_t open_ = 0;         // GUARDED_BY(inbox_mutex_)
+  mutable Mutex inbox_mutex_;
+  std::vector<Handback> inbox_ CORUN_GUARDED_BY(inbox_mutex_);
+  bool stopped_ CORUN_GUARDED_BY(inbox_mutex_) = false;
+  std::size_t open_ CORUN_GUARDED_BY(inbox_mutex_) = 0;
 };
 
 /// @brief How much of `buffered` one request takes, once it is all there: the header section

@@ -14,7 +14,7 @@ PlannerThread::~PlannerThread() { stop(); }
 
 void PlannerThread::start(const std::string& initial_reason) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!initial_reason.empty()) {
       pending_ = true;
       reason_ = initial_reason;
@@ -25,7 +25,7 @@ void PlannerThread::start(const std::string& initial_reason) {
 
 void PlannerThread::request(const std::string& reason) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!pending_) reason_ = reason;
     pending_ = true;
   }
@@ -33,13 +33,13 @@ void PlannerThread::request(const std::string& reason) {
 }
 
 PlannerStatus PlannerThread::status() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return {pending_, replanning_, last_error_};
 }
 
 void PlannerThread::stop() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -53,15 +53,15 @@ void PlannerThread::loop() {
     std::fprintf(stderr, "corun serve: could not lower the planner's priority\n");
   }
   auto last = std::chrono::steady_clock::now() - std::chrono::hours(1);
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || pending_; });
+    while (!stopping_ && !pending_) cv_.wait(lock);
     if (stopping_) return;
     const auto next = last + min_interval_;
-    if (std::chrono::steady_clock::now() < next) {
-      cv_.wait_until(lock, next, [&] { return stopping_; });
-      if (stopping_) return;
+    while (!stopping_ && std::chrono::steady_clock::now() < next) {
+      if (!cv_.wait_until(lock, next)) break;
     }
+    if (stopping_) return;
     const std::string reason = reason_;
     pending_ = false;
     replanning_ = true;

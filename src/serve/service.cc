@@ -150,7 +150,7 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   // A state with models but no plan of exactly them gets one at start.
   std::string initial;
   {
-    std::lock_guard lock(s->state_mutex_);
+    MutexLock lock(s->state_mutex_);
     if (!s->registry_.empty()) {
       const bool in_force = s->controller_->plan() != nullptr;
       if (s->history_.empty()) {
@@ -198,7 +198,7 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
     if (!ok) return ok;
   }
 
-  std::lock_guard lock(state_mutex_);
+  MutexLock lock(state_mutex_);
   std::vector<ModelRegistry::Entry> entries;
   for (const auto& sm : st.models) {
     json spec = json::parse(sm.spec_json, nullptr, false);
@@ -246,7 +246,10 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   }
   if (!history_.empty()) {
     plan_ = history_.back();
-    plan_body_ = std::make_shared<const std::string>(plan_body(plan_));
+    {
+      MutexLock body(plan_body_mutex_);
+      plan_body_ = std::make_shared<const std::string>(plan_body(plan_));
+    }
     plan_id_ = json_number_or(plan_, "id", std::int64_t{0});
     // The stored plan is the one in force when it covers exactly the registered models.
     if (auto stored = decision_in_force(plan_, registry_)) {
@@ -262,7 +265,7 @@ Service::~Service() { stop(); }
 
 void Service::stop() {
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     if (stopping_) return;
     stopping_ = true;
   }
@@ -411,14 +414,14 @@ HttpResponse Service::get_openapi(const RouteCall&) { return json_response(200, 
 HttpResponse Service::list_models(const RouteCall&) {
   json out = json::array();
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     for (const auto& m : registry_.entries()) out.push_back(m.spec);
   }
   return json_response(200, {{"models", out}});
 }
 
 HttpResponse Service::get_model(const RouteCall& call) {
-  std::lock_guard lock(state_mutex_);
+  MutexLock lock(state_mutex_);
   const auto* m = registry_.find(call.name);
   if (m == nullptr) return error({404, "unknown_model", "no model '" + call.name + "'", "name"});
   return json_response(200, {{"model", m->spec}});
@@ -429,9 +432,9 @@ HttpResponse Service::register_model(const RouteCall& call) {
   auto parsed = parse_model_json(body, *catalog_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
   ModelSpec& m = std::get<ModelSpec>(parsed);
-  std::lock_guard mutate(mutate_mutex_);
+  MutexLock mutate(mutate_mutex_);
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     if (auto refused = registry_.admission_error(m.name)) return error(*refused);
   }
   const std::string text = body.dump(-1, ' ', true, json::error_handler_t::replace);
@@ -439,7 +442,7 @@ HttpResponse Service::register_model(const RouteCall& call) {
   if (!ok) return error({500, "storage_error", ok.error().what(), ""});
   const std::string name = m.name;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     registry_.add({name, body, std::move(m)});
     telemetry_.track(name);
     controller_->set_workload(registry_.workload(device_));
@@ -450,9 +453,9 @@ HttpResponse Service::register_model(const RouteCall& call) {
 
 HttpResponse Service::remove_model(const RouteCall& call) {
   const std::string& name = call.name;
-  std::lock_guard mutate(mutate_mutex_);
+  MutexLock mutate(mutate_mutex_);
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     if (registry_.find(name) == nullptr) {
       return error({404, "unknown_model", "no model '" + name + "'", "name"});
     }
@@ -460,7 +463,7 @@ HttpResponse Service::remove_model(const RouteCall& call) {
   auto ok = store_->delete_model(name);
   if (!ok) return error({500, "storage_error", ok.error().what(), ""});
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     registry_.remove(name);
     telemetry_.forget(name);
     controller_->set_workload(registry_.workload(device_));
@@ -474,10 +477,10 @@ HttpResponse Service::update_demand(const RouteCall& call) {
   if (!call.body.is_object()) {
     return error({400, "bad_type", "demand must be a JSON object", "demand"});
   }
-  std::lock_guard mutate(mutate_mutex_);
+  MutexLock mutate(mutate_mutex_);
   json spec;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     const auto* m = registry_.find(name);
     if (m == nullptr) return error({404, "unknown_model", "no model '" + name + "'", "name"});
     spec = m->spec;
@@ -488,7 +491,7 @@ HttpResponse Service::update_demand(const RouteCall& call) {
   auto ok = store_->update_model(name, spec.dump(-1, ' ', true, json::error_handler_t::replace));
   if (!ok) return error({500, "storage_error", ok.error().what(), ""});
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     registry_.update(name, spec, std::move(std::get<ModelSpec>(parsed)));
     controller_->set_workload(registry_.workload(device_));
   }
@@ -503,7 +506,7 @@ HttpResponse Service::post_whatif(const RouteCall& call) {
   Workload current;
   std::optional<double> before;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     if (auto refused = registry_.admission_error(m.name)) return error(*refused);
     current = registry_.workload(device_);
     // The plan in force is "before" when it covers exactly the registered models.
@@ -565,7 +568,7 @@ HttpResponse Service::post_telemetry(const RouteCall& call) {
   std::vector<std::string> learned;
   ObservationResult wants;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     for (std::size_t i = 0; i < samples.size(); ++i) {
       if (registry_.find(samples[i].model) == nullptr) {
         return error({404, "unknown_model", "no model '" + samples[i].model.substr(0, 64) + "'",
@@ -620,7 +623,7 @@ HttpResponse Service::get_telemetry(const RouteCall&) {
   json out = json::object();
   const json learning = learning_json();
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     for (const auto& m : registry_.entries()) {
       json t = telemetry_.to_json(m.name);
       if (learning.contains(m.name)) t["learning"] = learning[m.name];
@@ -633,23 +636,25 @@ HttpResponse Service::get_telemetry(const RouteCall&) {
 void Service::flush_telemetry() {
   std::vector<std::pair<std::string, std::string>> rows;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     rows = telemetry_.take_dirty();
   }
   if (rows.empty()) return;
   auto ok = store_->save_telemetry(rows);
   if (!ok) {
     std::fprintf(stderr, "corun serve: telemetry flush failed: %s\n", ok.error().what().c_str());
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     telemetry_.mark_dirty();
   }
 }
 
 void Service::flusher_loop() {
-  std::unique_lock lock(state_mutex_);
+  MutexLock lock(state_mutex_);
   while (!stopping_) {
-    flusher_cv_.wait_for(lock, std::chrono::milliseconds(options_.telemetry_flush_ms),
-                         [&] { return stopping_; });
+    const auto due =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.telemetry_flush_ms);
+    while (!stopping_ && flusher_cv_.wait_until(lock, due)) {
+    }
     if (stopping_) break;
     lock.unlock();
     flush_telemetry();
@@ -672,7 +677,7 @@ Status Service::plan_once(const std::string& reason) {
   std::uint64_t generation = 0;
   bool empty = false;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     generation = registry_.generation();
     empty = registry_.empty();
   }
@@ -718,9 +723,9 @@ Status Service::plan_once(const std::string& reason) {
 
   // Publish: durable first, then visible. The mutation lock makes "the models this plan was
   // made for" and "the models registered" the same set at the moment of the write.
-  std::lock_guard mutate(mutate_mutex_);
+  MutexLock mutate(mutate_mutex_);
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     // The model set changed: a re-plan is pending.
     if (generation != registry_.generation()) return {};
   }
@@ -733,14 +738,14 @@ Status Service::plan_once(const std::string& reason) {
   auto body = std::make_shared<const std::string>(plan_body(rec));
   json copy = rec;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     plan_.swap(rec);
     history_.push_back(std::move(copy));
     if (history_.size() > options_.history_in_memory) history_.pop_front();
     plan_id_ = id;
   }
   {
-    std::lock_guard lock(plan_body_mutex_);
+    MutexLock lock(plan_body_mutex_);
     plan_body_.swap(body);
   }
   plan_cv_.notify_all();
@@ -748,21 +753,23 @@ Status Service::plan_once(const std::string& reason) {
 }
 
 bool Service::wait_for_plan(std::int64_t after, int timeout_ms) {
-  std::unique_lock lock(state_mutex_);
-  return plan_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-    return plan_id_.load() > after || stopping_;
-  }) && plan_id_.load() > after;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  MutexLock lock(state_mutex_);
+  while (plan_id_.load() <= after && !stopping_) {
+    if (!plan_cv_.wait_until(lock, deadline)) break;
+  }
+  return plan_id_.load() > after;
 }
 
 HttpResponse Service::get_plan(const RouteCall&) {
   // The hottest read: the serialised plan is shared, so no JSON work and no state lock here.
   std::shared_ptr<const std::string> body;
   {
-    std::lock_guard lock(plan_body_mutex_);
+    MutexLock lock(plan_body_mutex_);
     body = plan_body_;
   }
   if (!body) {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     return error({404, "no_plan",
                   registry_.empty() ? "no models are registered"
                                     : "the first plan is being computed",
@@ -799,7 +806,7 @@ HttpResponse Service::get_history(const RouteCall& call) {
   }
   json plans = json::array();
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     const std::size_t from = history_.size() > limit ? history_.size() - limit : 0;
     for (std::size_t i = from; i < history_.size(); ++i) plans.push_back(history_[i]);
   }
@@ -808,7 +815,7 @@ HttpResponse Service::get_history(const RouteCall& call) {
 
 HttpResponse Service::get_health(const RouteCall&) {
   const PlannerStatus planner = planner_.status();
-  std::lock_guard lock(state_mutex_);
+  MutexLock lock(state_mutex_);
   json out = {{"status", "ok"},
               {"models", registry_.size()},
               {"plan_id", plan_id_.load()},
@@ -822,7 +829,7 @@ HttpResponse Service::get_health(const RouteCall&) {
 HttpResponse Service::get_metrics(const RouteCall&) {
   ServeGauges g;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     g.models = registry_.size();
     g.plan_id = plan_id_.load();
     for (const auto& m : registry_.entries()) {

@@ -1,12 +1,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "corun/core/mutex.h"
 #include "corun/core/result.h"
 
 namespace corun::serve {
@@ -48,13 +47,13 @@ class PlannerThread {
 
   PlanFn plan_;
   std::chrono::milliseconds min_interval_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  bool pending_ = false;     // GUARDED_BY(mutex_)
-  std::string reason_;       // GUARDED_BY(mutex_)
-  bool replanning_ = false;  // GUARDED_BY(mutex_)
-  bool stopping_ = false;    // GUARDED_BY(mutex_)
-  std::string last_error_;   // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  CondVar cv_;
+  bool pending_ CORUN_GUARDED_BY(mutex_) = false;
+  std::string reason_ CORUN_GUARDED_BY(mutex_);
+  bool replanning_ CORUN_GUARDED_BY(mutex_) = false;
+  bool stopping_ CORUN_GUARDED_BY(mutex_) = false;
+  std::string last_error_ CORUN_GUARDED_BY(mutex_);
   std::thread thread_;
 };
 

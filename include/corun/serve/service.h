@@ -1,12 +1,10 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "corun/catalog/catalog.h"
+#include "corun/core/mutex.h"
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/controller.h"
@@ -81,7 +80,7 @@ class Service final : public HttpHandler {
   [[nodiscard]] std::int64_t plan_id() const { return plan_id_.load(); }
   /// @brief Version of the model set: bumped by every registration, removal and demand update.
   [[nodiscard]] std::uint64_t generation() const {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     return registry_.generation();
   }
   /// @brief Blocks until a plan with id > `after` is in force or the timeout passes.
@@ -133,19 +132,19 @@ class Service final : public HttpHandler {
 
   /// Serialises mutations (registration, removal, demand) with their durable writes, so that
   /// the store and memory agree. Never held by telemetry handlers.
-  std::mutex mutate_mutex_;
+  Mutex mutate_mutex_;
   /// Guards the in-memory state below; held only for short, allocation-light sections.
-  mutable std::mutex state_mutex_;
-  ModelRegistry registry_;                      // GUARDED_BY(state_mutex_)
-  nlohmann::json plan_;                         // GUARDED_BY(state_mutex_)
-  std::deque<nlohmann::json> history_;          // GUARDED_BY(state_mutex_)
-  TelemetryLedger telemetry_;                   // GUARDED_BY(state_mutex_)
-  bool stopping_ = false;                       // GUARDED_BY(state_mutex_)
+  mutable Mutex state_mutex_ CORUN_ACQUIRED_AFTER(mutate_mutex_);
+  ModelRegistry registry_ CORUN_GUARDED_BY(state_mutex_);
+  nlohmann::json plan_ CORUN_GUARDED_BY(state_mutex_);
+  std::deque<nlohmann::json> history_ CORUN_GUARDED_BY(state_mutex_);
+  TelemetryLedger telemetry_ CORUN_GUARDED_BY(state_mutex_);
+  bool stopping_ CORUN_GUARDED_BY(state_mutex_) = false;
   /// The plan in force, serialised once when it is published; GET /v1/plan shares it.
-  std::mutex plan_body_mutex_;
-  std::shared_ptr<const std::string> plan_body_;  // GUARDED_BY(plan_body_mutex_)
-  std::condition_variable plan_cv_;
-  std::condition_variable flusher_cv_;
+  Mutex plan_body_mutex_;
+  std::shared_ptr<const std::string> plan_body_ CORUN_GUARDED_BY(plan_body_mutex_);
+  CondVar plan_cv_;
+  CondVar flusher_cv_;
   std::atomic<std::int64_t> plan_id_{0};
 
   PlannerThread planner_;
