@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`. Everything else is a helper.
-.PHONY: run test deps build asan fuzz fuzz-build eval bench clean
+.PHONY: run test deps build asan tsan fuzz fuzz-build eval bench clean
 
 BUILD_DIR := build/dev
 CORUN := $(BUILD_DIR)/corun
@@ -25,6 +25,13 @@ build: deps
 asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
+
+# The threaded layers (plan, runtime, serve) under ThreadSanitizer, built with clang so that the
+# lock annotations (core/mutex.h) are checked too.
+tsan: deps
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan
+	ctest --preset tsan
 
 # libFuzzer targets (clang, ASan + UBSan) for the workload parser, serve's request bodies and the
 # surrogate loader;

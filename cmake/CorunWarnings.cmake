@@ -5,6 +5,10 @@ function(corun_set_warnings target)
     # 105651, fixed in 13): a false positive in the standard library, not in corun.
     target_compile_options(${target} PRIVATE -Wno-restrict)
   endif()
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    # Clang checks the lock annotations of core/mutex.h (GUARDED_BY, REQUIRES, ...).
+    target_compile_options(${target} PRIVATE -Wthread-safety)
+  endif()
   if(CORUN_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -1,7 +1,7 @@
 // libFuzzer target: a request body of `corun serve` on its way to the planner. The strict JSON
 // reader (serve/json_input) either refuses the bytes with a code and the path of the value, or
-// returns a document; an object then reaches the workload parser as a model entry in YAML flow,
-// as POST /v1/models hands it over. Neither step may crash, hang or leak for any bytes.
+// returns a document; an object then reaches the spec reader as one model entry (a YAML node
+// that keeps JSON's types), as POST /v1/models hands it over. Neither step may crash, hang or leak for any bytes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,11 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const auto& doc = std::get<nlohmann::json>(parsed);
   if (!doc.is_object()) return 0;
-  const std::string yaml = "device: rtx3090\nmodels:\n  - " + corun::serve::to_yaml_flow(doc) + "\n";
-  // A document the JSON reader accepted is valid YAML once written as flow: the workload
-  // parser may refuse its fields, never its syntax.
-  if (!corun::parse_yaml(yaml, "request").ok()) __builtin_trap();
-  const auto w = corun::parse_workload(yaml, "request", corun::Catalog::default_catalog());
-  if (!w.ok() && w.error().message().empty()) __builtin_trap();
+  corun::Diagnostics diags;
+  const auto m = corun::parse_model_entry(corun::serve::to_yaml_node(doc), "request",
+                                          corun::Catalog::default_catalog(), diags);
+  // A refusal says why, with the path of each field it blames.
+  if (!m && diags.empty()) __builtin_trap();
+  for (const auto& d : diags.items()) {
+    if (d.reason.empty()) __builtin_trap();
+  }
   return 0;
 }

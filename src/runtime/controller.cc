@@ -121,7 +121,7 @@ Controller::~Controller() = default;
 
 std::string Controller::apply(const TimelineEvent& e) {
   CORUN_CHECK_MSG(e.planner_visible(), "drift events act on the testbed, not on the planner");
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ModelSpec& m = workload_.models[e.model];
   switch (e.kind) {
     case TimelineEvent::Kind::kArrive:
@@ -149,7 +149,7 @@ std::string Controller::apply(const TimelineEvent& e) {
 }
 
 void Controller::set_workload(Workload w) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<std::unique_ptr<Learners>> next;
   for (const auto& m : w.models) {
     std::unique_ptr<Learners> l;
@@ -176,29 +176,32 @@ void Controller::set_workload(Workload w) {
 }
 
 Workload Controller::workload() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return workload_;
 }
 
 bool Controller::replan_due() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return due_;
 }
 
 std::string Controller::due_reason() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return due_reason_;
 }
 
 std::shared_ptr<const Decision> Controller::plan() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return plan_;
 }
 
-const surrogate::Surrogate* Controller::fitted() const { return source_->fitted(); }
+const surrogate::Surrogate* Controller::fitted() const {
+  MutexLock planning(planner_mutex_);
+  return source_->fitted();
+}
 
 std::size_t Controller::source_measurements() const {
-  std::lock_guard planning(planner_mutex_);
+  MutexLock planning(planner_mutex_);
   return source_->measurements_taken();
 }
 
@@ -298,13 +301,13 @@ double Controller::planned_log_bound_locked(std::size_t m, std::int32_t l, Targe
 }
 
 Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
-  std::lock_guard planning(planner_mutex_);
+  MutexLock planning(planner_mutex_);
   Workload w;
   std::uint64_t generation = 0;
   JointConfig warm;
   std::int64_t id = 1;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     w = workload_;
     generation = generation_;
     if (plan_ && plan_names_ == names_of(w)) warm = plan_->config;
@@ -322,7 +325,7 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<const CorrectionTable> table;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (generation != generation_) return std::optional<Decision>();
     ensure_learners_locked(w, priors, learners_);
     table = corrections_locked(w, learners_, static_margins, std::move(loads));
@@ -337,7 +340,7 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
       hook_ms;
   d.measure_ms = std::chrono::duration<double, std::milli>(start - measure_start).count();
 
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (generation != generation_) return std::optional<Decision>();
   plan_ = std::make_shared<const Decision>(d);
   last_id_ = d.id;
@@ -418,7 +421,7 @@ Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Pre
 }
 
 Result<Decision> Controller::plan_for(const Workload& w, const std::string& reason) {
-  std::lock_guard planning(planner_mutex_);
+  MutexLock planning(planner_mutex_);
   const auto start = std::chrono::steady_clock::now();
   auto base = source_->predictor_for(w);
   if (!base) return base.error().wrap("predicting for the workload");
@@ -429,7 +432,7 @@ Result<Decision> Controller::plan_for(const Workload& w, const std::string& reas
   JointConfig warm;
   std::int64_t id = 1;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     // Copies of what was learned of the models `w` shares with the workload: the what-if may
     // apply priors to them (ensure_learners_locked) without touching the controller's own.
     LearnerSet learners;
@@ -470,7 +473,7 @@ Result<Decision> Controller::plan_for(const Workload& w, const std::string& reas
 }
 
 Result<Controller::WhatIf> Controller::what_if(const JointConfig& config) {
-  std::lock_guard planning(planner_mutex_);
+  MutexLock planning(planner_mutex_);
   const Workload w = workload();
   const std::size_t n = w.models.size();
   if (config.size() != n) {
@@ -484,7 +487,7 @@ Result<Controller::WhatIf> Controller::what_if(const JointConfig& config) {
   LoadTable loads = source_->loads(w);
   std::shared_ptr<const CorrectionTable> table;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     ensure_learners_locked(w, priors, learners_);
     table = corrections_locked(w, learners_, static_margins, std::move(loads));
   }
@@ -542,7 +545,7 @@ void Controller::learn_locked(std::size_t m, const LearningSample& s) {
 
 ObservationResult Controller::observe(std::span<const ModelObservation> obs, std::int64_t plan_id,
                                       std::vector<LearningSample>* samples) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ObservationResult r;
   const std::size_t n = workload_.models.size();
   r.breach.assign(n, false);
@@ -651,14 +654,14 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
 }
 
 Status Controller::replay(std::span<const LearningSample> samples) {
-  std::lock_guard planning(planner_mutex_);
+  MutexLock planning(planner_mutex_);
   Workload w = workload();
   if (!w.models.empty()) {
     auto base = source_->predictor_for(w);
     if (!base) return base.error().wrap("replaying learning samples");
   }
   const ErrorPriors priors = source_->priors(w);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ensure_learners_locked(workload_, priors, learners_);
   for (const LearningSample& s : samples) {
     for (std::size_t m = 0; m < workload_.models.size(); ++m) {
@@ -672,13 +675,13 @@ Status Controller::replay(std::span<const LearningSample> samples) {
 }
 
 Status Controller::adopt(surrogate::Surrogate refit) {
-  std::lock_guard planning(planner_mutex_);
+  MutexLock planning(planner_mutex_);
   if (auto st = source_->adopt(std::move(refit)); !st.ok()) return st;
   Workload w = workload();
   auto base = source_->predictor_for(w);
   if (!base) return base.error().wrap("re-basing on the refit surrogate");
   const ErrorPriors priors = source_->priors(w);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   ++generation_;
   due_ = true;
   due_reason_ = "refit";
@@ -713,7 +716,7 @@ Status Controller::adopt(surrogate::Surrogate refit) {
 }
 
 void Controller::restore(Decision d) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const std::size_t n = workload_.models.size();
   d.config.resize(n, kAbsent);
   d.predicted.resize(n);
@@ -729,7 +732,7 @@ void Controller::restore(Decision d) {
 }
 
 void Controller::continue_after(std::int64_t last) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   last_id_ = std::max(last_id_, last);
 }
 
@@ -777,7 +780,7 @@ Result<LearningSample> learning_sample_from_json(const nlohmann::json& j) {
 }
 
 std::vector<ModelLearningState> Controller::learning_state() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   std::vector<ModelLearningState> out(workload_.models.size());
   for (std::size_t m = 0; m < out.size(); ++m) {
     const Learners& l = *learners_[m];

@@ -1,7 +1,6 @@
 #include "corun/serve/json_input.h"
 
 #include <cmath>
-#include <cstdio>
 #include <set>
 #include <vector>
 
@@ -145,95 +144,16 @@ class StrictBuilder {
   std::vector<Frame> frames_;
 };
 
-// Appends `s` as a YAML double-quoted scalar. JSON text is valid UTF-8 (the parser checked);
-// YAML 1.2 allows only printable characters raw (c-printable: no C0 or C1 controls but tab, LF,
-// CR and NEL; no DEL, U+FFFE, U+FFFF), so everything else is escaped, and so are the BOM and
-// line breaks, which would otherwise fold.
-void append_quoted(std::string& out, const std::string& s) {
-  out += '"';
-  char buf[16];
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) {
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        out += buf;
-      } else {
-        out += static_cast<char>(c);
-      }
-      ++i;
-      continue;
-    }
-    const std::size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-    std::uint32_t cp = c & (n == 4 ? 0x07U : n == 3 ? 0x0fU : 0x1fU);
-    for (std::size_t k = 1; k < n && i + k < s.size(); ++k) {
-      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3fU);
-    }
-    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0xfeff || cp == 0xfffe || cp == 0xffff ||
-        cp == 0x2028 || cp == 0x2029) {
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
-      out += buf;
-    } else {
-      out.append(s, i, n);
-    }
-    i += n;
-  }
-  out += '"';
-}
+// Tags of YAML 1.2's core schema (yaml-cpp spells them out).
+constexpr const char* kStrTag = "tag:yaml.org,2002:str";
+constexpr const char* kIntTag = "tag:yaml.org,2002:int";
+constexpr const char* kFloatTag = "tag:yaml.org,2002:float";
+constexpr const char* kBoolTag = "tag:yaml.org,2002:bool";
 
-void append_flow(std::string& out, const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      out += "null";
-      break;
-    case json::value_t::boolean:
-      out += v.get<bool>() ? "!!bool true" : "!!bool false";
-      break;
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      out += "!!int " + v.dump();
-      break;
-    case json::value_t::number_float:
-      out += "!!float " + v.dump();
-      break;
-    case json::value_t::string:
-      append_quoted(out, v.get_ref<const std::string&>());
-      break;
-    case json::value_t::array: {
-      out += '[';
-      bool first = true;
-      for (const auto& x : v) {
-        out += first ? "" : ", ";
-        first = false;
-        append_flow(out, x);
-      }
-      out += ']';
-      break;
-    }
-    case json::value_t::object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [k, x] : v.items()) {
-        out += first ? "" : ", ";
-        first = false;
-        append_quoted(out, k);
-        out += ": ";
-        append_flow(out, x);
-      }
-      out += '}';
-      break;
-    }
-    case json::value_t::binary:
-    case json::value_t::discarded:
-      out += "null";
-      break;
-  }
+YAML::Node tagged_scalar(const std::string& text, const char* tag) {
+  YAML::Node n(text);
+  n.SetTag(tag);
+  return n;
 }
 
 }  // namespace
@@ -249,10 +169,34 @@ std::variant<json, JsonInputError> parse_json_input(std::string_view text,
   return std::move(b.root);
 }
 
-std::string to_yaml_flow(const json& value) {
-  std::string out;
-  append_flow(out, value);
-  return out;
+YAML::Node to_yaml_node(const json& value) {
+  switch (value.type()) {
+    case json::value_t::boolean:
+      return tagged_scalar(value.get<bool>() ? "true" : "false", kBoolTag);
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return tagged_scalar(value.dump(), kIntTag);
+    case json::value_t::number_float:
+      return tagged_scalar(value.dump(), kFloatTag);
+    case json::value_t::string:
+      return tagged_scalar(value.get_ref<const std::string&>(), kStrTag);
+    case json::value_t::array: {
+      YAML::Node out(YAML::NodeType::Sequence);
+      for (const auto& x : value) out.push_back(to_yaml_node(x));
+      return out;
+    }
+    case json::value_t::object: {
+      YAML::Node out(YAML::NodeType::Map);
+      // force_insert: no lookup per key (a body of many keys would otherwise cost n^2).
+      for (const auto& [k, x] : value.items()) out.force_insert(tagged_scalar(k, kStrTag), to_yaml_node(x));
+      return out;
+    }
+    case json::value_t::null:
+    case json::value_t::binary:
+    case json::value_t::discarded:
+      break;
+  }
+  return YAML::Node(YAML::NodeType::Null);
 }
 
 }  // namespace corun::serve

@@ -1,27 +1,18 @@
 #include "corun/serve/service.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <limits>
 
-#include "corun/core/atomic_file.h"
-#include "corun/core/check.h"
 #include "corun/core/json_number.h"
-#include "corun/core/rng.h"
 #include "corun/core/strings.h"
-#include "corun/plan/objective.h"
-#include "corun/runtime/surrogate_source.h"
-#include "corun/runtime/testbed_predictor.h"
 #include "corun/serve/json_input.h"
 #include "corun/serve/openapi.h"
-#include "corun/testbed/testbed.h"
+#include "corun/serve/plan_record.h"
+#include "corun/serve/prometheus.h"
 
 namespace corun::serve {
 
@@ -30,26 +21,9 @@ using nlohmann::json;
 namespace {
 
 constexpr int kMaxJsonDepth = 16;
-constexpr std::size_t kMaxModels = 64;
-constexpr std::size_t kMaxSamplesPerPost = 256;
-constexpr double kMaxMetric = 1e9;
-constexpr double kMaxMargin = 5;
-
-enum RouteIndex : std::size_t {
-  kHealthz,
-  kMetricsRoute,
-  kModels,
-  kModel,
-  kDemand,
-  kTelemetry,
-  kPlan,
-  kHistory,
-  kReplan,
-  kWhatIf,
-  kOpenApi,
-  kUnknown,
-  kTransport
-};
+// Metric labels of requests no route row answers.
+constexpr std::string_view kUnknownRoute = "unknown";
+constexpr std::string_view kTransportRoute = "transport";
 
 std::string now_iso8601() {
   const auto now = std::chrono::system_clock::now();
@@ -99,116 +73,44 @@ bool path_ok(const std::string& path) {
   return true;
 }
 
-json predicted_json(const Predicted& p) {
-  auto num = [](float v) -> json {
-    if (!std::isfinite(v) || v >= std::numeric_limits<float>::max()) return nullptr;
-    return static_cast<double>(v);
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The route table
+
+std::span<const Route<Service>> Service::routes() {
+  using A = Access;
+  using B = BodyUse;
+  using S = Service;
+  static constexpr Route<Service> kTable[] = {
+      {"GET", "/healthz", "healthz", A::kOpen, B::kNone, "", &S::get_health},
+      {"GET", "/metrics", "metrics", A::kOpen, B::kNone, "", &S::get_metrics},
+      {"GET", "/v1/models", "models", A::kOpen, B::kNone, "", &S::list_models},
+      {"POST", "/v1/models", "models", A::kToken, B::kJson, "", &S::register_model},
+      {"GET", "/v1/models/{name}", "model", A::kOpen, B::kNone, "", &S::get_model},
+      {"DELETE", "/v1/models/{name}", "model", A::kToken, B::kNone, "", &S::remove_model},
+      {"PUT", "/v1/models/{name}/demand", "demand", A::kToken, B::kJson, "demand",
+       &S::update_demand},
+      {"GET", "/v1/telemetry", "telemetry", A::kOpen, B::kNone, "", &S::get_telemetry},
+      {"POST", "/v1/telemetry", "telemetry", A::kToken, B::kJson, "", &S::post_telemetry},
+      {"GET", "/v1/plan", "plan", A::kOpen, B::kNone, "", &S::get_plan},
+      {"GET", "/v1/plan/history", "history", A::kOpen, B::kNone, "", &S::get_history},
+      {"POST", "/v1/replan", "replan", A::kToken, B::kOptionalJson, "", &S::post_replan},
+      // A what-if changes nothing: a scheduler extender asks it without the service's token.
+      {"POST", "/v1/whatif", "whatif", A::kOpen, B::kJson, "", &S::post_whatif},
+      {"GET", "/v1/openapi.json", "openapi", A::kOpen, B::kNone, "", &S::get_openapi},
   };
-  return {{"latency_ms_p95", num(p.latency_ms_p95)},
-          {"ttft_ms_p95", num(p.ttft_ms_p95)},
-          {"tpot_ms_p95", num(p.tpot_ms_p95)},
-          {"throughput", num(p.throughput)}};
+  return kTable;
 }
 
-Predicted predicted_from_json(const json& j) {
-  Predicted p;
-  auto get = [&](const char* k) {
-    const auto it = j.find(k);
-    if (it == j.end() || !it->is_number()) return std::numeric_limits<float>::max();
-    return static_cast<float>(it->get<double>());
-  };
-  if (!j.is_object()) return p;
-  p.latency_ms_p95 = get("latency_ms_p95");
-  p.ttft_ms_p95 = get("ttft_ms_p95");
-  p.tpot_ms_p95 = get("tpot_ms_p95");
-  p.throughput = get("throughput");
-  if (p.throughput == std::numeric_limits<float>::max()) p.throughput = 0;
-  return p;
-}
+namespace {
 
-// "imgsz=640,precision=awq" -> {"imgsz": 640, "precision": "awq"}.
-json settings_json(const std::string& described) {
-  json out = json::object();
-  for (const auto& kv : split(described, ',')) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = kv.substr(0, eq);
-    const std::string value = kv.substr(eq + 1);
-    char* end = nullptr;
-    const double d = std::strtod(value.c_str(), &end);
-    if (!value.empty() && end != nullptr && *end == '\0') {
-      out[key] = d;
-    } else {
-      out[key] = value;
-    }
-  }
-  return out;
-}
-
-// A stored plan's per-model prediction back as Predicted (null fields: 0).
-Predicted predicted_or_zero(const json& j) {
-  Predicted p = predicted_from_json(j);
-  for (float* v : {&p.latency_ms_p95, &p.ttft_ms_p95, &p.tpot_ms_p95, &p.throughput}) {
-    if (*v >= std::numeric_limits<float>::max()) *v = 0;
-  }
-  return p;
-}
-
-json margin_json(const Margin& g) {
-  return {{"latency", g.latency}, {"ttft", g.ttft}, {"tpot", g.tpot}};
-}
-
-Margin margin_from_json(const json& j) {
-  Margin g;
-  if (j.is_number()) return Margin::uniform(j.get<double>());
-  if (!j.is_object()) return g;
-  g.latency = j.value("latency", 0.0);
-  g.ttft = j.value("ttft", 0.0);
-  g.tpot = j.value("tpot", 0.0);
-  return g;
-}
-
-// The per-model part of a plan record: what each model runs and what it is predicted to do.
-json decision_models_json(const Decision& d, const Workload& w) {
-  json models = json::object();
-  for (std::size_t m = 0; m < d.config.size() && m < w.models.size(); ++m) {
-    const auto l = d.config[m];
-    json e = {{"index", l},
-              {"margin", margin_json(d.margins[m])},
-              {"predicted", predicted_json(d.predicted[m])},
-              {"base", predicted_json(d.base[m])},
-              {"best_effort", m < d.best_effort.size() && d.best_effort[m]}};
-    if (l >= 0) {
-      const std::string desc = w.models[m].describe(static_cast<std::size_t>(l));
-      e["settings"] = desc;
-      e["config"] = settings_json(desc);
-    }
-    models[w.models[m].name] = e;
-  }
-  return models;
-}
-
-// One SLA a plan cannot hold, as POST /v1/whatif names it.
-json infeasibility_json(const Infeasibility& i) {
-  auto num = [](double v) -> json {
-    if (!std::isfinite(v)) return nullptr;
-    return v;
-  };
-  return {{"model", i.name},       {"sla", i.sla_key},
-          {"limit", num(i.limit)}, {"best", num(i.best)},
-          {"alone", i.alone},      {"cause", i.cause},
-          {"reason", i.message()}};
-}
-
-json learning_state_json(const ModelLearningState& s) {
-  return {{"prediction_error", s.last_error},
-          {"abs_error", s.abs_error},
-          {"margin", s.margin},
-          {"z", s.z},
-          {"noise_sd", s.noise_sd},
-          {"shared_error", s.shared_error},
-          {"observations", s.observations},
-          {"misses", s.misses}};
+// The request metrics' labels: the route table's, then those of requests no row answers.
+std::vector<std::string> metric_labels(std::span<const Route<Service>> routes) {
+  auto labels = route_labels(routes);
+  labels.emplace_back(kUnknownRoute);
+  labels.emplace_back(kTransportRoute);
+  return labels;
 }
 
 }  // namespace
@@ -218,7 +120,12 @@ json learning_state_json(const ModelLearningState& s) {
 
 Service::Service(ServiceOptions options, const Catalog& catalog,
                  std::unique_ptr<StateStore> store)
-    : options_(std::move(options)), catalog_(&catalog), store_(std::move(store)) {}
+    : options_(std::move(options)),
+      catalog_(&catalog),
+      store_(std::move(store)),
+      metrics_(metric_labels(routes())),
+      planner_([this](const std::string& reason) { return plan_once(reason); },
+               options_.min_replan_interval_ms) {}
 
 Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Catalog& catalog,
                                                std::unique_ptr<PredictorSource> source) {
@@ -240,34 +147,27 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
                  Error::Kind::kIo);
   }
   if (!ok) return ok.error();
-  s->planner_ = std::thread([p = s.get()] { p->planner_loop(); });
+  // A state with models but no plan of exactly them gets one at start.
+  std::string initial;
+  {
+    MutexLock lock(s->state_mutex_);
+    if (!s->registry_.empty()) {
+      const bool in_force = s->controller_->plan() != nullptr;
+      if (s->history_.empty()) {
+        initial = "start";
+      } else if (!in_force) {
+        initial = "restart";
+      }
+    }
+  }
+  s->planner_.start(initial);
   s->flusher_ = std::thread([p = s.get()] { p->flusher_loop(); });
   return s;
-}
-
-std::optional<Service::ApiError> Service::admission_error_locked(const std::string& name) const {
-  if (index_.count(name) != 0) {
-    return ApiError{409, "duplicate_model", "model '" + name + "' is already registered", "name"};
-  }
-  if (models_.size() >= kMaxModels) {
-    return ApiError{422, "too_many_models",
-                    "at most " + std::to_string(kMaxModels) + " models are served", ""};
-  }
-  return std::nullopt;
-}
-
-Workload Service::workload_locked() const {
-  Workload w;
-  w.file = "<serve>";
-  w.device = device_;
-  for (const auto& m : models_) w.models.push_back(m.model);
-  return w;
 }
 
 Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> source) {
   const auto names = catalog_->device_names();
   if (names.empty()) return Error("the catalog has no devices");
-  wrapper_device_ = names.front();
   const bool fresh = st.device.empty() && st.models.empty() && st.plans.empty();
 
   std::vector<json> initial;
@@ -298,39 +198,29 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
     if (!ok) return ok;
   }
 
+  MutexLock lock(state_mutex_);
+  std::vector<ModelRegistry::Entry> entries;
   for (const auto& sm : st.models) {
     json spec = json::parse(sm.spec_json, nullptr, false);
-    auto parsed = parse_model(spec);
+    auto parsed = parse_model_json(spec, *catalog_);
     if (auto* e = std::get_if<ApiError>(&parsed)) {
       return Error("stored model '" + sm.name + "' no longer validates: " + e->message);
     }
-    models_.push_back({sm.name, spec, std::get<ModelSpec>(parsed)});
+    entries.push_back({sm.name, spec, std::get<ModelSpec>(parsed)});
   }
   for (auto& spec : initial) {
-    auto parsed = parse_model(spec);
+    auto parsed = parse_model_json(spec, *catalog_);
     if (auto* e = std::get_if<ApiError>(&parsed)) {
       return Error(options_.workload_file + ": " + e->field + ": " + e->message);
     }
     auto& m = std::get<ModelSpec>(parsed);
     auto ok = store_->insert_model(m.name, spec.dump());
     if (!ok) return ok;
-    models_.push_back({m.name, spec, m});
+    entries.push_back({m.name, spec, m});
   }
-  for (std::size_t i = 0; i < models_.size(); ++i) {
-    index_[models_[i].name] = i;
-    telemetry_[models_[i].name] = ModelTelemetry{};
-  }
-  for (const auto& [name, summary] : st.telemetry) {
-    auto it = telemetry_.find(name);
-    if (it == telemetry_.end()) continue;
-    const json j = json::parse(summary, nullptr, false);
-    if (!j.is_object()) continue;
-    auto& t = it->second;
-    t.samples = j.value("samples", std::uint64_t{0});
-    t.breaches = j.value("breaches", std::uint64_t{0});
-    t.stale = j.value("stale", std::uint64_t{0});
-    if (j.contains("last")) t.last = j["last"];
-  }
+  registry_.restore(std::move(entries));
+  for (const auto& e : registry_.entries()) telemetry_.track(e.name);
+  for (const auto& [name, summary] : st.telemetry) telemetry_.restore(name, summary);
   for (const auto& p : st.plans) {
     json rec = json::parse(p.record_json, nullptr, false);
     if (!rec.is_object()) return Error("stored plan " + std::to_string(p.id) + " is not JSON");
@@ -344,7 +234,7 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   co.seed = options_.seed;
   co.threads = options_.solver_threads;
   co.learning = options_.learning;
-  controller_ = std::make_unique<Controller>(workload_locked(), std::move(source), co);
+  controller_ = std::make_unique<Controller>(registry_.workload(device_), std::move(source), co);
   std::vector<LearningSample> learned;
   for (std::size_t i = 0; i < st.learning.size(); ++i) {
     auto sample = learning_sample_from_json(json::parse(st.learning[i], nullptr, false));
@@ -356,41 +246,17 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   }
   if (!history_.empty()) {
     plan_ = history_.back();
-    plan_body_ = std::make_shared<const std::string>(plan_body(plan_));
+    {
+      MutexLock body(plan_body_mutex_);
+      plan_body_ = std::make_shared<const std::string>(plan_body(plan_));
+    }
     plan_id_ = json_number_or(plan_, "id", std::int64_t{0});
     // The stored plan is the one in force when it covers exactly the registered models.
-    Decision stored;
-    stored.id = plan_id_.load();
-    stored.reason = plan_.value("reason", std::string());
-    const json& ms = plan_.contains("models") ? plan_["models"] : json::object();
-    bool complete = ms.is_object() && ms.size() == models_.size();
-    for (const auto& r : models_) {
-      if (!complete || !ms.contains(r.name)) {
-        complete = false;
-        break;
-      }
-      const json& m = ms[r.name];
-      const auto l = json_number_or(m, "index", std::int32_t{kAbsent});
-      complete = l == kAbsent || (l >= 0 && static_cast<std::size_t>(l) < r.model.local_config_count());
-      stored.config.push_back(l);
-      stored.predicted.push_back(m.contains("predicted") ? predicted_or_zero(m["predicted"])
-                                                         : Predicted{});
-      stored.base.push_back(m.contains("base") ? predicted_or_zero(m["base"])
-                                               : stored.predicted.back());
-      stored.margins.push_back(m.contains("margin") ? margin_from_json(m["margin"]) : Margin{});
-      stored.best_effort.push_back(m.value("best_effort", false));
-    }
-    if (complete && !models_.empty()) {
-      controller_->restore(std::move(stored));
+    if (auto stored = decision_in_force(plan_, registry_)) {
+      controller_->restore(std::move(*stored));
     } else {
       controller_->continue_after(plan_id_.load());
-      replan_pending_ = !models_.empty();
-      replan_reason_ = "restart";
     }
-  }
-  if (!models_.empty() && history_.empty()) {
-    replan_pending_ = true;
-    replan_reason_ = "start";
   }
   return {};
 }
@@ -399,14 +265,13 @@ Service::~Service() { stop(); }
 
 void Service::stop() {
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     if (stopping_) return;
     stopping_ = true;
   }
-  planner_cv_.notify_all();
   flusher_cv_.notify_all();
   plan_cv_.notify_all();
-  if (planner_.joinable()) planner_.join();
+  planner_.stop();
   if (flusher_.joinable()) flusher_.join();
   flush_telemetry();
 }
@@ -414,25 +279,9 @@ void Service::stop() {
 // ---------------------------------------------------------------------------------------------
 // HTTP plumbing
 
-HttpResponse Service::json_response(int status, const json& body) {
-  HttpResponse r;
-  r.status = status;
-  r.body = body.dump(-1, ' ', true, json::error_handler_t::replace);
-  r.body += "\n";
-  return r;
-}
-
-HttpResponse Service::error(const ApiError& e) const {
-  json err = {{"code", e.code}, {"message", e.message}};
-  if (!e.field.empty()) err["field"] = e.field;
-  HttpResponse r = json_response(e.status, {{"error", err}});
-  if (e.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
-  return r;
-}
-
 HttpResponse Service::transport_error(int status, const std::string& path,
                                       const std::string& reason, const std::string& field) {
-  metrics_.count_request(kTransport, status);
+  metrics_.count_request(kTransportRoute, status);
   switch (status) {
     case 413:
       return error({413, "body_too_large",
@@ -445,6 +294,12 @@ HttpResponse Service::transport_error(int status, const std::string& path,
                     reason.empty() ? "request header fields are too large" : reason, field});
     case 404:
       return error({404, "not_found", "no route for this path", field});
+    case 408:
+      return error({408, "request_timeout",
+                    reason.empty() ? "the request did not arrive in time" : reason, field});
+    case 503:
+      return error({503, "too_many_connections",
+                    reason.empty() ? "too many open connections" : reason, field});
     case 500:
       return error({500, "internal", reason.empty() ? "internal error" : reason, field});
     default:
@@ -465,40 +320,34 @@ bool Service::authorised(const HttpRequest& req) const {
   return constant_time_equal(tok, options_.token);
 }
 
-Result<json> Service::parse_body(const HttpRequest& req, ApiError& err) const {
+std::variant<json, ApiError> Service::parse_body(const HttpRequest& req) const {
   if (req.body.size() > options_.max_body_bytes) {
-    err = {413, "body_too_large",
-           "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes", ""};
-    return Error(err.message);
+    return ApiError{413, "body_too_large",
+                    "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes",
+                    ""};
   }
-  if (req.body.empty()) {
-    err = {400, "empty_body", "a JSON body is required", ""};
-    return Error(err.message);
-  }
+  if (req.body.empty()) return ApiError{400, "empty_body", "a JSON body is required", ""};
   const std::string ct = lower(req.content_type);
   if (ct.rfind("application/json", 0) != 0) {
-    err = {415, "unsupported_media_type",
-           "Content-Type must be application/json" +
-               (req.content_type.empty() ? std::string(" (none given)")
-                                         : " (got '" + req.content_type.substr(0, 64) + "')"),
-           ""};
-    return Error(err.message);
+    return ApiError{415, "unsupported_media_type",
+                    "Content-Type must be application/json" +
+                        (req.content_type.empty()
+                             ? std::string(" (none given)")
+                             : " (got '" + req.content_type.substr(0, 64) + "')"),
+                    ""};
   }
   JsonLimits limits;
   limits.max_depth = kMaxJsonDepth;
   auto parsed = parse_json_input(req.body, limits);
-  if (auto* e = std::get_if<JsonInputError>(&parsed)) {
-    err = {400, e->code, e->message, e->field};
-    return Error(err.message);
-  }
+  if (auto* e = std::get_if<JsonInputError>(&parsed)) return body_error(*e);
   return std::move(std::get<json>(parsed));
 }
 
 HttpResponse Service::handle(const HttpRequest& req) {
-  std::size_t route_index = kUnknown;
+  std::string_view label = kUnknownRoute;
   HttpResponse r;
   try {
-    r = route(req, route_index);
+    r = route(req, label);
   } catch (const std::exception& e) {
     // Bad input is answered with a 4xx before it gets here: this is a fault of the server.
     std::fprintf(stderr, "corun serve: internal error on %s %s: %s\n",
@@ -509,11 +358,11 @@ HttpResponse Service::handle(const HttpRequest& req) {
                  req.method.substr(0, 16).c_str(), req.path.substr(0, 128).c_str());
     r = error({500, "internal", "internal error", ""});
   }
-  metrics_.count_request(route_index, r.status);
+  metrics_.count_request(label, r.status);
   return r;
 }
 
-HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
+HttpResponse Service::route(const HttpRequest& req, std::string_view& label) {
   if (!path_ok(req.path)) {
     return error({400, "bad_path",
                   "path must use letters, digits and '-._~/' without empty, '.' or '..' segments",
@@ -521,282 +370,151 @@ HttpResponse Service::route(const HttpRequest& req, std::size_t& route_index) {
   }
   std::string path = req.path;
   if (path.size() > 1 && path.back() == '/') path.pop_back();
-  auto seg = split(path.substr(1), '/');
-
-  // Route table: which methods each path accepts, and which of them mutate.
-  std::vector<std::string> allowed;
-  std::string model_name;
-  if (path == "/healthz") {
-    route_index = kHealthz;
-    allowed = {"GET"};
-  } else if (path == "/metrics") {
-    route_index = kMetricsRoute;
-    allowed = {"GET"};
-  } else if (path == "/v1/models") {
-    route_index = kModels;
-    allowed = {"GET", "POST"};
-  } else if (seg.size() == 3 && seg[0] == "v1" && seg[1] == "models") {
-    route_index = kModel;
-    allowed = {"GET", "DELETE"};
-    model_name = seg[2];
-  } else if (seg.size() == 4 && seg[0] == "v1" && seg[1] == "models" && seg[3] == "demand") {
-    route_index = kDemand;
-    allowed = {"PUT"};
-    model_name = seg[2];
-  } else if (path == "/v1/telemetry") {
-    route_index = kTelemetry;
-    allowed = {"GET", "POST"};
-  } else if (path == "/v1/plan") {
-    route_index = kPlan;
-    allowed = {"GET"};
-  } else if (path == "/v1/plan/history") {
-    route_index = kHistory;
-    allowed = {"GET"};
-  } else if (path == "/v1/replan") {
-    route_index = kReplan;
-    allowed = {"POST"};
-  } else if (path == "/v1/whatif") {
-    route_index = kWhatIf;
-    allowed = {"POST"};
-  } else if (path == "/v1/openapi.json") {
-    route_index = kOpenApi;
-    allowed = {"GET"};
-  } else {
+  const auto found = lookup_route(routes(), req.method, path);
+  if (!found.label.empty()) label = found.label;
+  if (found.route == nullptr && found.allowed.empty()) {
     return error({404, "not_found", "no route " + path.substr(0, 128), ""});
   }
-  if (std::find(allowed.begin(), allowed.end(), req.method) == allowed.end()) {
+  if (found.route == nullptr) {
     HttpResponse r = error({405, "method_not_allowed",
                             req.method.substr(0, 16) + " is not allowed on " + path +
-                                " (allowed: " + join(allowed, ", ") + ")",
+                                " (allowed: " + join(found.allowed, ", ") + ")",
                             ""});
-    r.headers.emplace_back("Allow", join(allowed, ", "));
+    r.headers.emplace_back("Allow", join(found.allowed, ", "));
     return r;
   }
-  // A what-if changes nothing: a scheduler extender asks it without the service's token.
-  const bool mutating = req.method != "GET" && route_index != kWhatIf;
-  if (mutating && !authorised(req)) {
+  const Route<Service>& row = *found.route;
+  if (row.access == Access::kToken && !authorised(req)) {
     return error({401, req.authorization.empty() ? "missing_token" : "bad_token",
                   req.authorization.empty() ? "this endpoint needs 'Authorization: Bearer TOKEN'"
                                             : "the bearer token is not valid",
                   ""});
   }
-
-  switch (route_index) {
-    case kHealthz:
-      return get_health();
-    case kMetricsRoute:
-      return get_metrics();
-    case kModels: {
-      if (req.method == "GET") return list_models();
-      ApiError e{};
-      auto body = parse_body(req, e);
-      if (!body) return error(e);
-      return register_model(*body);
-    }
-    case kModel:
-      return req.method == "GET" ? get_model(model_name) : remove_model(model_name);
-    case kDemand: {
-      ApiError e{};
-      auto body = parse_body(req, e);
-      if (!body) {
-        // The body is the entry's `demand`: name fields as the entry's validation does.
-        if (!e.field.empty()) e.field = (e.field[0] == '[' ? "demand" : "demand.") + e.field;
-        return error(e);
+  RouteCall call{req, found.captured, json()};
+  const bool read_body =
+      row.body == BodyUse::kJson || (row.body == BodyUse::kOptionalJson && !req.body.empty());
+  if (read_body) {
+    auto body = parse_body(req);
+    if (auto* e = std::get_if<ApiError>(&body)) {
+      if (!row.body_field.empty() && !e->field.empty()) {
+        e->field = std::string(row.body_field) + (e->field[0] == '[' ? "" : ".") + e->field;
       }
-      return update_demand(model_name, *body);
+      return error(*e);
     }
-    case kTelemetry: {
-      if (req.method == "GET") return get_telemetry();
-      ApiError e{};
-      auto body = parse_body(req, e);
-      if (!body) return error(e);
-      return post_telemetry(*body);
-    }
-    case kPlan:
-      return get_plan();
-    case kWhatIf: {
-      ApiError e{};
-      auto body = parse_body(req, e);
-      if (!body) return error(e);
-      return post_whatif(*body);
-    }
-    case kOpenApi:
-      return json_response(200, openapi_json());
-    case kHistory:
-      return get_history(req);
-    case kReplan: {
-      if (!req.body.empty()) {
-        ApiError e{};
-        auto body = parse_body(req, e);
-        if (!body) return error(e);
-        if (!body->is_object() || !body->empty()) {
-          return error(
-              {400, "unexpected_body", "replan takes no parameters (send {} or nothing)", ""});
-        }
-      }
-      return post_replan();
-    }
-    default:
-      return error({404, "not_found", "no route " + path.substr(0, 128), ""});
+    call.body = std::move(std::get<json>(body));
   }
+  return (this->*row.handler)(call);
 }
+
+HttpResponse Service::get_openapi(const RouteCall&) { return json_response(200, openapi_json()); }
 
 // ---------------------------------------------------------------------------------------------
 // Models
 
-std::variant<ModelSpec, Service::ApiError> Service::parse_model(const json& spec) const {
-  if (!spec.is_object()) {
-    return ApiError{400, "bad_type", "a model must be a JSON object (a workload 'models' entry)",
-                    ""};
-  }
-  // The workload parser is the one validator: wrap the entry in a one-model workload, so that
-  // its errors (field path, reason, nearest known name) are exactly those of a workload file.
-  // The entry goes over as YAML flow that keeps JSON's types (a quoted "30" stays a string).
-  const std::string text =
-      "device: " + wrapper_device_ + "\nmodels:\n  - " + to_yaml_flow(spec) + "\n";
-  auto w = parse_workload(text, "request", *catalog_);
-  if (!w) {
-    std::string field;
-    std::vector<std::string> reasons;
-    for (const auto& line : split(w.error().message(), '\n')) {
-      // "request:L:C: models[0].demand.fps: reason" -> field "demand.fps".
-      std::string rest = line;
-      if (rest.rfind("request", 0) == 0) {
-        const auto p = rest.find(": ");
-        rest = p == std::string::npos ? rest : rest.substr(p + 2);
-      }
-      std::string f;
-      if (rest.rfind("models[0]", 0) == 0) {
-        const auto p = rest.find(": ");
-        if (p != std::string::npos) {
-          f = rest.substr(0, p);
-          rest = rest.substr(p + 2);
-          f = f.size() > 10 ? f.substr(10) : std::string();  // drop "models[0]."
-        }
-      }
-      if (field.empty()) field = f;
-      reasons.push_back(f.empty() ? rest : f + ": " + rest);
-    }
-    return ApiError{422, "invalid_spec", join(reasons, "; "), field};
-  }
-  if (w->models.size() != 1) {
-    return ApiError{422, "invalid_spec", "expected exactly one model", ""};
-  }
-  ModelSpec m = w->models.front();
-  m.active = true;
-  return m;
-}
-
-HttpResponse Service::list_models() {
+HttpResponse Service::list_models(const RouteCall&) {
   json out = json::array();
   {
-    std::lock_guard lock(state_mutex_);
-    for (const auto& m : models_) out.push_back(m.spec);
+    MutexLock lock(state_mutex_);
+    for (const auto& m : registry_.entries()) out.push_back(m.spec);
   }
   return json_response(200, {{"models", out}});
 }
 
-HttpResponse Service::get_model(const std::string& name) {
-  std::lock_guard lock(state_mutex_);
-  const auto it = index_.find(name);
-  if (it == index_.end()) {
-    return error({404, "unknown_model", "no model '" + name + "'", "name"});
-  }
-  return json_response(200, {{"model", models_[it->second].spec}});
+HttpResponse Service::get_model(const RouteCall& call) {
+  MutexLock lock(state_mutex_);
+  const auto* m = registry_.find(call.name);
+  if (m == nullptr) return error({404, "unknown_model", "no model '" + call.name + "'", "name"});
+  return json_response(200, {{"model", m->spec}});
 }
 
-HttpResponse Service::register_model(const json& body) {
-  auto parsed = parse_model(body);
+HttpResponse Service::register_model(const RouteCall& call) {
+  const json& body = call.body;
+  auto parsed = parse_model_json(body, *catalog_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
   ModelSpec& m = std::get<ModelSpec>(parsed);
-  std::lock_guard mutate(mutate_mutex_);
+  MutexLock mutate(mutate_mutex_);
   {
-    std::lock_guard lock(state_mutex_);
-    if (auto refused = admission_error_locked(m.name)) return error(*refused);
+    MutexLock lock(state_mutex_);
+    if (auto refused = registry_.admission_error(m.name)) return error(*refused);
   }
   const std::string text = body.dump(-1, ' ', true, json::error_handler_t::replace);
   auto ok = store_->insert_model(m.name, text);
   if (!ok) return error({500, "storage_error", ok.error().what(), ""});
+  const std::string name = m.name;
   {
-    std::lock_guard lock(state_mutex_);
-    index_[m.name] = models_.size();
-    models_.push_back({m.name, body, m});
-    telemetry_[m.name] = ModelTelemetry{};
-    ++generation_;
-    controller_->set_workload(workload_locked());
+    MutexLock lock(state_mutex_);
+    registry_.add({name, body, std::move(m)});
+    telemetry_.track(name);
+    controller_->set_workload(registry_.workload(device_));
   }
-  request_replan("register " + m.name);
+  planner_.request("register " + name);
   return json_response(201, {{"model", body}});
 }
 
-HttpResponse Service::remove_model(const std::string& name) {
-  std::lock_guard mutate(mutate_mutex_);
+HttpResponse Service::remove_model(const RouteCall& call) {
+  const std::string& name = call.name;
+  MutexLock mutate(mutate_mutex_);
   {
-    std::lock_guard lock(state_mutex_);
-    if (index_.count(name) == 0) {
+    MutexLock lock(state_mutex_);
+    if (registry_.find(name) == nullptr) {
       return error({404, "unknown_model", "no model '" + name + "'", "name"});
     }
   }
   auto ok = store_->delete_model(name);
   if (!ok) return error({500, "storage_error", ok.error().what(), ""});
   {
-    std::lock_guard lock(state_mutex_);
-    models_.erase(models_.begin() + static_cast<std::ptrdiff_t>(index_[name]));
-    index_.clear();
-    for (std::size_t i = 0; i < models_.size(); ++i) index_[models_[i].name] = i;
-    telemetry_.erase(name);
-    ++generation_;
-    controller_->set_workload(workload_locked());
+    MutexLock lock(state_mutex_);
+    registry_.remove(name);
+    telemetry_.forget(name);
+    controller_->set_workload(registry_.workload(device_));
   }
-  request_replan("remove " + name);
+  planner_.request("remove " + name);
   return json_response(200, {{"removed", name}});
 }
 
-HttpResponse Service::update_demand(const std::string& name, const json& body) {
-  if (!body.is_object()) {
+HttpResponse Service::update_demand(const RouteCall& call) {
+  const std::string& name = call.name;
+  if (!call.body.is_object()) {
     return error({400, "bad_type", "demand must be a JSON object", "demand"});
   }
-  std::lock_guard mutate(mutate_mutex_);
+  MutexLock mutate(mutate_mutex_);
   json spec;
   {
-    std::lock_guard lock(state_mutex_);
-    const auto it = index_.find(name);
-    if (it == index_.end()) return error({404, "unknown_model", "no model '" + name + "'", "name"});
-    spec = models_[it->second].spec;
+    MutexLock lock(state_mutex_);
+    const auto* m = registry_.find(name);
+    if (m == nullptr) return error({404, "unknown_model", "no model '" + name + "'", "name"});
+    spec = m->spec;
   }
-  spec["demand"] = body;
-  auto parsed = parse_model(spec);
+  spec["demand"] = call.body;
+  auto parsed = parse_model_json(spec, *catalog_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
   auto ok = store_->update_model(name, spec.dump(-1, ' ', true, json::error_handler_t::replace));
   if (!ok) return error({500, "storage_error", ok.error().what(), ""});
   {
-    std::lock_guard lock(state_mutex_);
-    auto& r = models_[index_[name]];
-    r.spec = spec;
-    r.model = std::get<ModelSpec>(parsed);
-    ++generation_;
-    controller_->set_workload(workload_locked());
+    MutexLock lock(state_mutex_);
+    registry_.update(name, spec, std::move(std::get<ModelSpec>(parsed)));
+    controller_->set_workload(registry_.workload(device_));
   }
-  request_replan("demand " + name);
+  planner_.request("demand " + name);
   return json_response(200, {{"model", spec}});
 }
 
-HttpResponse Service::post_whatif(const json& body) {
-  auto parsed = parse_model(body);
+HttpResponse Service::post_whatif(const RouteCall& call) {
+  auto parsed = parse_model_json(call.body, *catalog_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
   const ModelSpec& m = std::get<ModelSpec>(parsed);
   Workload current;
   std::optional<double> before;
   {
-    std::lock_guard lock(state_mutex_);
-    if (auto refused = admission_error_locked(m.name)) return error(*refused);
-    current = workload_locked();
+    MutexLock lock(state_mutex_);
+    if (auto refused = registry_.admission_error(m.name)) return error(*refused);
+    current = registry_.workload(device_);
     // The plan in force is "before" when it covers exactly the registered models.
     const json& ms = plan_.contains("models") ? plan_["models"] : json();
-    bool covers = ms.is_object() && ms.size() == models_.size() &&
+    bool covers = ms.is_object() && ms.size() == registry_.size() &&
                   plan_.contains("predicted_utility") && plan_["predicted_utility"].is_number();
-    for (const auto& r : models_) covers = covers && ms.contains(r.name);
-    if (models_.empty()) {
+    for (const auto& r : registry_.entries()) covers = covers && ms.contains(r.name);
+    if (registry_.empty()) {
       before = 0.0;
     } else if (covers) {
       before = plan_["predicted_utility"].get<double>();
@@ -836,94 +554,23 @@ HttpResponse Service::post_whatif(const json& body) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Telemetry and the monitor
+// Telemetry
 
-namespace {
-
-struct Sample {
-  std::string model;
-  std::optional<std::int64_t> plan_id;
-  std::optional<double> latency_ms_p50, latency_ms_p95, ttft_ms_p95, tpot_ms_p95, throughput;
-};
-
-}  // namespace
-
-HttpResponse Service::post_telemetry(const json& body) {
+HttpResponse Service::post_telemetry(const RouteCall& call) {
   // Validate everything before touching state, so that a bad sample changes nothing.
-  std::vector<Sample> samples;
-  const bool batch = body.is_array();
-  if (!batch && !body.is_object()) {
-    return error({400, "bad_type", "telemetry must be a sample object or an array of samples", ""});
-  }
-  if (batch && body.size() > kMaxSamplesPerPost) {
-    return error({413, "too_many_samples",
-                  "at most " + std::to_string(kMaxSamplesPerPost) + " samples per request", ""});
-  }
-  if (batch && body.empty()) return error({400, "empty_batch", "no samples", ""});
-  const std::size_t count = batch ? body.size() : 1;
-  samples.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const json& s = batch ? body[i] : body;
-    const std::string prefix = batch ? "[" + std::to_string(i) + "]." : "";
-    if (!s.is_object()) {
-      return error({400, "bad_type", "a sample must be a JSON object",
-                    batch ? "[" + std::to_string(i) + "]" : ""});
-    }
-    Sample out;
-    bool any_metric = false;
-    for (const auto& [key, v] : s.items()) {
-      if (key == "model") {
-        if (!v.is_string())
-          return error({400, "bad_type", "model must be a string", prefix + "model"});
-        out.model = v.get<std::string>();
-      } else if (key == "plan_id") {
-        if (!v.is_number_integer()) {
-          return error({400, "bad_type", "plan_id must be an integer", prefix + "plan_id"});
-        }
-        out.plan_id = v.get<std::int64_t>();
-      } else {
-        std::optional<double>* slot = nullptr;
-        if (key == "latency_ms_p50") slot = &out.latency_ms_p50;
-        if (key == "latency_ms_p95") slot = &out.latency_ms_p95;
-        if (key == "ttft_ms_p95") slot = &out.ttft_ms_p95;
-        if (key == "tpot_ms_p95") slot = &out.tpot_ms_p95;
-        if (key == "throughput") slot = &out.throughput;
-        if (slot == nullptr) {
-          static const std::vector<std::string> kKeys = {
-              "model",       "plan_id",     "latency_ms_p50", "latency_ms_p95",
-              "ttft_ms_p95", "tpot_ms_p95", "throughput"};
-          return error({400, "unknown_field",
-                        "unknown telemetry field '" + key.substr(0, 64) + "'" +
-                            did_you_mean(key.substr(0, 64), kKeys),
-                        prefix + key.substr(0, 64)});
-        }
-        if (!v.is_number())
-          return error({400, "bad_type", key + " must be a number", prefix + key});
-        const double d = v.get<double>();
-        if (!std::isfinite(d) || d < 0 || d > kMaxMetric) {
-          return error({400, "out_of_range", key + " must be in [0, 1e9]", prefix + key});
-        }
-        *slot = d;
-        any_metric = true;
-      }
-    }
-    if (out.model.empty())
-      return error({400, "missing_field", "model is required", prefix + "model"});
-    if (!any_metric) {
-      return error(
-          {400, "missing_field", "a sample needs at least one metric", prefix + "latency_ms_p95"});
-    }
-    samples.push_back(std::move(out));
-  }
+  auto parsed = parse_telemetry(call.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
+  const auto& samples = std::get<std::vector<TelemetrySample>>(parsed);
+  const bool batch = call.body.is_array();
 
   std::size_t breaches = 0;
   std::int64_t current = 0;
   std::vector<std::string> learned;
   ObservationResult wants;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     for (std::size_t i = 0; i < samples.size(); ++i) {
-      if (index_.count(samples[i].model) == 0) {
+      if (registry_.find(samples[i].model) == nullptr) {
         return error({404, "unknown_model", "no model '" + samples[i].model.substr(0, 64) + "'",
                       batch ? "[" + std::to_string(i) + "].model" : "model"});
       }
@@ -931,54 +578,24 @@ HttpResponse Service::post_telemetry(const json& body) {
     const auto plan = controller_->plan();
     current = plan ? plan->id : 0;
     for (const auto& s : samples) {
-      const std::size_t m = index_[s.model];
-      ModelTelemetry& t = telemetry_[s.model];
-      ++t.samples;
-      json last = json::object();
-      if (s.latency_ms_p50) last["latency_ms_p50"] = *s.latency_ms_p50;
-      if (s.latency_ms_p95) last["latency_ms_p95"] = *s.latency_ms_p95;
-      if (s.ttft_ms_p95) last["ttft_ms_p95"] = *s.ttft_ms_p95;
-      if (s.tpot_ms_p95) last["tpot_ms_p95"] = *s.tpot_ms_p95;
-      if (s.throughput) last["throughput"] = *s.throughput;
-      if (s.plan_id) last["plan_id"] = *s.plan_id;
-      t.last = std::move(last);
-      telemetry_dirty_ = true;
+      const std::size_t m = *registry_.index_of(s.model);
       // A sample without a plan id is taken to be of the plan in force.
       const std::int64_t of = s.plan_id.value_or(current);
       if (!plan || of != current || m >= plan->config.size() || plan->config[m] == kAbsent) {
         // Observed under another plan: it teaches nothing about this one, but an SLA it broke
         // was broken (the ledger counts what was measured).
-        ++t.stale;
-        const ModelSpec& spec = models_[m].model;
-        auto over = [](const std::optional<double>& limit, const std::optional<double>& v) {
-          return limit && v && *v > *limit;
-        };
-        if (over(spec.sla.latency_ms_p95, s.latency_ms_p95) ||
-            over(spec.sla.ttft_ms_p95, s.ttft_ms_p95) ||
-            over(spec.sla.tpot_ms_p95, s.tpot_ms_p95) ||
-            (spec.sla.min_throughput && s.throughput && *s.throughput < *spec.sla.min_throughput)) {
-          ++t.breaches;
-          ++breaches;
-        }
+        const bool breach = s.breaks(registry_.entries()[m].model.sla);
+        telemetry_.record(s, true, breach);
+        breaches += breach ? 1 : 0;
         continue;
       }
-      ModelObservation o;
-      o.model = m;
-      o.local = plan->config[m];
-      auto put = [&](Target target, const std::optional<double>& v) {
-        if (v) o.measured[static_cast<std::size_t>(target)] = *v;
-      };
-      put(Target::kLatencyP95, s.latency_ms_p95);
-      put(Target::kTtftP95, s.ttft_ms_p95);
-      put(Target::kTpotP95, s.tpot_ms_p95);
-      put(Target::kThroughput, s.throughput);
+      const ModelObservation o = s.observation(m, plan->config[m]);
       std::vector<LearningSample> taught;
       const ObservationResult r = controller_->observe(std::span(&o, 1), of, &taught);
       for (const auto& x : taught) learned.push_back(to_json(x).dump());
-      if (m < r.breach.size() && r.breach[m]) {
-        ++t.breaches;
-        ++breaches;
-      }
+      const bool breach = m < r.breach.size() && r.breach[m];
+      telemetry_.record(s, false, breach);
+      breaches += breach ? 1 : 0;
       if (r.replan && !wants.replan) wants = r;
     }
   }
@@ -986,14 +603,10 @@ HttpResponse Service::post_telemetry(const json& body) {
   if (auto ok = store_->append_learning(learned); !ok) {
     return error({503, "storage_error", ok.error().what(), ""});
   }
-  if (wants.replan) request_replan(wants.reason);
+  if (wants.replan) planner_.request(wants.reason);
   metrics_.count_samples(samples.size());
   return json_response(
       202, {{"accepted", samples.size()}, {"breaches", breaches}, {"plan_id", current}});
-}
-
-json Service::telemetry_json(const ModelTelemetry& t) const {
-  return {{"samples", t.samples}, {"breaches", t.breaches}, {"stale", t.stale}, {"last", t.last}};
 }
 
 json Service::learning_json() const {
@@ -1006,13 +619,13 @@ json Service::learning_json() const {
   return out;
 }
 
-HttpResponse Service::get_telemetry() {
+HttpResponse Service::get_telemetry(const RouteCall&) {
   json out = json::object();
   const json learning = learning_json();
   {
-    std::lock_guard lock(state_mutex_);
-    for (const auto& m : models_) {
-      json t = telemetry_json(telemetry_.at(m.name));
+    MutexLock lock(state_mutex_);
+    for (const auto& m : registry_.entries()) {
+      json t = telemetry_.to_json(m.name);
       if (learning.contains(m.name)) t["learning"] = learning[m.name];
       out[m.name] = std::move(t);
     }
@@ -1023,24 +636,25 @@ HttpResponse Service::get_telemetry() {
 void Service::flush_telemetry() {
   std::vector<std::pair<std::string, std::string>> rows;
   {
-    std::lock_guard lock(state_mutex_);
-    if (!telemetry_dirty_) return;
-    telemetry_dirty_ = false;
-    for (const auto& [name, t] : telemetry_) rows.emplace_back(name, telemetry_json(t).dump());
+    MutexLock lock(state_mutex_);
+    rows = telemetry_.take_dirty();
   }
+  if (rows.empty()) return;
   auto ok = store_->save_telemetry(rows);
   if (!ok) {
     std::fprintf(stderr, "corun serve: telemetry flush failed: %s\n", ok.error().what().c_str());
-    std::lock_guard lock(state_mutex_);
-    telemetry_dirty_ = true;
+    MutexLock lock(state_mutex_);
+    telemetry_.mark_dirty();
   }
 }
 
 void Service::flusher_loop() {
-  std::unique_lock lock(state_mutex_);
+  MutexLock lock(state_mutex_);
   while (!stopping_) {
-    flusher_cv_.wait_for(lock, std::chrono::milliseconds(options_.telemetry_flush_ms),
-                         [&] { return stopping_; });
+    const auto due =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.telemetry_flush_ms);
+    while (!stopping_ && flusher_cv_.wait_until(lock, due)) {
+    }
     if (stopping_) break;
     lock.unlock();
     flush_telemetry();
@@ -1051,56 +665,21 @@ void Service::flusher_loop() {
 // ---------------------------------------------------------------------------------------------
 // Planning
 
-void Service::request_replan(const std::string& reason) {
-  {
-    std::lock_guard lock(state_mutex_);
-    if (!replan_pending_) replan_reason_ = reason;
-    replan_pending_ = true;
+HttpResponse Service::post_replan(const RouteCall& call) {
+  if (!call.request.body.empty() && (!call.body.is_object() || !call.body.empty())) {
+    return error({400, "unexpected_body", "replan takes no parameters (send {} or nothing)", ""});
   }
-  planner_cv_.notify_one();
-}
-
-HttpResponse Service::post_replan() {
-  request_replan("requested");
+  planner_.request("requested");
   return json_response(202, {{"requested", true}, {"plan_id", plan_id_.load()}});
-}
-
-void Service::planner_loop() {
-  // The planner yields the CPU to request handlers: a re-plan can wait a few milliseconds, a
-  // telemetry post should not (Linux: nice applies per thread).
-  if (setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10) != 0) {
-    std::fprintf(stderr, "corun serve: could not lower the planner's priority\n");
-  }
-  auto last = std::chrono::steady_clock::now() - std::chrono::hours(1);
-  std::unique_lock lock(state_mutex_);
-  while (true) {
-    planner_cv_.wait(lock, [&] { return stopping_ || replan_pending_; });
-    if (stopping_) return;
-    const auto next = last + std::chrono::milliseconds(options_.min_replan_interval_ms);
-    if (std::chrono::steady_clock::now() < next) {
-      planner_cv_.wait_until(lock, next, [&] { return stopping_; });
-      if (stopping_) return;
-    }
-    const std::string reason = replan_reason_;
-    replan_pending_ = false;
-    replanning_ = true;
-    lock.unlock();
-    auto st = plan_once(reason);
-    if (!st) std::fprintf(stderr, "corun serve: planning failed: %s\n", st.error().what().c_str());
-    last = std::chrono::steady_clock::now();
-    lock.lock();
-    replanning_ = false;
-    last_plan_error_ = st ? std::string() : st.error().what();
-  }
 }
 
 Status Service::plan_once(const std::string& reason) {
   std::uint64_t generation = 0;
   bool empty = false;
   {
-    std::lock_guard lock(state_mutex_);
-    generation = generation_;
-    empty = models_.empty();
+    MutexLock lock(state_mutex_);
+    generation = registry_.generation();
+    empty = registry_.empty();
   }
   json rec = {{"created_at", now_iso8601()},
               {"reason", reason},
@@ -1122,7 +701,7 @@ Status Service::plan_once(const std::string& reason) {
     if (!decided) return decided.error();
     if (!*decided) {
       // The model set changed during the search: the controller wants another decision.
-      request_replan(reason);
+      planner_.request(reason);
       return {};
     }
     const Decision& d = **decided;
@@ -1144,10 +723,11 @@ Status Service::plan_once(const std::string& reason) {
 
   // Publish: durable first, then visible. The mutation lock makes "the models this plan was
   // made for" and "the models registered" the same set at the moment of the write.
-  std::lock_guard mutate(mutate_mutex_);
+  MutexLock mutate(mutate_mutex_);
   {
-    std::lock_guard lock(state_mutex_);
-    if (generation != generation_) return {};  // the model set changed: a re-plan is pending
+    MutexLock lock(state_mutex_);
+    // The model set changed: a re-plan is pending.
+    if (generation != registry_.generation()) return {};
   }
   auto ok = store_->append_plan(id, rec.dump());
   if (!ok) return ok;
@@ -1158,14 +738,14 @@ Status Service::plan_once(const std::string& reason) {
   auto body = std::make_shared<const std::string>(plan_body(rec));
   json copy = rec;
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     plan_.swap(rec);
     history_.push_back(std::move(copy));
     if (history_.size() > options_.history_in_memory) history_.pop_front();
     plan_id_ = id;
   }
   {
-    std::lock_guard lock(plan_body_mutex_);
+    MutexLock lock(plan_body_mutex_);
     plan_body_.swap(body);
   }
   plan_cv_.notify_all();
@@ -1173,27 +753,26 @@ Status Service::plan_once(const std::string& reason) {
 }
 
 bool Service::wait_for_plan(std::int64_t after, int timeout_ms) {
-  std::unique_lock lock(state_mutex_);
-  return plan_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-    return plan_id_.load() > after || stopping_;
-  }) && plan_id_.load() > after;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  MutexLock lock(state_mutex_);
+  while (plan_id_.load() <= after && !stopping_) {
+    if (!plan_cv_.wait_until(lock, deadline)) break;
+  }
+  return plan_id_.load() > after;
 }
 
-std::string Service::plan_body(const json& plan) {
-  return plan.dump(-1, ' ', true, json::error_handler_t::replace) + "\n";
-}
-
-HttpResponse Service::get_plan() {
+HttpResponse Service::get_plan(const RouteCall&) {
   // The hottest read: the serialised plan is shared, so no JSON work and no state lock here.
   std::shared_ptr<const std::string> body;
   {
-    std::lock_guard lock(plan_body_mutex_);
+    MutexLock lock(plan_body_mutex_);
     body = plan_body_;
   }
   if (!body) {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     return error({404, "no_plan",
-                  models_.empty() ? "no models are registered" : "the first plan is being computed",
+                  registry_.empty() ? "no models are registered"
+                                    : "the first plan is being computed",
                   ""});
   }
   // The stored plan plus what was learned since it was made: each model's prediction error and
@@ -1205,7 +784,8 @@ HttpResponse Service::get_plan() {
   return r;
 }
 
-HttpResponse Service::get_history(const HttpRequest& req) {
+HttpResponse Service::get_history(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   std::size_t limit = 50;
   const auto it = req.query.find("limit");
   if (it != req.query.end()) {
@@ -1226,68 +806,45 @@ HttpResponse Service::get_history(const HttpRequest& req) {
   }
   json plans = json::array();
   {
-    std::lock_guard lock(state_mutex_);
+    MutexLock lock(state_mutex_);
     const std::size_t from = history_.size() > limit ? history_.size() - limit : 0;
     for (std::size_t i = from; i < history_.size(); ++i) plans.push_back(history_[i]);
   }
   return json_response(200, {{"plans", plans}});
 }
 
-HttpResponse Service::get_health() {
-  std::lock_guard lock(state_mutex_);
+HttpResponse Service::get_health(const RouteCall&) {
+  const PlannerStatus planner = planner_.status();
+  MutexLock lock(state_mutex_);
   json out = {{"status", "ok"},
-              {"models", models_.size()},
+              {"models", registry_.size()},
               {"plan_id", plan_id_.load()},
-              {"replanning", replanning_},
-              {"replan_pending", replan_pending_},
+              {"replanning", planner.replanning},
+              {"replan_pending", planner.pending},
               {"device", device_.name}};
-  if (!last_plan_error_.empty()) out["last_plan_error"] = last_plan_error_;
+  if (!planner.last_error.empty()) out["last_plan_error"] = planner.last_error;
   return json_response(200, out);
 }
 
-HttpResponse Service::get_metrics() {
-  std::string out;
-  out.reserve(4096);
-  metrics_.render(out);
-  char line[256];
-  std::lock_guard lock(state_mutex_);
-  out += "# HELP corun_serve_models Registered models.\n# TYPE corun_serve_models gauge\n";
-  out += "corun_serve_models " + std::to_string(models_.size()) + "\n";
-  out += "# HELP corun_serve_plan_id Id of the plan in force.\n# TYPE corun_serve_plan_id gauge\n";
-  out += "corun_serve_plan_id " + std::to_string(plan_id_.load()) + "\n";
-  out += "# HELP corun_serve_sla_breaches_total Observed SLA breaches, by model.\n";
-  out += "# TYPE corun_serve_sla_breaches_total counter\n";
-  for (const auto& m : models_) {
-    std::snprintf(line, sizeof line, "corun_serve_sla_breaches_total{model=\"%s\"} %llu\n",
-                  m.name.c_str(), static_cast<unsigned long long>(telemetry_.at(m.name).breaches));
-    out += line;
+HttpResponse Service::get_metrics(const RouteCall&) {
+  ServeGauges g;
+  {
+    MutexLock lock(state_mutex_);
+    g.models = registry_.size();
+    g.plan_id = plan_id_.load();
+    for (const auto& m : registry_.entries()) {
+      g.breaches.emplace_back(m.name, telemetry_.at(m.name).breaches);
+    }
   }
-  // Learning gauges, one per model (GET /v1/plan's "learning").
   const auto state = controller_->learning_state();
   const Workload w = controller_->workload();
-  auto gauge = [&](const char* name, const char* help, double ModelLearningState::*field) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n";
-    for (std::size_t m = 0; m < state.size() && m < w.models.size(); ++m) {
-      std::snprintf(line, sizeof line, "%s{model=\"%s\"} %.6f\n", name, w.models[m].name.c_str(),
-                    state[m].*field);
-      out += line;
-    }
-  };
-  gauge("corun_serve_prediction_error_ratio",
-        "Last (observed - predicted) / predicted of the SLA latency, by model.",
-        &ModelLearningState::last_error);
-  gauge("corun_serve_prediction_abs_error_ratio",
-        "Moving average of |observed - predicted| / predicted of the SLA latency, by model.",
-        &ModelLearningState::abs_error);
-  gauge("corun_serve_margin_ratio", "Margin of the plan in force, by model (0.1 = 10 %).",
-        &ModelLearningState::margin);
-  gauge("corun_serve_bound_z",
-        "Calibrated bound level of the SLA latency in standard deviations, by model.",
-        &ModelLearningState::z);
+  for (std::size_t m = 0; m < state.size() && m < w.models.size(); ++m) {
+    g.learning.emplace_back(w.models[m].name, state[m]);
+  }
   HttpResponse r;
   r.status = 200;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = std::move(out);
+  r.body = render_prometheus(metrics_.snapshot(), g);
   return r;
 }
 

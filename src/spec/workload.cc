@@ -728,6 +728,17 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
   return w;
 }
 
+std::optional<ModelSpec> parse_model_entry(const YAML::Node& entry, const std::string& file,
+                                           const Catalog& catalog, Diagnostics& diags) {
+  const YamlField f(entry, file, "", &diags);
+  const std::size_t before = diags.items().size();
+  auto m = parse_model(f, catalog);
+  // parse_model() reports while it reads and returns the model it could build: any report
+  // makes the entry invalid, as it does the workload it would be part of.
+  if (diags.items().size() != before) return std::nullopt;
+  return m;
+}
+
 Result<Workload> load_workload(const std::filesystem::path& path, const Catalog& catalog) {
   auto text = read_file(path);
   if (!text) return text.error();

@@ -361,6 +361,20 @@ std::vector<HostileCase> hostile_cases() {
        "headers_too_large", ""},
       {"unknown HTTP version", "GET /healthz HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n", 400,
        "", ""},
+
+      // Clients that stop half-way: the connection gate (server.h) answers them without a
+      // worker thread once the request deadline passes, or at once when the header section
+      // outgrows what could ever be accepted.
+      {"body shorter than its Content-Length", with_headers("Content-Length: 10\r\n", "{}"), 408,
+       "request_timeout", ""},
+      {"header section that never ends",
+       "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a", 408, "request_timeout", ""},
+      {"30 KiB header line without an end",
+       "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(30 * 1024, 'v'), 431,
+       "headers_too_large", ""},
+      {"chunked body without its last chunk",
+       with_headers("Transfer-Encoding: chunked\r\n", "2\r\n{}\r\n"), 408, "request_timeout",
+       ""},
   };
 }
 
@@ -372,7 +386,8 @@ class ServeHttpTest : public ::testing::Test {
     ServerOptions so;
     so.port = 0;
     so.threads = 4;
-    so.read_timeout_s = 1;  // the lying Content-Length case waits for this
+    so.read_timeout_s = 1;
+    so.request_timeout_s = 1;  // the cases that stop half-way wait for this
     server_ = std::make_unique<HttpServer>(*service_, so);
     ASSERT_TRUE(server_->start().ok());
     ASSERT_GT(server_->port(), 0);

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -11,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "corun/core/mutex.h"
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/infeasibility.h"
@@ -218,7 +218,7 @@ class Controller {
   /// `learners` holds one entry per model of `w`.
   [[nodiscard]] std::shared_ptr<const CorrectionTable> corrections_locked(
       const Workload& w, const LearnerSet& learners, const std::vector<double>& static_margins,
-      LoadTable loads) const;
+      LoadTable loads) const CORUN_REQUIRES(mutex_);
   /// Searches `w` under `base` corrected by `table` (planner_mutex_ held, mutex_ not): the
   /// decision's config, predictions, margins, utility and infeasibility; nothing is published.
   /// `hook_ms` (real decisions only; null for a what-if): hand the problem and the answer to
@@ -226,32 +226,36 @@ class Controller {
   Result<Decision> search(const Workload& w, const std::shared_ptr<Predictor>& base,
                           const std::shared_ptr<const CorrectionTable>& table,
                           const JointConfig& warm, std::int64_t id, const std::string& reason,
-                          double* hook_ms);
+                          double* hook_ms) CORUN_REQUIRES(planner_mutex_);
   /// Co-runners' load of model m in `config` under loads_.
-  [[nodiscard]] double others_load_locked(std::size_t m, const JointConfig& config) const;
-  void ensure_learners_locked(const Workload& w, const ErrorPriors& priors, LearnerSet& learners);
-  void learn_locked(std::size_t m, const LearningSample& s);
-  [[nodiscard]] double planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const;
+  [[nodiscard]] double others_load_locked(std::size_t m, const JointConfig& config) const
+      CORUN_REQUIRES(mutex_);
+  void ensure_learners_locked(const Workload& w, const ErrorPriors& priors, LearnerSet& learners)
+      CORUN_REQUIRES(mutex_);
+  void learn_locked(std::size_t m, const LearningSample& s) CORUN_REQUIRES(mutex_);
+  [[nodiscard]] double planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const
+      CORUN_REQUIRES(mutex_);
 
   const ControllerOptions options_;
-  std::unique_ptr<PredictorSource> source_;  // used by replan() only (planner_mutex_)
+  /// Used by decisions only: the source belongs to one search at a time.
+  std::unique_ptr<PredictorSource> source_ CORUN_PT_GUARDED_BY(planner_mutex_);
   std::unique_ptr<Solver> solver_;
 
   /// Serialises decisions: the source and the solver belong to one search at a time.
-  mutable std::mutex planner_mutex_;
+  mutable Mutex planner_mutex_;
   /// Guards everything below; never held while a search runs.
-  mutable std::mutex mutex_;
-  Workload workload_;                         // GUARDED_BY(mutex_)
-  std::uint64_t generation_ = 0;              // GUARDED_BY(mutex_): bumped by every change
-  std::shared_ptr<const Decision> plan_;      // GUARDED_BY(mutex_)
-  std::vector<std::string> plan_names_;       // GUARDED_BY(mutex_): the models plan_ indexes
-  LearnerSet learners_;                       // GUARDED_BY(mutex_), per model
-  std::vector<double> planned_log_bound_;     // GUARDED_BY(mutex_): [model * targets]
-  LoadTable loads_;                           // GUARDED_BY(mutex_): of the plan in force
-  bool due_ = true;                           // GUARDED_BY(mutex_)
-  std::string due_reason_ = "start";          // GUARDED_BY(mutex_)
-  std::unique_ptr<Recent> recent_;            // GUARDED_BY(mutex_)
-  std::int64_t last_id_ = 0;                  // GUARDED_BY(mutex_): id of the latest decision
+  mutable Mutex mutex_ CORUN_ACQUIRED_AFTER(planner_mutex_);
+  Workload workload_ CORUN_GUARDED_BY(mutex_);
+  std::uint64_t generation_ CORUN_GUARDED_BY(mutex_) = 0;  ///< bumped by every change
+  std::shared_ptr<const Decision> plan_ CORUN_GUARDED_BY(mutex_);
+  std::vector<std::string> plan_names_ CORUN_GUARDED_BY(mutex_);  ///< the models plan_ indexes
+  LearnerSet learners_ CORUN_GUARDED_BY(mutex_);  ///< per model
+  std::vector<double> planned_log_bound_ CORUN_GUARDED_BY(mutex_);  ///< [model * targets]
+  LoadTable loads_ CORUN_GUARDED_BY(mutex_);  ///< of the plan in force
+  bool due_ CORUN_GUARDED_BY(mutex_) = true;
+  std::string due_reason_ CORUN_GUARDED_BY(mutex_) = "start";
+  std::unique_ptr<Recent> recent_ CORUN_GUARDED_BY(mutex_);
+  std::int64_t last_id_ CORUN_GUARDED_BY(mutex_) = 0;  ///< id of the latest decision
 };
 
 }  // namespace corun

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <yaml-cpp/yaml.h>
 
 namespace corun::serve {
 
@@ -38,11 +39,12 @@ inline constexpr std::int64_t kMaxExactJsonInteger = (std::int64_t{1} << 53) - 1
 std::variant<nlohmann::json, JsonInputError> parse_json_input(std::string_view text,
                                                               const JsonLimits& limits = {});
 
-/// @brief Writes a JSON value as one line of YAML flow style that keeps JSON's types under
-/// YAML's core schema: strings double-quoted (so "30" stays a string), numbers tagged `!!int` or
-/// `!!float`, booleans `!!bool`, so that a YAML reader can refuse a value of the wrong JSON type.
-/// Characters YAML does not allow raw in a quoted scalar are escaped. Recursion follows the
-/// value's nesting: give it parsed input (bounded by JsonLimits::max_depth).
-std::string to_yaml_flow(const nlohmann::json& value);
+/// @brief The same value as a YAML node, built in memory (no text in between), that keeps JSON's
+/// types under YAML's core schema: strings are tagged `!!str` (so "30" stays a string), numbers
+/// `!!int` or `!!float`, booleans `!!bool`, so that the spec reader (core/yaml.h) refuses a value
+/// of the wrong JSON type exactly as it refuses a quoted one in a file. Keys are taken as they
+/// are (a parsed body has no duplicates). Recursion follows the value's nesting: give it parsed
+/// input (bounded by JsonLimits::max_depth). Thread-safety: pure function.
+YAML::Node to_yaml_node(const nlohmann::json& value);
 
 }  // namespace corun::serve

@@ -1,30 +1,32 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <variant>
 #include <vector>
 
 #include "corun/catalog/catalog.h"
+#include "corun/core/mutex.h"
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/controller.h"
 #include "corun/runtime/predictor_source.h"
+#include "corun/serve/api_error.h"
 #include "corun/serve/http.h"
 #include "corun/serve/metrics.h"
+#include "corun/serve/planner.h"
+#include "corun/serve/registry.h"
+#include "corun/serve/router.h"
 #include "corun/serve/store.h"
+#include "corun/serve/telemetry.h"
 #include "corun/spec/workload.h"
 
 namespace corun::serve {
@@ -78,8 +80,8 @@ class Service final : public HttpHandler {
   [[nodiscard]] std::int64_t plan_id() const { return plan_id_.load(); }
   /// @brief Version of the model set: bumped by every registration, removal and demand update.
   [[nodiscard]] std::uint64_t generation() const {
-    std::lock_guard lock(state_mutex_);
-    return generation_;
+    MutexLock lock(state_mutex_);
+    return registry_.generation();
   }
   /// @brief Blocks until a plan with id > `after` is in force or the timeout passes.
   bool wait_for_plan(std::int64_t after, int timeout_ms);
@@ -87,65 +89,38 @@ class Service final : public HttpHandler {
   void stop();
 
  private:
-  struct Registered {
-    std::string name;
-    nlohmann::json spec;  ///< registration JSON (demand updates applied)
-    ModelSpec model;
-  };
-  /// What telemetry said of one model (counts and the last sample; the learning state is
-  /// the controller's).
-  struct ModelTelemetry {
-    std::uint64_t samples = 0;
-    std::uint64_t breaches = 0;
-    std::uint64_t stale = 0;  ///< samples for another plan than the one in force
-    nlohmann::json last;      ///< last observed sample
-  };
-  struct ApiError {
-    int status;
-    std::string code;
-    std::string message;
-    std::string field;
-  };
-
   Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store);
   Status restore(const StoredState& st, std::unique_ptr<PredictorSource> source);
 
-  HttpResponse route(const HttpRequest& req, std::size_t& route_index);
-  HttpResponse error(const ApiError& e) const;
-  static HttpResponse json_response(int status, const nlohmann::json& body);
-  static std::string plan_body(const nlohmann::json& plan);
-  Result<nlohmann::json> parse_body(const HttpRequest& req, ApiError& err) const;
+  /// The API: one row per (method, path pattern); routing, authentication, body parsing and
+  /// the request metrics' labels all derive from it.
+  static std::span<const Route<Service>> routes();
+  HttpResponse route(const HttpRequest& req, std::string_view& label);
+  HttpResponse error(const ApiError& e) const { return error_response(e); }
+  std::variant<nlohmann::json, ApiError> parse_body(const HttpRequest& req) const;
   bool authorised(const HttpRequest& req) const;
 
-  HttpResponse get_health();
-  HttpResponse get_metrics();
-  HttpResponse list_models();
-  HttpResponse get_model(const std::string& name);
-  HttpResponse register_model(const nlohmann::json& body);
-  HttpResponse remove_model(const std::string& name);
-  HttpResponse update_demand(const std::string& name, const nlohmann::json& body);
-  HttpResponse post_telemetry(const nlohmann::json& body);
-  HttpResponse get_telemetry();
-  HttpResponse get_plan();
-  HttpResponse get_history(const HttpRequest& req);
-  HttpResponse post_replan();
-  /// POST /v1/whatif: plans the registered models plus `body` (a models entry) on a copy of
+  HttpResponse get_health(const RouteCall& call);
+  HttpResponse get_metrics(const RouteCall& call);
+  HttpResponse get_openapi(const RouteCall& call);
+  HttpResponse list_models(const RouteCall& call);
+  HttpResponse get_model(const RouteCall& call);
+  HttpResponse register_model(const RouteCall& call);
+  HttpResponse remove_model(const RouteCall& call);
+  HttpResponse update_demand(const RouteCall& call);
+  HttpResponse post_telemetry(const RouteCall& call);
+  HttpResponse get_telemetry(const RouteCall& call);
+  HttpResponse get_plan(const RouteCall& call);
+  HttpResponse get_history(const RouteCall& call);
+  HttpResponse post_replan(const RouteCall& call);
+  /// POST /v1/whatif: plans the registered models plus the body (a models entry) on a copy of
   /// the workload with the controller's predictor and learners; nothing in the service changes.
-  HttpResponse post_whatif(const nlohmann::json& body);
+  HttpResponse post_whatif(const RouteCall& call);
 
-  /// Parses a registration through the spec parser; errors name the field.
-  std::variant<ModelSpec, ApiError> parse_model(const nlohmann::json& spec) const;
-  void request_replan(const std::string& reason);
-  void planner_loop();
   void flusher_loop();
   void flush_telemetry();
+  /// One re-plan (the planner thread's work): decide, store, then publish.
   Status plan_once(const std::string& reason);
-  /// The registered models as a workload (state_mutex_ held).
-  Workload workload_locked() const;
-  /// Why a model named `name` cannot join (already registered, or the service is full), for
-  /// registration and what-if alike (state_mutex_ held).
-  std::optional<ApiError> admission_error_locked(const std::string& name) const;
-  nlohmann::json telemetry_json(const ModelTelemetry& t) const;
   nlohmann::json learning_json() const;
 
   ServiceOptions options_;
@@ -153,35 +128,26 @@ class Service final : public HttpHandler {
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<Controller> controller_;
   Device device_;
-  std::string wrapper_device_;  ///< catalog device name used to run the spec parser
   Metrics metrics_;
 
   /// Serialises mutations (registration, removal, demand) with their durable writes, so that
   /// the store and memory agree. Never held by telemetry handlers.
-  std::mutex mutate_mutex_;
+  Mutex mutate_mutex_;
   /// Guards the in-memory state below; held only for short, allocation-light sections.
-  mutable std::mutex state_mutex_;
-  std::vector<Registered> models_;                             // GUARDED_BY(state_mutex_)
-  std::unordered_map<std::string, std::size_t> index_;         // GUARDED_BY(state_mutex_)
-  std::uint64_t generation_ = 0;                               // GUARDED_BY(state_mutex_)
-  nlohmann::json plan_;                                        // GUARDED_BY(state_mutex_)
-  std::deque<nlohmann::json> history_;                        // GUARDED_BY(state_mutex_)
-  std::unordered_map<std::string, ModelTelemetry> telemetry_;  // GUARDED_BY(state_mutex_)
-  bool telemetry_dirty_ = false;                               // GUARDED_BY(state_mutex_)
-  bool replan_pending_ = false;                                // GUARDED_BY(state_mutex_)
-  std::string replan_reason_;                                  // GUARDED_BY(state_mutex_)
-  bool replanning_ = false;                                    // GUARDED_BY(state_mutex_)
-  bool stopping_ = false;                                      // GUARDED_BY(state_mutex_)
-  std::string last_plan_error_;                                // GUARDED_BY(state_mutex_)
+  mutable Mutex state_mutex_ CORUN_ACQUIRED_AFTER(mutate_mutex_);
+  ModelRegistry registry_ CORUN_GUARDED_BY(state_mutex_);
+  nlohmann::json plan_ CORUN_GUARDED_BY(state_mutex_);
+  std::deque<nlohmann::json> history_ CORUN_GUARDED_BY(state_mutex_);
+  TelemetryLedger telemetry_ CORUN_GUARDED_BY(state_mutex_);
+  bool stopping_ CORUN_GUARDED_BY(state_mutex_) = false;
   /// The plan in force, serialised once when it is published; GET /v1/plan shares it.
-  std::mutex plan_body_mutex_;
-  std::shared_ptr<const std::string> plan_body_;  // GUARDED_BY(plan_body_mutex_)
-  std::condition_variable planner_cv_;
-  std::condition_variable plan_cv_;
-  std::condition_variable flusher_cv_;
+  Mutex plan_body_mutex_;
+  std::shared_ptr<const std::string> plan_body_ CORUN_GUARDED_BY(plan_body_mutex_);
+  CondVar plan_cv_;
+  CondVar flusher_cv_;
   std::atomic<std::int64_t> plan_id_{0};
 
-  std::thread planner_;
+  PlannerThread planner_;
   std::thread flusher_;
 };
 

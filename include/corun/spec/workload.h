@@ -12,6 +12,7 @@
 #include "corun/catalog/mig.h"
 #include "corun/catalog/model.h"
 #include "corun/core/result.h"
+#include "corun/core/yaml.h"
 #include "corun/spec/knobs.h"
 
 namespace corun {
@@ -179,6 +180,14 @@ struct Workload {
 /// field path, reason and, for misspellings, the nearest known name.
 Result<Workload> parse_workload(std::string_view text, const std::string& file,
                                 const Catalog& catalog);
+/// @brief Parses one `models` entry on its own: a node of a workload file, or a request body
+/// that serve/json_input.h turned into a node (to_yaml_node keeps JSON's types as YAML tags).
+/// The checks are exactly those of an entry inside parse_workload(); field paths are relative to
+/// the entry (`demand.fps`, `knobs.imgsz`), and `file` names the source in each diagnostic.
+/// @return the model, or none with every problem added to `diags` (at least one).
+/// Thread-safety: reentrant; `catalog` is only read.
+std::optional<ModelSpec> parse_model_entry(const YAML::Node& entry, const std::string& file,
+                                           const Catalog& catalog, Diagnostics& diags);
 /// @brief Reads and parses a workload file.
 Result<Workload> load_workload(const std::filesystem::path& path, const Catalog& catalog);
 

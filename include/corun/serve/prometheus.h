@@ -1,0 +1,28 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "corun/runtime/controller.h"
+#include "corun/serve/metrics.h"
+
+namespace corun::serve {
+
+/// @brief What `/metrics` shows of the service's state besides its counters: registered
+/// models, the plan in force, SLA breaches per model and each model's learning state.
+struct ServeGauges {
+  std::size_t models = 0;
+  std::int64_t plan_id = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> breaches;  ///< (model, observed breaches)
+  std::vector<std::pair<std::string, ModelLearningState>> learning;  ///< (model, state)
+};
+
+/// @brief The Prometheus text exposition (format 0.0.4) of `corun serve`: request counters by
+/// route and status, the decision latency histogram, telemetry and re-plan counters, then the
+/// gauges. Model names need no escaping: the spec allows only [A-Za-z0-9_.-] in them.
+/// Thread-safety: pure function.
+std::string render_prometheus(const Metrics::Snapshot& counters, const ServeGauges& gauges);
+
+}  // namespace corun::serve

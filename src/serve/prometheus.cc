@@ -1,0 +1,101 @@
+#include "corun/serve/prometheus.h"
+
+#include <cstdio>
+
+namespace corun::serve {
+
+namespace {
+
+// Appends "# HELP" and "# TYPE" of one metric family.
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void render_counters(std::string& out, const Metrics::Snapshot& s) {
+  char line[256];
+  family(out, "corun_serve_requests_total", "counter", "HTTP requests answered, by route and status.");
+  for (std::size_t r = 0; r < s.routes.size(); ++r) {
+    for (std::size_t c = 0; c < Metrics::kCodes.size(); ++c) {
+      const auto n = s.requests[r][c];
+      if (n == 0) continue;
+      const std::string code =
+          Metrics::kCodes[c] == 0 ? "other" : std::to_string(Metrics::kCodes[c]);
+      std::snprintf(line, sizeof line,
+                    "corun_serve_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
+                    s.routes[r].c_str(), code.c_str(), static_cast<unsigned long long>(n));
+      out += line;
+    }
+  }
+  family(out, "corun_serve_decision_latency_seconds", "histogram",
+         "Wall time of one planning decision.");
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b < s.buckets.size(); ++b) {
+    cumulative += s.buckets[b];
+    if (b < Metrics::kDecisionBuckets.size()) {
+      std::snprintf(line, sizeof line,
+                    "corun_serve_decision_latency_seconds_bucket{le=\"%g\"} %llu\n",
+                    Metrics::kDecisionBuckets[b], static_cast<unsigned long long>(cumulative));
+    } else {
+      std::snprintf(line, sizeof line,
+                    "corun_serve_decision_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
+                    static_cast<unsigned long long>(cumulative));
+    }
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "corun_serve_decision_latency_seconds_sum %.6f\n",
+                s.decision_sum_s);
+  out += line;
+  std::snprintf(line, sizeof line, "corun_serve_decision_latency_seconds_count %llu\n",
+                static_cast<unsigned long long>(s.decisions));
+  out += line;
+  family(out, "corun_serve_telemetry_samples_total", "counter", "Telemetry samples accepted.");
+  out += "corun_serve_telemetry_samples_total " + std::to_string(s.samples) + "\n";
+  family(out, "corun_serve_replans_total", "counter", "Plans computed and stored.");
+  out += "corun_serve_replans_total " + std::to_string(s.replans) + "\n";
+}
+
+void render_gauges(std::string& out, const ServeGauges& g) {
+  char line[256];
+  family(out, "corun_serve_models", "gauge", "Registered models.");
+  out += "corun_serve_models " + std::to_string(g.models) + "\n";
+  family(out, "corun_serve_plan_id", "gauge", "Id of the plan in force.");
+  out += "corun_serve_plan_id " + std::to_string(g.plan_id) + "\n";
+  family(out, "corun_serve_sla_breaches_total", "counter", "Observed SLA breaches, by model.");
+  for (const auto& [name, n] : g.breaches) {
+    std::snprintf(line, sizeof line, "corun_serve_sla_breaches_total{model=\"%s\"} %llu\n",
+                  name.c_str(), static_cast<unsigned long long>(n));
+    out += line;
+  }
+  // Learning gauges, one per model (GET /v1/plan's "learning").
+  auto gauge = [&](const char* name, const char* help, double ModelLearningState::*field) {
+    family(out, name, "gauge", help);
+    for (const auto& [model, state] : g.learning) {
+      std::snprintf(line, sizeof line, "%s{model=\"%s\"} %.6f\n", name, model.c_str(),
+                    state.*field);
+      out += line;
+    }
+  };
+  gauge("corun_serve_prediction_error_ratio",
+        "Last (observed - predicted) / predicted of the SLA latency, by model.",
+        &ModelLearningState::last_error);
+  gauge("corun_serve_prediction_abs_error_ratio",
+        "Moving average of |observed - predicted| / predicted of the SLA latency, by model.",
+        &ModelLearningState::abs_error);
+  gauge("corun_serve_margin_ratio", "Margin of the plan in force, by model (0.1 = 10 %).",
+        &ModelLearningState::margin);
+  gauge("corun_serve_bound_z",
+        "Calibrated bound level of the SLA latency in standard deviations, by model.",
+        &ModelLearningState::z);
+}
+
+}  // namespace
+
+std::string render_prometheus(const Metrics::Snapshot& counters, const ServeGauges& gauges) {
+  std::string out;
+  out.reserve(4096);
+  render_counters(out, counters);
+  render_gauges(out, gauges);
+  return out;
+}
+
+}  // namespace corun::serve

@@ -1,0 +1,83 @@
+#include "corun/serve/registry.h"
+
+#include "corun/serve/json_input.h"
+
+namespace corun::serve {
+
+std::variant<ModelSpec, ApiError> parse_model_json(const nlohmann::json& entry,
+                                                   const Catalog& catalog) {
+  if (!entry.is_object()) {
+    return ApiError{400, "bad_type", "a model must be a JSON object (a workload 'models' entry)",
+                    ""};
+  }
+  Diagnostics diags;
+  auto m = parse_model_entry(to_yaml_node(entry), "request", catalog, diags);
+  if (!m) return spec_error(diags);
+  m->active = true;
+  return std::move(*m);
+}
+
+void ModelRegistry::restore(std::vector<Entry> entries) {
+  entries_ = std::move(entries);
+  generation_ = 0;
+  reindex();
+}
+
+std::optional<ApiError> ModelRegistry::admission_error(const std::string& name) const {
+  if (index_.count(name) != 0) {
+    return ApiError{409, "duplicate_model", "model '" + name + "' is already registered", "name"};
+  }
+  if (entries_.size() >= kMaxModels) {
+    return ApiError{422, "too_many_models",
+                    "at most " + std::to_string(kMaxModels) + " models are served", ""};
+  }
+  return std::nullopt;
+}
+
+const ModelRegistry::Entry* ModelRegistry::find(std::string_view name) const {
+  const auto i = index_of(name);
+  return i ? &entries_[*i] : nullptr;
+}
+
+std::optional<std::size_t> ModelRegistry::index_of(std::string_view name) const {
+  const auto it = index_.find(std::string(name));
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ModelRegistry::add(Entry entry) {
+  index_[entry.name] = entries_.size();
+  entries_.push_back(std::move(entry));
+  ++generation_;
+}
+
+void ModelRegistry::remove(std::string_view name) {
+  const auto i = index_of(name);
+  if (!i) return;
+  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(*i));
+  reindex();
+  ++generation_;
+}
+
+void ModelRegistry::update(std::string_view name, nlohmann::json spec, ModelSpec model) {
+  const auto i = index_of(name);
+  if (!i) return;
+  entries_[*i].spec = std::move(spec);
+  entries_[*i].model = std::move(model);
+  ++generation_;
+}
+
+Workload ModelRegistry::workload(const Device& device) const {
+  Workload w;
+  w.file = "<serve>";
+  w.device = device;
+  for (const auto& e : entries_) w.models.push_back(e.model);
+  return w;
+}
+
+void ModelRegistry::reindex() {
+  index_.clear();
+  for (std::size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
+}
+
+}  // namespace corun::serve
