@@ -732,7 +732,9 @@ std::optional<ModelSpec> parse_model_entry(const YAML::Node& entry, const std::s
                                            const Catalog& catalog, Diagnostics& diags) {
   const YamlField f(entry, file, "", &diags);
   const std::size_t before = diags.items().size();
-  auto m = parse_model(f, catalog);
+  // A model entry on its own belongs to a one-GPU workload (what corun serve plans): a `gpu`
+  // pin other than 0 is refused as it would be in such a workload.
+  auto m = parse_model(f, catalog, 1);
   // parse_model() reports while it reads and returns the model it could build: any report
   // makes the entry invalid, as it does the workload it would be part of.
   if (diags.items().size() != before) return std::nullopt;
