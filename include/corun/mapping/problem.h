@@ -31,6 +31,10 @@ class PlacementProblem {
   [[nodiscard]] const Scenario& scenario() const { return scenario_; }
   [[nodiscard]] const Device& device() const { return device_; }
   [[nodiscard]] const ExecModel& model() const { return model_; }
+  /// @brief The device as the shared GPU model sees it.
+  [[nodiscard]] const gpu::DeviceModel& gpu() const { return gpu_; }
+  /// @brief Load the co-running workload puts on the GPU during the whole run.
+  [[nodiscard]] const gpu::Load& background() const { return background_; }
   [[nodiscard]] std::size_t size() const { return nodes_.size(); }
   [[nodiscard]] const Tool& tool(std::size_t i) const { return nodes_[i].tool; }
   [[nodiscard]] const ToolCost& cost(std::size_t i) const { return nodes_[i].cost; }
@@ -78,6 +82,8 @@ class PlacementProblem {
   Scenario scenario_;
   Device device_;
   ExecModel model_;
+  gpu::DeviceModel gpu_;
+  gpu::Load background_;
   std::vector<Node> nodes_;
   std::vector<std::size_t> topo_;
 };
