@@ -242,12 +242,11 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
     }
     const double cpu_stretch = std::max({1.0, cpu_share, cpu_bw});
     const double clock =
-        tools.active > 0
-            ? gpu::power_capped_clock(dev, bg.activity + tools.activity,
-                                      bg.mem_util + tools.mem_util * dev.dram_bytes_s /
-                                                        dev.peak_dram_bytes_s)
-                  .ratio
-            : 1.0;
+        tools.active > 0 ? gpu::power_capped_clock(dev, bg.activity + tools.activity,
+                                                   bg.mem_util + tools.mem_util * dev.dram_bytes_s /
+                                                                     dev.peak_dram_bytes_s)
+                               .ratio
+                         : 1.0;
     double dt = std::numeric_limits<double>::infinity();
     std::size_t first = active_[0];
     for (auto i : active_) {

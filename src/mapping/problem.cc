@@ -12,8 +12,8 @@ Result<PlacementProblem> PlacementProblem::build(Scenario scenario, const ToolCa
   p.device_ = device;
   p.model_ = tools.model;
   p.gpu_ = gpu::device_model(device);
-  p.background_ = gpu::cotenant_load(p.gpu_, scenario.background.gpu_sm_util,
-                                     scenario.background.gpu_bw_util);
+  p.background_ =
+      gpu::cotenant_load(p.gpu_, scenario.background.gpu_sm_util, scenario.background.gpu_bw_util);
   const double budget = scenario.vram_budget_gb * 1e9;
   for (std::size_t i = 0; i < scenario.nodes.size(); ++i) {
     const ToolNode& n = scenario.nodes[i];

@@ -116,8 +116,8 @@ void model_call(const YamlField& f, const ModelArch& arch, Tool& t) {
       const double windows = std::max(1.0, std::ceil(audio_s / window_s - 1e-9));
       add_phases(t, gpu::speech_phases(a, 1, 0, p), windows);
       t.working_bytes = activation_bytes(a, 1, 0, p);
-      t.call = "audio_s=" + format_number(audio_s) + ", tokens=" +
-               std::to_string(a.speech_decode_tokens);
+      t.call = "audio_s=" + format_number(audio_s) +
+               ", tokens=" + std::to_string(a.speech_decode_tokens);
       break;
     }
     case ModelFamily::kLlm: {
@@ -126,21 +126,20 @@ void model_call(const YamlField& f, const ModelArch& arch, Tool& t) {
           static_cast<int>(call.integer_at("prompt_tokens", 1, 1 << 20, true).value_or(1));
       const int output =
           static_cast<int>(call.integer_at("output_tokens", 1, 1 << 20, true).value_or(1));
-      const int chunk = static_cast<int>(
-          call.integer_at("prefill_chunk", 1, 1 << 20, false).value_or(prompt));
+      const int chunk =
+          static_cast<int>(call.integer_at("prefill_chunk", 1, 1 << 20, false).value_or(prompt));
       add_phases(t, gpu::llm_phases(arch, prompt, output, chunk, p), 1);
       // The KV cache of the whole context at the end of decode, plus one chunk's activations.
       t.working_bytes = (prompt + output) * kv_bytes_per_token(arch, p) +
                         activation_bytes(arch, 1, std::min(chunk, prompt), p);
-      t.call = "prompt_tokens=" + std::to_string(prompt) + ", output_tokens=" +
-               std::to_string(output);
+      t.call =
+          "prompt_tokens=" + std::to_string(prompt) + ", output_tokens=" + std::to_string(output);
       break;
     }
   }
 }
 
-std::optional<Tool> parse_tool(const YamlField& f, const std::string& name,
-                               const Catalog& models) {
+std::optional<Tool> parse_tool(const YamlField& f, const std::string& name, const Catalog& models) {
   if (!f.expect_map()) return std::nullopt;
   const Diagnostics* diags = f.diagnostics();
   const std::size_t before = diags ? diags->items().size() : 0;
@@ -166,8 +165,8 @@ std::optional<Tool> parse_tool(const YamlField& f, const std::string& name,
     total_phases(t);
   } else {
     f.check_keys({"display_name", "category", "gpu", "gflops", "dram_gb", "cpu_dram_gb", "ops",
-                  "ctas", "precision", "cpu_efficiency", "cpu_threads", "weights_mb",
-                  "working_mb", "input_mb", "output_mb", "source"});
+                  "ctas", "precision", "cpu_efficiency", "cpu_threads", "weights_mb", "working_mb",
+                  "input_mb", "output_mb", "source"});
     if (f["gpu"].present()) t.has_gpu = f["gpu"].boolean().value_or(true);
     PhaseCost c;
     c.flops = f.number_at("gflops", 0, 1e6, true).value_or(0) * kGiga;
@@ -259,8 +258,7 @@ ToolCost derive_cost(const Tool& tool, const Device& device, const ExecModel& mo
   double busy_sms = 0, busy_bw = 0, busy_compute = 0;
   for (const ToolPhase& ph : tool.phases) {
     if (ph.repeats <= 0) continue;
-    GpuSegment seg{gpu::make_shape(ph.cost, dev, flops_per_s, element_bytes, dev.sms),
-                   ph.repeats};
+    GpuSegment seg{gpu::make_shape(ph.cost, dev, flops_per_s, element_bytes, dev.sms), ph.repeats};
     const double alone = seg.repeats * seg.shape.alone_s;
     const double per_kernel =
         seg.repeats * seg.shape.kernels * (dev.fixed_s + dev.launch_scale * gpu::launch_delay_s(1));
@@ -276,8 +274,7 @@ ToolCost derive_cost(const Tool& tool, const Device& device, const ExecModel& mo
   if (compute > 0) {
     c.sm_demand = busy_sms / compute;
     c.bw_demand = busy_bw / compute;
-    c.power_activity =
-        gpu::power_activity(c.sm_demand * dev.sms, busy_compute / compute, dev);
+    c.power_activity = gpu::power_activity(c.sm_demand * dev.sms, busy_compute / compute, dev);
   }
   return c;
 }

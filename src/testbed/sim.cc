@@ -55,7 +55,8 @@ struct DeviceModel : gpu::DeviceModel {
 DeviceModel device_model(const Device& d, const SimTruth& truth, const Conditions& c) {
   DeviceModel m;
   static_cast<gpu::DeviceModel&>(m) = gpu::device_model(
-      d, gpu::Scales{truth.bandwidth, truth.compute, truth.l2_sensitivity, truth.launch, truth.power},
+      d,
+      gpu::Scales{truth.bandwidth, truth.compute, truth.l2_sensitivity, truth.launch, truth.power},
       c.power_cap_w);
   m.bg = gpu::cotenant_load(m, c.interference.sm_util, c.interference.bandwidth_util);
   return m;

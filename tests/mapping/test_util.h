@@ -37,8 +37,7 @@ inline ExecModel round_model() {
 }
 
 /// A tool of one GPU phase.
-inline Tool phase_tool(const char* name, double flops, double bytes, double kernels,
-                       double ctas) {
+inline Tool phase_tool(const char* name, double flops, double bytes, double kernels, double ctas) {
   Tool t;
   t.name = name;
   t.display_name = name;

@@ -117,8 +117,8 @@ TEST(ToolCatalog, ModelToolsRepeatNoneOfTheirModelsNumbers) {
 // Median latency of `model_yaml` (one model, closed loop with one request in flight) measured
 // alone on the simulator without noise: one request's service time, nothing queued.
 double sim_alone_ms(const std::string& model_yaml) {
-  const std::string text = "name: alone\ndevice: rtx3090\nmodels:\n" + model_yaml +
-                           "objective: {maximize: utility}\n";
+  const std::string text =
+      "name: alone\ndevice: rtx3090\nmodels:\n" + model_yaml + "objective: {maximize: utility}\n";
   auto w = parse_workload(text, "alone.yaml", Catalog::default_catalog());
   EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().what());
   if (!w.ok()) return 0;
@@ -164,8 +164,8 @@ TEST(ToolCost, AModelToolCostsWhatTheSimulatorMeasuresForItsModel) {
     const double sim_ms = sim_alone_ms(model);
     const double exec_ms = executor_alone_ms(tool);
     EXPECT_GT(sim_ms, 0) << tool;
-    EXPECT_NEAR(exec_ms / sim_ms, 1.0, 1e-6) << tool << ": executor " << exec_ms << " ms, sim "
-                                             << sim_ms << " ms";
+    EXPECT_NEAR(exec_ms / sim_ms, 1.0, 1e-6)
+        << tool << ": executor " << exec_ms << " ms, sim " << sim_ms << " ms";
   }
 }
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "corun/catalog/device.h"
-#include "corun/catalog/precision.h"
 #include "corun/catalog/model.h"
+#include "corun/catalog/precision.h"
 #include "corun/core/result.h"
 #include "corun/testbed/gpu_model.h"
 
@@ -96,19 +96,19 @@ struct GpuSegment {
 /// whose contended times the shared GPU model gives.
 struct ToolCost {
   bool has_gpu = false;
-  double h2d_s = 0;                   ///< input upload over PCIe, alone
-  double d2h_s = 0;                   ///< output download over PCIe, alone
-  std::vector<GpuSegment> segments;   ///< GPU phases of the compute step
-  double kernel_s = 0;                ///< roofline part of the compute step alone
-  double kernels = 0;                 ///< kernel count
-  double launch_s = 0;                ///< per-kernel part (fixed cost + launch) alone
-  double sm_demand = 0;    ///< mean fraction of all SMs kept busy during compute, alone
-  double bw_demand = 0;    ///< mean fraction of achievable DRAM bandwidth during compute, alone
+  double h2d_s = 0;                  ///< input upload over PCIe, alone
+  double d2h_s = 0;                  ///< output download over PCIe, alone
+  std::vector<GpuSegment> segments;  ///< GPU phases of the compute step
+  double kernel_s = 0;               ///< roofline part of the compute step alone
+  double kernels = 0;                ///< kernel count
+  double launch_s = 0;               ///< per-kernel part (fixed cost + launch) alone
+  double sm_demand = 0;              ///< mean fraction of all SMs kept busy during compute, alone
+  double bw_demand = 0;  ///< mean fraction of achievable DRAM bandwidth during compute, alone
   /// SM power activity of the compute step, averaged over it alone: the power limiter reacts
   /// to a call's mean draw, as the simulator's to a request's.
   double power_activity = 0;
-  double vram_bytes = 0;   ///< held from the start of the upload to the end of the download
-  double cpu_s = 0;        ///< CPU implementation time on its threads, alone
+  double vram_bytes = 0;      ///< held from the start of the upload to the end of the download
+  double cpu_s = 0;           ///< CPU implementation time on its threads, alone
   double cpu_core_share = 0;  ///< threads / host cores
   double cpu_bw_demand = 0;   ///< fraction of host DRAM bandwidth used while it runs, alone
   bool cpu_memory_bound = false;
