@@ -150,6 +150,7 @@ const bool registered = register_command({
       auto threads = std::make_shared<int>(1);
       auto html = std::make_shared<std::string>();
       auto tolerance = std::make_shared<double>(0.01);
+      auto testbed_name = std::make_shared<std::string>("sim");
       sub.add_option("dir", *dir, "directory of scenario YAML files (workloads/tools)");
       sub.add_option("--policies", *policies, "comma-separated policies");
       sub.add_option("--agent", *agent_name, "agent behind the 'agent' policy: builtin | llm");
@@ -163,6 +164,9 @@ const bool registered = register_command({
           ->check(CLI::Range(0.0, 1.0));
       sub.add_option("--html", *html,
                      "also write the results as one self-contained HTML page (plot inline)");
+      sub.add_option("--testbed", *testbed_name,
+                     "testbed that measures the co-running plans of scenarios naming one")
+          ->capture_default_str();
       sub.add_option("--catalog", *catalog_dir, "catalog directory (default: built in)");
       sub.add_flag("--json", *json, "print JSON");
       return std::function<int()>([=] {
@@ -190,8 +194,14 @@ const bool registered = register_command({
           if (dir->empty()) return report_error(Error("give a scenario DIR or --random N"));
           auto scenarios = mapping::load_scenario_dir(*dir, *tools);
           if (!scenarios) return report_error(scenarios.error());
+          auto testbed = make_testbed(*testbed_name);
+          if (!testbed) return report_error(testbed.error().wrap("--testbed"));
           for (auto& s : *scenarios) {
-            auto p = mapping::PlacementProblem::build(std::move(s), *tools, **cat);
+            // A scenario next to a planned workload shares the GPU with what the testbed
+            // measures for that plan.
+            auto co = mapping::scenario_corunners(s, **cat, **testbed);
+            if (!co) return report_error(co.error());
+            auto p = mapping::PlacementProblem::build(std::move(s), *tools, **cat, *co);
             if (!p) return report_error(p.error());
             problems.push_back(std::move(*p));
           }
