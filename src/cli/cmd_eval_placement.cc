@@ -23,6 +23,8 @@ struct Sum {
   int optimal = 0;
   int scenarios = 0;
   double executions = 0;
+  int next_to_plan = 0;  // scenarios with a co-running plan
+  int breaching = 0;     // of those, where a co-runner's SLA was measured breached
 };
 
 // Cell of the scenario table as docs/results/placement.md writes it: "**opt** 252.4 / 3".
@@ -229,6 +231,10 @@ const bool registered = register_command({
           s.optimal += r.optimal ? 1 : 0;
           ++s.scenarios;
           s.executions += static_cast<double>(r.executions);
+          if (r.corunner_breaches) {
+            ++s.next_to_plan;
+            s.breaching += r.corunner_breaches->empty() ? 0 : 1;
+          }
         }
         if (!html->empty()) {
           std::string command = "corun eval placement " +
@@ -265,23 +271,38 @@ const bool registered = register_command({
             summary.push_back({{"policy", name},
                                {"optimal", s.optimal},
                                {"scenarios", s.scenarios},
-                               {"mean_executions", s.scenarios ? s.executions / s.scenarios : 0}});
+                               {"mean_executions", s.scenarios ? s.executions / s.scenarios : 0},
+                               {"scenarios_next_to_a_plan", s.next_to_plan},
+                               {"corunner_breaching_scenarios", s.breaching}});
           }
           j["summary"] = summary;
           std::printf("%s\n", j.dump(2).c_str());
           return kExitOk;
         }
-        Table t({"scenario", "policy", "optimal", "makespan ms", "oracle ms", "executions"});
+        Table t({"scenario", "policy", "optimal", "makespan ms", "oracle ms", "executions",
+                 "co-runner breaches (measured)"});
         for (const auto& r : *rows) {
+          std::string broken = "-";
+          if (r.corunner_breaches) {
+            broken = r.corunner_breaches->empty() ? "none" : "";
+            for (const auto& o : *r.corunner_breaches) {
+              broken += (broken.empty() ? "" : "; ") + o.describe();
+            }
+          }
           t.add({r.scenario, r.policy, r.optimal ? "yes" : "no",
                  !r.error.empty() ? "error" : (r.failed ? "failed" : fixed(r.makespan_ms, 2)),
-                 fixed(r.oracle_makespan_ms, 2), std::to_string(r.executions)});
+                 fixed(r.oracle_makespan_ms, 2), std::to_string(r.executions), broken});
         }
         std::printf("%s\n", t.render().c_str());
         for (const auto& name : opts.policies) {
           const Sum& s = sums[name];
-          std::printf("%-12s optimal %d/%d, mean executions %.1f\n", name.c_str(), s.optimal,
+          std::printf("%-12s optimal %d/%d, mean executions %.1f", name.c_str(), s.optimal,
                       s.scenarios, s.scenarios ? s.executions / s.scenarios : 0.0);
+          if (s.next_to_plan > 0) {
+            std::printf(", co-runner SLA breached (measured) in %d/%d", s.breaching,
+                        s.next_to_plan);
+          }
+          std::printf("\n");
         }
         return kExitOk;
       });

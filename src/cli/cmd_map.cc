@@ -111,6 +111,13 @@ const bool registered = register_command({
           if (o) oracle = *o;
         }
         const double truth_ms = truth.failed ? INFINITY : truth.makespan_ms;
+        // Next to a plan: every co-runner SLA measured while the final mapping's burst runs.
+        std::vector<mapping::SlaOutcome> co_slas;
+        if (problem->corunners() && !truth.failed) {
+          auto o = problem->corunners()->during(truth.burst, **testbed);
+          if (!o) return report_error(o.error());
+          co_slas = std::move(*o);
+        }
         const bool optimal = oracle && !truth.failed && truth_ms <= oracle->makespan_ms * 1.01;
         if (*json) {
           nlohmann::json j;
@@ -138,6 +145,24 @@ const bool registered = register_command({
           j["executions"] = d->executions;
           if (d->predicted_makespan_ms) j["predicted_makespan_ms"] = *d->predicted_makespan_ms;
           j["failed"] = truth.failed;
+          if (problem->corunners()) {
+            nlohmann::json cs = nlohmann::json::array();
+            for (const auto& o : co_slas) {
+              cs.push_back({{"model", o.model},
+                            {"metric", o.metric},
+                            {"sla", o.sla},
+                            {"alone", o.alone},
+                            {"during", o.during},
+                            {"breached", o.breached},
+                            {"breached_alone", o.breached_alone}});
+            }
+            j["corunners"] = {{"plan", problem->corunners()->plan.plan_file},
+                              {"testbed", problem->corunners()->testbed},
+                              {"burst_sm_util", truth.burst.sm_util},
+                              {"burst_bw_util", truth.burst.bw_util},
+                              {"burst_ms", truth.burst.end_ms - truth.burst.start_ms},
+                              {"slas_measured", cs}};
+          }
           j["failures"] = truth.failures;
           nlohmann::json rows = nlohmann::json::array();
           for (std::size_t i = 0; i < problem->size(); ++i) {
@@ -178,6 +203,14 @@ const bool registered = register_command({
                       optimal ? "optimal" : "not optimal");
         }
         std::printf("\n");
+        for (const auto& o : co_slas) {
+          std::printf("  co-runner %s: %s measured %s alone, %s during the burst (SLA %s)%s\n",
+                      o.model.c_str(), o.metric.c_str(), fixed(o.alone, 1).c_str(),
+                      fixed(o.during, 1).c_str(), fixed(o.sla, 1).c_str(),
+                      o.breached         ? ": BREACHED by the burst"
+                      : o.breached_alone ? ": already breached without the tools"
+                                         : "");
+        }
         return kExitOk;
       });
     },

@@ -1,6 +1,7 @@
 #include "corun/mapping/corunners.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace corun::mapping {
 
@@ -13,6 +14,7 @@ Result<CoRunners> CoRunners::measure(exporting::PlanInput plan, const Testbed& t
   }
   c.seed = seed;
   c.window_s = window_s;
+  c.testbed = std::string(testbed.name());
   c.measured = testbed.measure(plan.workload, c.config, MeasureOptions(window_s, seed));
   if (!c.measured.error.empty()) {
     return Error(plan.plan_file + ": the co-running plan did not run on " +
@@ -35,6 +37,58 @@ gpu::Load CoRunners::load(const gpu::DeviceModel& dev) const {
   gpu::Load l = gpu::cotenant_load(dev, measured.gpu.sm_util, bw);
   if (l.active > 0) l.active = static_cast<double>(running());
   return l;
+}
+
+std::string SlaOutcome::describe() const {
+  char buf[200];
+  const double change = sla != 0 ? 100 * (during / sla - 1) : 0;
+  std::snprintf(buf, sizeof buf, "%s %s %.1f %s %.1f (%+.1f %%)", model.c_str(), metric.c_str(),
+                during, metric == "min_throughput" ? "<" : ">", sla, change);
+  return buf;
+}
+
+Result<std::vector<SlaOutcome>> CoRunners::during(const BurstLoad& burst, const Testbed& tb) const {
+  Measurement with = measured;
+  if (burst.any()) {
+    Conditions c;
+    c.interference.sm_util = burst.sm_util;
+    c.interference.bandwidth_util = burst.bw_util;
+    with = tb.measure(plan.workload, config, MeasureOptions(window_s, seed, c));
+    if (!with.ok()) {
+      return Error(plan.plan_file +
+                   ": the co-running plan did not run next to the tools: " + with.error);
+    }
+  }
+  std::vector<SlaOutcome> out;
+  for (std::size_t k = 0; k < with.models.size(); ++k) {
+    const ModelMetrics& now = with.models[k];
+    const ModelMetrics& before = measured.models[k];
+    const Sla& sla = plan.workload.models[now.model].sla;
+    const auto add = [&](const char* metric, const std::optional<double>& bound, double alone,
+                         double during_value, bool lower_is_bad) {
+      if (!bound) return;
+      SlaOutcome o{now.name, metric, *bound, alone, during_value, false, false};
+      const auto violates = [&](double v) { return lower_is_bad ? v < *bound : v > *bound; };
+      o.breached_alone = violates(alone);
+      o.breached = violates(during_value) && !o.breached_alone;
+      out.push_back(std::move(o));
+    };
+    add("latency_ms_p95", sla.latency_ms_p95, before.latency_ms_p95, now.latency_ms_p95, false);
+    add("ttft_ms_p95", sla.ttft_ms_p95, before.ttft_ms_p95.value_or(0), now.ttft_ms_p95.value_or(0),
+        false);
+    add("tpot_ms_p95", sla.tpot_ms_p95, before.tpot_ms_p95.value_or(0), now.tpot_ms_p95.value_or(0),
+        false);
+    add("min_throughput", sla.min_throughput, before.throughput, now.throughput, true);
+  }
+  return out;
+}
+
+std::vector<SlaOutcome> breaches(const std::vector<SlaOutcome>& outcomes) {
+  std::vector<SlaOutcome> out;
+  for (const SlaOutcome& o : outcomes) {
+    if (o.breached) out.push_back(o);
+  }
+  return out;
 }
 
 Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::path& plan_file,

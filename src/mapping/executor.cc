@@ -78,6 +78,9 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
   ready_.clear();
   double vram_used = 0;
   double t = 0;
+  burst_ = BurstLoad{};
+  double burst_sm_s = 0, burst_bw_s = 0;
+  bool burst_started = false;
   double last_end = 0;
   bool failed = false;
 
@@ -283,6 +286,16 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
         first = i;
       }
     }
+    if (tools.active > 0) {
+      // The tools' load on the GPU while they compute, integrated over the burst.
+      const double sm = std::min(1.0, tools.sms / dev.sms);
+      if (!burst_started) burst_.start_ms = t * 1e3;
+      burst_started = true;
+      burst_.end_ms = (t + dt) * 1e3;
+      burst_sm_s += dt * sm;
+      burst_bw_s += dt * tools.bw;
+      burst_.peak_sm_util = std::max(burst_.peak_sm_util, sm);
+    }
     t += dt;
     if constexpr (kTrace) {
       int on_gpu_now = 0;
@@ -320,9 +333,15 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
     if (!kTrace && failed) return Executor::kFailed;
   }
   CORUN_CHECK_MSG(queue_head == queue_.size(), "queued tool never fit: validation missed it");
+  if (burst_.any()) {
+    const double span_s = (burst_.end_ms - burst_.start_ms) * 1e-3;
+    burst_.sm_util = burst_sm_s / span_s;
+    burst_.bw_util = burst_bw_s / span_s;
+  }
 
   if constexpr (kTrace) {
     out->makespan_ms = last_end * 1e3;
+    out->burst = burst_;
     out->failed = failed;
     for (std::size_t i = 0; i < n; ++i) {
       ToolRun& tr = out->tools[i];

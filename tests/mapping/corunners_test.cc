@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "corun/mapping/evaluate.h"
 #include "corun/mapping/executor.h"
 #include "corun/mapping/problem.h"
 #include "corun/testbed/sim.h"
@@ -92,6 +93,40 @@ TEST(CoRunners, ConflictingOrForeignDescriptionsAreErrors) {
   EXPECT_NE(foreign.error().what().find("next-to-plan.yaml: device: the tools run on 'a100-80gb'"),
             std::string::npos)
       << foreign.error().what();
+}
+
+TEST(CoRunners, BreachesAreMeasuredWhileTheBurstRunsAndBlameOnlyTheBurst) {
+  // The chat model in AWQ with 4 sequences holds its 800 ms TTFT alone; Stable Diffusion and a
+  // Qwen summary on the same GPU hold most of its SMs for seconds.
+  const auto co = measured_plan(R"({"models": [
+    {"name": "chat", "config": "precision=awq,request_concurrency=4,prefill_chunk=512"},
+    {"name": "cam0", "config": "imgsz=320,skip_rate=0.5"},
+    {"name": "cam1", "config": "imgsz=320,skip_rate=0.5"}]})");
+  Scenario s = one_tool("generate", 20);
+  s.nodes.push_back(ToolNode{"u", "summarize", {}, 0});
+  auto p = PlacementProblem::build(s, tools(), Catalog::default_catalog(), co);
+  ASSERT_TRUE(p.ok()) << p.error().what();
+  auto on_gpu = measure_corunners_during(*p, Mapping{Placement::kGpuQueue, Placement::kGpuQueue});
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.error().what();
+  ASSERT_TRUE(on_gpu->has_value());
+  ASSERT_EQ((*on_gpu)->size(), 1u);
+  const SlaOutcome& o = (**on_gpu)[0];
+  EXPECT_EQ(o.model, "chat");
+  EXPECT_EQ(o.metric, "ttft_ms_p95");
+  EXPECT_LE(o.alone, 800);
+  EXPECT_GT(o.during, 800);
+  EXPECT_NE(o.describe().find("chat ttft_ms_p95"), std::string::npos);
+  // On the CPU the tools put nothing on the GPU: nothing breaks.
+  auto on_cpu = measure_corunners_during(*p, Mapping{Placement::kCpu, Placement::kCpu});
+  ASSERT_TRUE(on_cpu.ok());
+  EXPECT_TRUE((*on_cpu)->empty());
+  // Without a plan there is nothing to measure.
+  auto alone =
+      PlacementProblem::build(one_tool("generate", 20), tools(), Catalog::default_catalog());
+  ASSERT_TRUE(alone.ok());
+  auto none = measure_corunners_during(*alone, Mapping{Placement::kGpuQueue});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
 }
 
 }  // namespace

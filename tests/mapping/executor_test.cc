@@ -25,6 +25,14 @@ TEST(Executor, OneToolAloneTakesItsProfile) {
   const auto p = make_problem({{"a", "conv", {}, 0}}, 10);
   Executor ex(p);
   EXPECT_NEAR(ex.run(Mapping{kNow}, kExact).makespan_ms, kConvMs, 1e-3);
+  // Its burst: computing from the end of the upload (10.01 ms) for 20.717 ms on 97.014 of the
+  // 100 SMs, pulling 0.053632 of the achievable bandwidth (tools_test.cc).
+  const BurstLoad b = ex.run(Mapping{kNow}, kExact).burst;
+  EXPECT_NEAR(b.start_ms, 10.01, 1e-6);
+  EXPECT_NEAR(b.end_ms, 10.01 + 20.7174, 1e-3);
+  EXPECT_NEAR(b.sm_util, 0.97014, 1e-5);
+  EXPECT_NEAR(b.bw_util, 0.053632, 1e-5);
+  EXPECT_FALSE(ex.run(Mapping{kCpu}, kExact).burst.any());
   EXPECT_NEAR(ex.run(Mapping{kCpu}, kExact).makespan_ms, 2000.0, 1e-9);  // 2 s on 10 cores
 }
 

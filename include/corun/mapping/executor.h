@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/mapping/burst.h"
 #include "corun/mapping/problem.h"
 
 namespace corun::mapping {
@@ -56,6 +57,7 @@ struct RunResult {
   std::vector<ToolRun> tools;
   std::vector<std::string> failures;
   double peak_vram_gb = 0;
+  BurstLoad burst;  ///< the tools' GPU load while they computed
   std::uint64_t seed = 0;
   bool noisy = true;
 };
@@ -75,6 +77,9 @@ class Executor {
   double makespan_s(std::span<const Placement> mapping, const RunOptions& options);
 
   static constexpr double kFailed = std::numeric_limits<double>::infinity();
+
+  /// @brief The burst of the last run or makespan_s call.
+  [[nodiscard]] const BurstLoad& last_burst() const { return burst_; }
 
  private:
   enum Phase : std::uint8_t {
@@ -103,6 +108,7 @@ class Executor {
   std::vector<std::size_t> active_;
   std::vector<std::size_t> queue_;
   std::vector<std::size_t> ready_;
+  BurstLoad burst_;
 };
 
 }  // namespace corun::mapping
