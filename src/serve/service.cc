@@ -237,9 +237,14 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
     // A stored plan or sample whose fields have the wrong type or range: a damaged state
     // directory is reported with its path, never a crash.
     return Error(s->options_.state_dir.string() + ": damaged state: " + e.what(),
-                 Error::Kind::kIo);
+                 Error::Kind::kDamaged);
   }
-  if (!ok) return ok.error();
+  // What restore finds wrong in the stored state names the state database.
+  if (!ok) {
+    return ok.error().kind() == Error::Kind::kDamaged
+               ? ok.error().wrap((s->options_.state_dir / "serve.db").string())
+               : ok.error();
+  }
   s->planner_ = std::thread([p = s.get()] { p->planner_loop(); });
   s->flusher_ = std::thread([p = s.get()] { p->flusher_loop(); });
   return s;
@@ -302,7 +307,8 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
     json spec = json::parse(sm.spec_json, nullptr, false);
     auto parsed = parse_model(spec);
     if (auto* e = std::get_if<ApiError>(&parsed)) {
-      return Error("stored model '" + sm.name + "' no longer validates: " + e->message);
+      return Error("stored model '" + sm.name + "' no longer validates: " + e->message,
+                   Error::Kind::kDamaged);
     }
     models_.push_back({sm.name, spec, std::get<ModelSpec>(parsed)});
   }
@@ -333,7 +339,9 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   }
   for (const auto& p : st.plans) {
     json rec = json::parse(p.record_json, nullptr, false);
-    if (!rec.is_object()) return Error("stored plan " + std::to_string(p.id) + " is not JSON");
+    if (!rec.is_object()) {
+      return Error("stored plan " + std::to_string(p.id) + " is not JSON", Error::Kind::kDamaged);
+    }
     history_.push_back(std::move(rec));
   }
 
@@ -348,7 +356,11 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   std::vector<LearningSample> learned;
   for (std::size_t i = 0; i < st.learning.size(); ++i) {
     auto sample = learning_sample_from_json(json::parse(st.learning[i], nullptr, false));
-    if (!sample) return sample.error().wrap("stored learning sample " + std::to_string(i + 1));
+    if (!sample) {
+      return sample.error()
+          .wrap("stored learning sample " + std::to_string(i + 1))
+          .as(Error::Kind::kDamaged);
+    }
     learned.push_back(std::move(*sample));
   }
   if (!learned.empty()) {
