@@ -26,8 +26,8 @@ asan: deps
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
 
-# libFuzzer targets (clang, ASan + UBSan) for the workload parser, serve's request bodies and the
-# surrogate loader;
+# libFuzzer targets (clang, ASan + UBSan) for the workload parser, serve's request bodies, the
+# surrogate loader and the dataset reader;
 # `make test` runs each for 20 s, `make fuzz` for FUZZ_SECONDS (e.g. make fuzz FUZZ_SECONDS=3600).
 FUZZ_SECONDS ?= 300
 fuzz-build: deps
