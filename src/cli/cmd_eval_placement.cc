@@ -23,8 +23,8 @@ struct Sum {
   int optimal = 0;
   int scenarios = 0;
   double executions = 0;
-  int next_to_plan = 0;  // scenarios with a co-running plan
-  int breaching = 0;     // of those, where a co-runner's SLA was measured breached
+  int next_to_plan = 0;         // scenarios with a co-running plan
+  int breaching = 0;            // of those, where a co-runner's SLA was measured breached
   int predicted_breaching = 0;  // of those, where the guard predicts a breach
 };
 

@@ -123,8 +123,8 @@ const bool registered = register_command({
           if (const auto* g = problem->guard()) co_predicted = g->predict(truth.burst);
         }
         const bool measured_breach = !mapping::breaches(co_slas).empty();
-        const bool optimal = oracle && !truth.failed && !measured_breach &&
-                             truth_ms <= oracle->makespan_ms * 1.01;
+        const bool optimal =
+            oracle && !truth.failed && !measured_breach && truth_ms <= oracle->makespan_ms * 1.01;
         if (*json) {
           nlohmann::json j;
           j["corun_version"] = std::string(version());
@@ -229,8 +229,8 @@ const bool registered = register_command({
         for (const auto& e : d->excluded) {
           std::string why;
           for (const auto& o : e.predicted) why += (why.empty() ? "" : "; ") + o.describe();
-          std::printf("  excluded %s: predicted to break %s\n", problem->describe(e.mapping).c_str(),
-                      why.c_str());
+          std::printf("  excluded %s: predicted to break %s\n",
+                      problem->describe(e.mapping).c_str(), why.c_str());
         }
         return kExitOk;
       });

@@ -56,10 +56,14 @@ double SlaOutcome::excess() const {
 }
 
 nlohmann::json to_json(const SlaOutcome& o) {
-  return {{"model", o.model},       {"metric", o.metric},
-          {"sla", o.sla},           {"alone", o.alone},
-          {"during", o.during},     {"excess", o.excess()},
-          {"breached", o.breached}, {"breached_alone", o.breached_alone},
+  return {{"model", o.model},
+          {"metric", o.metric},
+          {"sla", o.sla},
+          {"alone", o.alone},
+          {"during", o.during},
+          {"excess", o.excess()},
+          {"breached", o.breached},
+          {"breached_alone", o.breached_alone},
           {"describe", o.describe()}};
 }
 

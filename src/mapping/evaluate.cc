@@ -47,7 +47,8 @@ Result<Oracle> brute_force_oracle(const PlacementProblem& problem, std::uint64_t
   // breaks nothing is the constrained optimum (ties keep the lower mapping index).
   auto testbed = make_testbed(co->testbed);
   if (!testbed) return testbed.error();
-  std::stable_sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.ms < b.ms; });
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const Run& a, const Run& b) { return a.ms < b.ms; });
   o.unconstrained_makespan_ms = o.makespan_ms;
   for (const Run& r : runs) {
     ++o.bursts_measured;
@@ -59,8 +60,7 @@ Result<Oracle> brute_force_oracle(const PlacementProblem& problem, std::uint64_t
     return o;
   }
   return Error(problem.scenario().name +
-               ": every mapping breaks a co-running model's SLA (measured on " + co->testbed +
-               ")");
+               ": every mapping breaks a co-running model's SLA (measured on " + co->testbed + ")");
 }
 
 double true_makespan_ms(const PlacementProblem& problem, const Mapping& mapping) {

@@ -104,7 +104,8 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
     Conditions c;
     c.interference.sm_util = rng.uniform();
     c.interference.bandwidth_util = o.max_cotenant_bw_util * rng.uniform();
-    r.measurement = testbed.measure(w, r.config, MeasureOptions(co.window_s, r.measurement_seed, c));
+    r.measurement =
+        testbed.measure(w, r.config, MeasureOptions(co.window_s, r.measurement_seed, c));
     cotenants.push_back(shape.cotenant(c.interference.sm_util, c.interference.bandwidth_util));
     corun.push_back(std::move(r));
   }
@@ -130,9 +131,8 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
   const std::string source = "meanfield " + std::string(surrogate::to_string(o.regressor)) +
                              " fitted on " + prov.testbed + " (seed " + std::to_string(co.seed) +
                              ", " + std::to_string(prov.standalone_measurements) +
-                             " standalone measurements, " + std::to_string(budget) +
-                             " co-runs, " + std::to_string(loaded) +
-                             " next to a synthetic co-tenant)";
+                             " standalone measurements, " + std::to_string(budget) + " co-runs, " +
+                             std::to_string(loaded) + " next to a synthetic co-tenant)";
   return from_surrogate(co, *s, source);
 }
 

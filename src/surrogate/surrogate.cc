@@ -171,8 +171,8 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
     return Error("co-tenant loads: " + std::to_string(cotenants.size()) + " for " +
                  std::to_string(corun.size()) + " co-run samples");
   }
-  if (o.kind == SurrogateKind::kJoint &&
-      std::any_of(cotenants.begin(), cotenants.end(), [](const Totals& c) { return c.count > 0; })) {
+  if (o.kind == SurrogateKind::kJoint && std::any_of(cotenants.begin(), cotenants.end(),
+                                                     [](const Totals& c) { return c.count > 0; })) {
     return Error("a joint surrogate has no aggregate state to add a co-tenant's load to");
   }
   if (o.monotone && (o.regressor == RegressorKind::kMlp ||
