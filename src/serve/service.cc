@@ -311,7 +311,7 @@ HttpResponse Service::transport_error(int status, const std::string& path,
                     reason.empty() ? "the request did not arrive in time" : reason, field});
     case 503:
       return error({503, "too_many_connections",
-                    reason.empty() ? "too many open connections" : reason, field});
+                    reason.empty() ? "too many open connections" : reason, field, 1});
     case 500:
       return error({500, "internal", reason.empty() ? "internal error" : reason, field});
     default:
@@ -372,6 +372,14 @@ HttpResponse Service::handle(const HttpRequest& req) {
   }
   metrics_.count_request(label, r.status);
   return r;
+}
+
+HttpResponse Service::storage_failure(const RouteCall& call, const Error& e) const {
+  // Nothing was acknowledged; the operator learns of it here (a full disk is theirs to fix).
+  std::fprintf(stderr, "corun serve: state not written on %s %s: %s\n",
+               call.request.method.substr(0, 16).c_str(), call.request.path.substr(0, 128).c_str(),
+               e.what().c_str());
+  return error(storage_error(e));
 }
 
 HttpResponse Service::route(const HttpRequest& req, std::string_view& label) {
@@ -451,7 +459,7 @@ HttpResponse Service::register_model(const RouteCall& call) {
   }
   const std::string text = body.dump(-1, ' ', true, json::error_handler_t::replace);
   auto ok = store_->insert_model(m.name, text);
-  if (!ok) return error({500, "storage_error", ok.error().what(), ""});
+  if (!ok) return storage_failure(call, ok.error());
   const std::string name = m.name;
   {
     MutexLock lock(state_mutex_);
@@ -473,7 +481,7 @@ HttpResponse Service::remove_model(const RouteCall& call) {
     }
   }
   auto ok = store_->delete_model(name);
-  if (!ok) return error({500, "storage_error", ok.error().what(), ""});
+  if (!ok) return storage_failure(call, ok.error());
   {
     MutexLock lock(state_mutex_);
     registry_.remove(name);
@@ -501,7 +509,7 @@ HttpResponse Service::update_demand(const RouteCall& call) {
   auto parsed = parse_model_json(spec, *catalog_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
   auto ok = store_->update_model(name, spec.dump(-1, ' ', true, json::error_handler_t::replace));
-  if (!ok) return error({500, "storage_error", ok.error().what(), ""});
+  if (!ok) return storage_failure(call, ok.error());
   {
     MutexLock lock(state_mutex_);
     registry_.update(name, spec, std::move(std::get<ModelSpec>(parsed)));
@@ -613,7 +621,7 @@ HttpResponse Service::post_telemetry(const RouteCall& call) {
   }
   // What the samples taught is durable before they are acknowledged.
   if (auto ok = store_->append_learning(learned); !ok) {
-    return error({503, "storage_error", ok.error().what(), ""});
+    return storage_failure(call, ok.error());
   }
   if (wants.replan) planner_.request(wants.reason);
   metrics_.count_samples(samples.size());

@@ -239,5 +239,65 @@ TEST(DamagedServeState, AFullDiskRefusesTheWriteWholeAndKeepsWhatWasAcknowledged
   }
 }
 
+// The API on a full disk (RLIMIT_FSIZE in a forked child, SIGXFSZ ignored): a registration
+// the store cannot write is answered 503 `storage_unavailable` with a Retry-After (the
+// client may retry once room was made; it is not the client's fault, so not a 4xx, and not
+// a crash of the server, so not a 500), and every registration answered 201 before is in
+// serve.db when the service is opened again without the limit.
+TEST(DamagedServeState, AFullDiskIsA503WithRetryAfterAndLosesNoAcknowledgedRegistration) {
+  TempDir dir;
+  const auto report = dir.path() / "child.txt";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit lim{128 * 1024, 128 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    auto s = Service::open(options(dir.path()), Catalog::default_catalog(),
+                           std::make_unique<TwinSource>());
+    if (!s.ok()) ::_exit(20);
+    int acknowledged = 0;
+    HttpResponse last;
+    for (int i = 0; i < 60; ++i) {
+      json entry = json::parse(testing::kCam0);
+      entry["name"] = "cam" + std::to_string(i);
+      last = testing::call_service(**s, kToken, "POST", "/v1/models", entry.dump());
+      if (last.status != 201) break;
+      ++acknowledged;
+    }
+    std::string retry_after = "-";
+    for (const auto& [k, v] : last.headers) {
+      if (k == "Retry-After") retry_after = v;
+    }
+    const json body = json::parse(last.body, nullptr, false);
+    corun::testing::write_bytes(report, std::to_string(acknowledged) + " " +
+                                            std::to_string(last.status) + " " + retry_after +
+                                            " " + body["error"]["code"].get<std::string>() +
+                                            "\n" + body["error"]["message"].get<std::string>());
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  std::istringstream in(corun::testing::read_bytes(report));
+  int acknowledged = 0, http_status = 0;
+  std::string retry_after, code, message;
+  in >> acknowledged >> http_status >> retry_after >> code;
+  std::getline(in >> std::ws, message);
+  EXPECT_GT(acknowledged, 0);
+  EXPECT_EQ(http_status, 503);
+  EXPECT_EQ(retry_after, "5");
+  EXPECT_EQ(code, "storage_unavailable");
+  EXPECT_NE(message.find("serve.db"), std::string::npos) << message;
+
+  auto s =
+      Service::open(options(dir.path()), Catalog::default_catalog(), std::make_unique<TwinSource>());
+  ASSERT_TRUE(s.ok()) << s.error().what();
+  const json models =
+      json::parse(testing::call_service(**s, kToken, "GET", "/v1/models").body, nullptr, false);
+  ASSERT_TRUE(models["models"].is_array()) << models.dump();
+  EXPECT_EQ(models["models"].size(), static_cast<std::size_t>(acknowledged));
+}
+
 }  // namespace
 }  // namespace corun::serve

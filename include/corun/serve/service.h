@@ -97,6 +97,8 @@ class Service final : public HttpHandler {
   static std::span<const Route<Service>> routes();
   HttpResponse route(const HttpRequest& req, std::string_view& label);
   HttpResponse error(const ApiError& e) const { return error_response(e); }
+  // A state write that failed (serve/api_error.h storage_error), logged with its cause.
+  HttpResponse storage_failure(const RouteCall& call, const Error& e) const;
   std::variant<nlohmann::json, ApiError> parse_body(const HttpRequest& req) const;
   bool authorised(const HttpRequest& req) const;
 
