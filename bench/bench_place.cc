@@ -78,6 +78,7 @@ void BM_RoutePlace(benchmark::State& state, const char* policy) {
                .dump();
   double decision_ms = 0;
   double executions = 0;
+  double corunners = 0;
   for (auto _ : state) {
     const HttpResponse a = f.service->handle(r);
     if (a.status != 200) {
@@ -87,10 +88,12 @@ void BM_RoutePlace(benchmark::State& state, const char* policy) {
     const json j = json::parse(a.body);
     decision_ms += j["decision_ms"].get<double>();
     executions = j["executions"].get<double>();
+    corunners = j["corunners"]["models"].get<double>();
     benchmark::DoNotOptimize(j);
   }
   state.counters["decision_ms"] = benchmark::Counter(decision_ms, benchmark::Counter::kAvgIterations);
   state.counters["executions"] = executions;
+  state.counters["corunners"] = corunners;  // models the plan in force runs
 }
 
 // What `corun map voice-and-photo.yaml --plan plan.json --workload paper-n5.yaml --no-oracle` computes
