@@ -13,6 +13,7 @@
 #include "corun/serve/openapi.h"
 #include "corun/serve/plan_record.h"
 #include "corun/serve/prometheus.h"
+#include "corun/serve/tool_placement.h"
 
 namespace corun::serve {
 
@@ -98,6 +99,8 @@ std::span<const Route<Service>> Service::routes() {
       {"POST", "/v1/replan", "replan", A::kToken, B::kOptionalJson, "", &S::post_replan},
       // A what-if changes nothing: a scheduler extender asks it without the service's token.
       {"POST", "/v1/whatif", "whatif", A::kOpen, B::kJson, "", &S::post_whatif},
+      // A placement changes nothing either: an agent runtime asks it before running its tools.
+      {"POST", "/v1/tools/place", "tools_place", A::kOpen, B::kJson, "", &S::post_tools_place},
       {"GET", "/v1/openapi.json", "openapi", A::kOpen, B::kNone, "", &S::get_openapi},
   };
   return kTable;
@@ -136,7 +139,15 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   if (!store) return store.error();
   auto st = (*store)->load(options.history_in_memory);
   if (!st) return st.error().wrap("loading " + options.state_dir.string());
+  auto twin = make_testbed("sim");
+  if (!twin) return twin.error();
   std::unique_ptr<Service> s(new Service(std::move(options), catalog, std::move(*store)));
+  s->twin_ = std::move(*twin);
+  if (auto tools = mapping::tool_catalog(catalog)) {
+    s->tools_ = std::move(*tools);
+  } else {
+    s->tools_error_ = tools.error().what();
+  }
   Status ok;
   try {
     ok = s->restore(*st, std::move(source));
@@ -571,6 +582,54 @@ HttpResponse Service::post_whatif(const RouteCall& call) {
                              {"utility_gain", d->predicted_utility - *before},
                              {"breaks", breaks},
                              {"plan", plan}});
+}
+
+HttpResponse Service::post_tools_place(const RouteCall& call) {
+  const auto started = std::chrono::steady_clock::now();
+  if (!tools_) {
+    return error({503, "no_tools", "the catalog describes no tools: " + tools_error_, ""});
+  }
+  auto parsed = parse_place_request(call.body, *tools_, device_.name);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
+  const PlaceRequest& req = std::get<PlaceRequest>(parsed);
+  Workload workload;
+  std::optional<Decision> in_force;
+  {
+    MutexLock lock(state_mutex_);
+    if (!registry_.empty()) {
+      in_force = decision_in_force(plan_, registry_);
+      if (!in_force) {
+        return error({503, "no_plan",
+                      "no plan of the registered models is in force yet (a re-plan is under "
+                      "way); retry when GET /v1/plan shows one",
+                      ""});
+      }
+      workload = registry_.workload(device_);
+    }
+  }
+  // Without registered models the tools have the GPU to themselves.
+  std::shared_ptr<const mapping::CoRunners> co;
+  const std::int64_t plan_id = in_force ? in_force->id : 0;
+  if (in_force) {
+    auto c = plan_corunners(workload, in_force->config, plan_id, *twin_, req.scenario.seed);
+    if (!c) return error({503, "corunners_failed", c.error().what(), ""});
+    co = *c;
+  }
+  auto problem = mapping::PlacementProblem::build(req.scenario, *tools_, *catalog_, co);
+  if (!problem) return error({422, "invalid_spec", problem.error().what(), "scenario"});
+  auto placed = mapping::place(*problem, {req.policy, "builtin", std::nullopt}, req.scenario.seed);
+  if (!placed) return error({500, "internal", placed.error().what(), ""});
+  std::vector<mapping::SlaOutcome> during;
+  if (co && !placed->truth.failed) {
+    auto o = co->during(placed->truth.burst, *twin_);
+    if (!o) return error({503, "corunners_failed", o.error().what(), ""});
+    during = std::move(*o);
+  }
+  json answer =
+      placement_answer_json(*problem, req, *placed, plan_id, during, std::string(twin_->name()));
+  answer["decision_ms"] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  return json_response(200, answer);
 }
 
 // ---------------------------------------------------------------------------------------------

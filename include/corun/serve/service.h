@@ -16,6 +16,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
+#include "corun/mapping/tools.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/controller.h"
 #include "corun/runtime/predictor_source.h"
@@ -28,6 +29,7 @@
 #include "corun/serve/store.h"
 #include "corun/serve/telemetry.h"
 #include "corun/spec/workload.h"
+#include "corun/testbed/testbed.h"
 
 namespace corun::serve {
 
@@ -118,6 +120,9 @@ class Service final : public HttpHandler {
   /// POST /v1/whatif: plans the registered models plus the body (a models entry) on a copy of
   /// the workload with the controller's predictor and learners; nothing in the service changes.
   HttpResponse post_whatif(const RouteCall& call);
+  /// POST /v1/tools/place: places the body's tool DAG next to the plan in force with
+  /// mapping::place() (what `corun map --plan` runs); nothing in the service changes.
+  HttpResponse post_tools_place(const RouteCall& call);
 
   void flusher_loop();
   void flush_telemetry();
@@ -131,6 +136,14 @@ class Service final : public HttpHandler {
   std::unique_ptr<Controller> controller_;
   Device device_;
   Metrics metrics_;
+  /// The tools a placement may call (the catalog's tools.yaml); none when the catalog has none
+  /// (`tools_error_` says why, and POST /v1/tools/place answers 503). Read-only after open().
+  std::optional<mapping::ToolCatalog> tools_;
+  std::string tools_error_;
+  /// The catalog twin (`sim`: the simulator on the catalog's description of the device), what
+  /// the service knows of its GPU: it measures the plan in force's load for a tool placement
+  /// and predicts the co-runners' SLAs during the tools' burst. measure() is thread-safe.
+  std::unique_ptr<Testbed> twin_;
 
   /// Serialises mutations (registration, removal, demand) with their durable writes, so that
   /// the store and memory agree. Never held by telemetry handlers.
