@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`. Everything else is a helper.
-.PHONY: run test deps build asan tsan fuzz fuzz-build eval bench clean
+.PHONY: run test deps build asan tsan tsan-build fuzz fuzz-build eval bench clean
 
 BUILD_DIR := build/dev
 CORUN := $(BUILD_DIR)/corun
@@ -9,9 +9,10 @@ CORUN := $(BUILD_DIR)/corun
 run: build
 	$(CORUN) run workloads/scenarios/random-churn.yaml
 
-test: build asan fuzz-build
+test: build asan tsan-build fuzz-build
 	ctest --preset dev
 	ctest --preset asan
+	ctest --preset tsan
 	scripts/fuzz.sh 20
 
 deps:
@@ -27,10 +28,13 @@ asan: deps
 	cmake --build --preset asan
 
 # The threaded layers (plan, runtime, serve) under ThreadSanitizer, built with clang so that the
-# lock annotations (core/mutex.h) are checked too.
-tsan: deps
+# lock annotations (core/mutex.h) are checked too; part of `make test`. Suppressions, each with
+# its reason: scripts/tsan.supp.
+tsan-build: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan
+
+tsan: tsan-build
 	ctest --preset tsan
 
 # libFuzzer targets (clang, ASan + UBSan) for the workload parser, serve's request bodies, the

@@ -4,7 +4,7 @@ if(NOT TARGET PkgConfig::CPP_HTTPLIB)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 endif()
-corun_add_layer(serve corun_runtime SQLite::SQLite3 nlohmann_json::nlohmann_json
+corun_add_layer(serve corun_runtime corun_mapping SQLite::SQLite3 nlohmann_json::nlohmann_json
                 PkgConfig::CPP_HTTPLIB Threads::Threads yaml-cpp)
 # docs/openapi.yaml is compiled in: `GET /v1/openapi.json` serves it as JSON.
 add_custom_command(

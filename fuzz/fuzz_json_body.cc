@@ -3,8 +3,9 @@
 // returns a document; an object then reaches the spec reader as one model entry (a YAML node
 // that keeps JSON's types), as POST /v1/models hands it over. The same bytes are also a
 // kube-scheduler ExtenderArgs body of `corun extender` (POST /filter and /prioritize): the
-// extender answers 200 or a 4xx naming the field, never a 500. No step may crash, hang or leak
-// for any bytes.
+// extender answers 200 or a 4xx naming the field, never a 500. An object is also a
+// POST /v1/tools/place body: it is validated as a tool DAG (serve/tool_placement.h), and a
+// refusal is a 4xx with a code and a message. No step may crash, hang or leak for any bytes.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/serve/extender.h"
 #include "corun/serve/json_input.h"
+#include "corun/serve/tool_placement.h"
 #include "corun/spec/workload.h"
 
 namespace {
@@ -28,6 +30,24 @@ corun::serve::Extender& extender() {
     return std::move(*made);
   }();
   return *e;
+}
+
+const corun::mapping::ToolCatalog& tools() {
+  static const corun::mapping::ToolCatalog t = [] {
+    auto made = corun::mapping::tool_catalog(corun::Catalog::default_catalog());
+    if (!made.ok()) __builtin_trap();
+    return std::move(*made);
+  }();
+  return t;
+}
+
+void place_request_answers(const nlohmann::json& doc) {
+  const auto r = corun::serve::parse_place_request(doc, tools(), "rtx3090");
+  if (const auto* e = std::get_if<corun::serve::ApiError>(&r)) {
+    if (e->status < 400 || e->status >= 500 || e->code.empty() || e->message.empty()) {
+      __builtin_trap();
+    }
+  }
 }
 
 void extender_answers(std::string_view text) {
@@ -53,6 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   const auto& doc = std::get<nlohmann::json>(parsed);
+  place_request_answers(doc);
   if (!doc.is_object()) return 0;
   corun::Diagnostics diags;
   const auto m = corun::parse_model_entry(corun::serve::to_yaml_node(doc), "request",

@@ -214,6 +214,21 @@ class CorunClient:
         """
         return self._request("POST", "/v1/whatif", entry)
 
+    def place_tools(self, scenario: JsonObject, policy: str | None = None) -> JsonObject:
+        """`POST /v1/tools/place`: where should each call of a tool DAG run (`gpu_now`,
+        `gpu_queue`, `cpu`) next to the models of the plan in force? Changes nothing.
+
+        `scenario` is a placement scenario (docs/placement.md) as JSON, without `co_running`;
+        `policy` one of all-gpu, heft, dmda, bandit, brute-force, agent (default). Returns the
+        ToolPlacement answer: `mapping`, `makespan_ms`, `executions`, `tools`, `plan_id` and,
+        next to registered models, `corunners` with every SLA's predicted `headroom` during the
+        tools' burst. CorunError `no_plan` (503) while no plan covers the registered models.
+        """
+        body: JsonObject = {"scenario": scenario}
+        if policy is not None:
+            body["policy"] = policy
+        return self._request("POST", "/v1/tools/place", body)
+
     # -- helpers ------------------------------------------------------------------------------
 
     def wait_for_plan(self, after_id: int = 0, timeout_s: float = 30.0,

@@ -100,7 +100,7 @@ class ServerTest(unittest.TestCase):
                   ("DELETE", "/v1/models/{name}"), ("PUT", "/v1/models/{name}/demand"),
                   ("POST", "/v1/telemetry"), ("GET", "/v1/telemetry"), ("GET", "/v1/plan"),
                   ("GET", "/v1/plan/history"), ("POST", "/v1/replan"),
-                  ("POST", "/v1/whatif")}
+                  ("POST", "/v1/whatif"), ("POST", "/v1/tools/place")}
         self.assertEqual(documented, called)
 
     def test_register_list_get_remove(self) -> None:
@@ -129,6 +129,22 @@ class ServerTest(unittest.TestCase):
         bad = dict(CAM0, name="cam9", knobs={"imgsize": [320]})
         self.assertCorunError(lambda: self.client.what_if(bad), 422, "invalid_spec",
                               "knobs.imgsize")
+
+    def test_place_tools_next_to_the_plan_and_changes_nothing(self) -> None:
+        self.client.register_model(CAM0)
+        before = self.client.wait_for_plan()
+        dag = {"name": "note", "kind": "serial", "vram_budget_gb": 8,
+               "tools": [{"id": "hear", "tool": "asr"},
+                         {"id": "sum", "tool": "summarize", "after": ["hear"]}]}
+        answer = self.client.place_tools(dag, policy="heft")
+        self.assertEqual(set(answer["mapping"]), {"hear", "sum"})
+        self.assertEqual(answer["plan_id"], before["id"])
+        self.assertEqual(answer["corunners"]["models"], 1)
+        self.assertEqual(self.client.plan()["id"], before["id"])
+        bad = dict(dag, tools=[{"id": "hear", "tool": "asrr"}])
+        e = self.assertCorunError(lambda: self.client.place_tools(bad), 422, "invalid_spec",
+                                  "scenario.tools[0].tool")
+        self.assertIn("did you mean 'asr'", e.message)
 
     def test_invalid_entries_name_the_field(self) -> None:
         bad = dict(CAM0, knobs={"imgsize": [320]})

@@ -10,25 +10,10 @@
 #include "corun/mapping/evaluate.h"
 #include "corun/mapping/guard.h"
 #include "corun/mapping/llm_agent.h"
+#include "corun/mapping/place.h"
 
 namespace corun::cli {
 namespace {
-
-std::string status_name(mapping::ToolRun::Status s) {
-  switch (s) {
-    case mapping::ToolRun::Status::kDone:
-      return "done";
-    case mapping::ToolRun::Status::kFailed:
-      return "failed";
-    case mapping::ToolRun::Status::kSkipped:
-      return "skipped";
-  }
-  return "?";
-}
-
-nlohmann::json number_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
 
 const bool registered = register_command({
     "map",
@@ -81,31 +66,17 @@ const bool registered = register_command({
         if (!co) return report_error(co.error());
         auto problem = mapping::PlacementProblem::build(*scenario, *tools, **cat, *co);
         if (!problem) return report_error(problem.error());
-        std::shared_ptr<mapping::Agent> agent;
-        if (*policy_name == "agent") {
-          std::optional<mapping::LlmConfig> llm;
-          if (*agent_name == "llm") {
-            auto c = mapping::LlmConfig::from_env();
-            if (!c) return report_error(c.error());
-            llm = *c;
-          }
-          auto a = mapping::make_agent(*agent_name, llm);
-          if (!a) return report_error(a.error().wrap("--agent"));
-          agent = *a;
+        mapping::PlaceOptions how{*policy_name, *agent_name, std::nullopt};
+        if (*policy_name == "agent" && *agent_name == "llm") {
+          auto c = mapping::LlmConfig::from_env();
+          if (!c) return report_error(c.error());
+          how.llm = *c;
         }
-        auto policy = mapping::make_policy(*policy_name, agent);
-        if (!policy) return report_error(policy.error().wrap("--policy"));
-        mapping::Executor ex(*problem);
-        mapping::TrialRunner runner(ex);
-        auto d = (*policy)->decide(runner, scenario->seed);
-        if (!d) return report_error(d.error());
-        if (const Status s = problem->validate(d->mapping); !s.ok()) {
-          return report_error(Error("policy returned an invalid mapping: " + s.error().what(),
-                                    Error::Kind::kInternal));
-        }
-        const mapping::RunResult truth = ex.run(d->mapping, mapping::RunOptions{0, false});
-        const mapping::RunResult observed =
-            ex.run(d->mapping, mapping::RunOptions{scenario->seed, true});
+        auto placed = mapping::place(*problem, how, scenario->seed);
+        if (!placed) return report_error(placed.error());
+        const mapping::PolicyResult* d = &placed->decision;
+        const mapping::RunResult& truth = placed->truth;
+        const mapping::RunResult& observed = placed->observed;
         std::optional<mapping::Oracle> oracle;
         if (!*no_oracle) {
           auto o = mapping::brute_force_oracle(*problem);
@@ -126,7 +97,7 @@ const bool registered = register_command({
         const bool optimal =
             oracle && !truth.failed && !measured_breach && truth_ms <= oracle->makespan_ms * 1.01;
         if (*json) {
-          nlohmann::json j;
+          nlohmann::json j = mapping::placed_json(*problem, *placed);
           j["corun_version"] = std::string(version());
           j["git"] = std::string(git_hash());
           j["testbed"] = "mapping-executor";
@@ -134,16 +105,7 @@ const bool registered = register_command({
           j["scenario"] = scenario->name;
           j["file"] = scenario->file;
           j["policy"] = *policy_name;
-          if (agent) j["agent"] = std::string(agent->name());
           j["seed"] = scenario->seed;
-          nlohmann::json m = nlohmann::json::object();
-          for (std::size_t i = 0; i < problem->size(); ++i) {
-            m[problem->id(i)] = std::string(mapping::to_string(d->mapping[i]));
-          }
-          j["mapping"] = m;
-          j["makespan_ms"] = number_or_null(truth_ms);
-          j["observed_makespan_ms"] =
-              observed.failed ? nlohmann::json(nullptr) : nlohmann::json(observed.makespan_ms);
           if (oracle) {
             j["oracle_makespan_ms"] = oracle->makespan_ms;
             if (oracle->unconstrained_makespan_ms) {
@@ -151,9 +113,6 @@ const bool registered = register_command({
             }
             j["optimal"] = optimal;
           }
-          j["executions"] = d->executions;
-          if (d->predicted_makespan_ms) j["predicted_makespan_ms"] = *d->predicted_makespan_ms;
-          j["failed"] = truth.failed;
           if (problem->corunners()) {
             const auto list = [](const std::vector<mapping::SlaOutcome>& outcomes) {
               nlohmann::json cs = nlohmann::json::array();
@@ -175,22 +134,6 @@ const bool registered = register_command({
                               {"excluded", excluded}};
             if (const auto* g = problem->guard()) j["corunners"]["predictor"] = g->source();
           }
-          j["failures"] = truth.failures;
-          nlohmann::json rows = nlohmann::json::array();
-          for (std::size_t i = 0; i < problem->size(); ++i) {
-            const auto& t = truth.tools[i];
-            rows.push_back({{"id", problem->id(i)},
-                            {"tool", problem->tool(i).name},
-                            {"placement", std::string(mapping::to_string(t.placement))},
-                            {"status", status_name(t.status)},
-                            {"ready_ms", t.ready_ms},
-                            {"start_ms", t.start_ms},
-                            {"end_ms", t.end_ms},
-                            {"queue_wait_ms", t.queue_wait_ms},
-                            {"gpu_corunners", t.gpu_corunners}});
-          }
-          j["tools"] = rows;
-          j["log"] = d->log;
           std::printf("%s\n", j.dump(2).c_str());
           return kExitOk;
         }
@@ -199,7 +142,7 @@ const bool registered = register_command({
         for (std::size_t i = 0; i < problem->size(); ++i) {
           const auto& r = truth.tools[i];
           t.add({problem->id(i), std::string(mapping::to_string(r.placement)),
-                 status_name(r.status), fixed(r.start_ms, 2), fixed(r.end_ms, 2),
+                 std::string(mapping::to_string(r.status)), fixed(r.start_ms, 2), fixed(r.end_ms, 2),
                  fixed(r.queue_wait_ms, 2), std::to_string(r.gpu_corunners)});
         }
         std::printf("%s", t.render().c_str());

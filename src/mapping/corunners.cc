@@ -131,7 +131,13 @@ Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::p
                                                         std::uint64_t seed) {
   auto plan = exporting::load_plan_input(plan_file, workload_file, catalog);
   if (!plan) return plan.error();
-  auto c = CoRunners::measure(std::move(*plan), testbed, seed);
+  return guarded_corunners(std::move(*plan), testbed, seed);
+}
+
+Result<std::shared_ptr<const CoRunners>> guarded_corunners(exporting::PlanInput plan,
+                                                           const Testbed& testbed,
+                                                           std::uint64_t seed) {
+  auto c = CoRunners::measure(std::move(plan), testbed, seed);
   if (!c) return c.error();
   auto guard = CoRunnerGuard::fit(*c, testbed);
   if (!guard) return guard.error();

@@ -94,8 +94,15 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& file,
   auto root = parse_yaml(text, file);
   if (!root) return root.error();
   Diagnostics diags;
-  const YamlField top(*root, file, "", &diags);
-  if (!top.expect_map()) return diags.to_error();
+  auto s = parse_scenario_node(*root, file, tools, diags);
+  if (!s) return diags.to_error();
+  return std::move(*s);
+}
+
+std::optional<Scenario> parse_scenario_node(const YAML::Node& root, const std::string& file,
+                                            const ToolCatalog& tools, Diagnostics& diags) {
+  const YamlField top(root, file, "", &diags);
+  if (!top.expect_map()) return std::nullopt;
   top.check_keys({"name", "kind", "description", "device", "vram_budget_gb", "seed", "noise",
                   "background", "co_running", "tools"});
   Scenario s;
@@ -128,9 +135,9 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& file,
   const YamlField list = top["tools"];
   if (!list.present()) {
     list.error("missing required field");
-    return diags.to_error();
+    return std::nullopt;
   }
-  if (!list.expect_sequence()) return diags.to_error();
+  if (!list.expect_sequence()) return std::nullopt;
   const auto tool_names = tools.names();
   // First pass: ids and tools, so that `after` may name a node declared later.
   for (std::size_t i = 0; i < list.size(); ++i) {
@@ -178,7 +185,7 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& file,
     }
   }
   if (diags.empty()) check_acyclic(s, list);
-  if (!diags.empty()) return diags.to_error();
+  if (!diags.empty()) return std::nullopt;
   return s;
 }
 

@@ -19,7 +19,13 @@ HttpResponse error_response(const ApiError& e) {
   if (!e.field.empty()) err["field"] = e.field;
   HttpResponse r = json_response(e.status, {{"error", err}});
   if (e.status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
   return r;
+}
+
+ApiError storage_error(const Error& e) {
+  if (e.kind() == Error::Kind::kDamaged) return {500, "storage_damaged", e.what(), ""};
+  return {503, "storage_unavailable", e.what(), "", 5};
 }
 
 ApiError body_error(const JsonInputError& e) { return {400, e.code, e.message, e.field}; }

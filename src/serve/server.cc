@@ -279,7 +279,6 @@ Status HttpServer::start() {
                           "\r\nContent-Type: " + r.content_type +
                           "\r\nContent-Length: " + std::to_string(r.body.size()) +
                           "\r\nConnection: close\r\n";
-        if (status == 503) out += "Retry-After: 1\r\n";
         for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
         return out + "\r\n" + r.body;
       });

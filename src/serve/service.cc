@@ -13,6 +13,7 @@
 #include "corun/serve/openapi.h"
 #include "corun/serve/plan_record.h"
 #include "corun/serve/prometheus.h"
+#include "corun/serve/tool_placement.h"
 
 namespace corun::serve {
 
@@ -98,6 +99,8 @@ std::span<const Route<Service>> Service::routes() {
       {"POST", "/v1/replan", "replan", A::kToken, B::kOptionalJson, "", &S::post_replan},
       // A what-if changes nothing: a scheduler extender asks it without the service's token.
       {"POST", "/v1/whatif", "whatif", A::kOpen, B::kJson, "", &S::post_whatif},
+      // A placement changes nothing either: an agent runtime asks it before running its tools.
+      {"POST", "/v1/tools/place", "tools_place", A::kOpen, B::kJson, "", &S::post_tools_place},
       {"GET", "/v1/openapi.json", "openapi", A::kOpen, B::kNone, "", &S::get_openapi},
   };
   return kTable;
@@ -136,7 +139,15 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   if (!store) return store.error();
   auto st = (*store)->load(options.history_in_memory);
   if (!st) return st.error().wrap("loading " + options.state_dir.string());
+  auto twin = make_testbed("sim");
+  if (!twin) return twin.error();
   std::unique_ptr<Service> s(new Service(std::move(options), catalog, std::move(*store)));
+  s->twin_ = std::move(*twin);
+  if (auto tools = mapping::tool_catalog(catalog)) {
+    s->tools_ = std::move(*tools);
+  } else {
+    s->tools_error_ = tools.error().what();
+  }
   Status ok;
   try {
     ok = s->restore(*st, std::move(source));
@@ -311,7 +322,7 @@ HttpResponse Service::transport_error(int status, const std::string& path,
                     reason.empty() ? "the request did not arrive in time" : reason, field});
     case 503:
       return error({503, "too_many_connections",
-                    reason.empty() ? "too many open connections" : reason, field});
+                    reason.empty() ? "too many open connections" : reason, field, 1});
     case 500:
       return error({500, "internal", reason.empty() ? "internal error" : reason, field});
     default:
@@ -372,6 +383,14 @@ HttpResponse Service::handle(const HttpRequest& req) {
   }
   metrics_.count_request(label, r.status);
   return r;
+}
+
+HttpResponse Service::storage_failure(const RouteCall& call, const Error& e) const {
+  // Nothing was acknowledged; the operator learns of it here (a full disk is theirs to fix).
+  std::fprintf(stderr, "corun serve: state not written on %s %s: %s\n",
+               call.request.method.substr(0, 16).c_str(), call.request.path.substr(0, 128).c_str(),
+               e.what().c_str());
+  return error(storage_error(e));
 }
 
 HttpResponse Service::route(const HttpRequest& req, std::string_view& label) {
@@ -451,7 +470,7 @@ HttpResponse Service::register_model(const RouteCall& call) {
   }
   const std::string text = body.dump(-1, ' ', true, json::error_handler_t::replace);
   auto ok = store_->insert_model(m.name, text);
-  if (!ok) return error({500, "storage_error", ok.error().what(), ""});
+  if (!ok) return storage_failure(call, ok.error());
   const std::string name = m.name;
   {
     MutexLock lock(state_mutex_);
@@ -473,7 +492,7 @@ HttpResponse Service::remove_model(const RouteCall& call) {
     }
   }
   auto ok = store_->delete_model(name);
-  if (!ok) return error({500, "storage_error", ok.error().what(), ""});
+  if (!ok) return storage_failure(call, ok.error());
   {
     MutexLock lock(state_mutex_);
     registry_.remove(name);
@@ -501,7 +520,7 @@ HttpResponse Service::update_demand(const RouteCall& call) {
   auto parsed = parse_model_json(spec, *catalog_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
   auto ok = store_->update_model(name, spec.dump(-1, ' ', true, json::error_handler_t::replace));
-  if (!ok) return error({500, "storage_error", ok.error().what(), ""});
+  if (!ok) return storage_failure(call, ok.error());
   {
     MutexLock lock(state_mutex_);
     registry_.update(name, spec, std::move(std::get<ModelSpec>(parsed)));
@@ -565,6 +584,75 @@ HttpResponse Service::post_whatif(const RouteCall& call) {
                              {"plan", plan}});
 }
 
+HttpResponse Service::post_tools_place(const RouteCall& call) {
+  const auto started = std::chrono::steady_clock::now();
+  if (!tools_) {
+    return error({503, "no_tools", "the catalog describes no tools: " + tools_error_, ""});
+  }
+  auto parsed = parse_place_request(call.body, *tools_, device_.name);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
+  const PlaceRequest& req = std::get<PlaceRequest>(parsed);
+  Workload workload;
+  std::optional<Decision> in_force;
+  json entries = json::array();
+  {
+    MutexLock lock(state_mutex_);
+    if (!registry_.empty()) {
+      in_force = decision_in_force(plan_, registry_);
+      if (!in_force) {
+        return error({503, "no_plan",
+                      "no plan of the registered models is in force yet (a re-plan is under "
+                      "way); retry when GET /v1/plan shows one",
+                      ""});
+      }
+      workload = registry_.workload(device_);
+      for (const auto& e : registry_.entries()) entries.push_back({e.name, e.spec});
+    }
+  }
+  // Without registered models the tools have the GPU to themselves.
+  std::shared_ptr<const mapping::CoRunners> co;
+  const std::int64_t plan_id = in_force ? in_force->id : 0;
+  if (in_force) {
+    const std::string key = std::to_string(plan_id) + "|" + std::to_string(req.scenario.seed) +
+                            "|" + device_.name + "|" + entries.dump();
+    auto c = cached_corunners(key, workload, in_force->config, plan_id, req.scenario.seed);
+    if (!c) return error({503, "corunners_failed", c.error().what(), ""});
+    co = *c;
+  }
+  auto problem = mapping::PlacementProblem::build(req.scenario, *tools_, *catalog_, co);
+  if (!problem) return error({422, "invalid_spec", problem.error().what(), "scenario"});
+  auto placed = mapping::place(*problem, {req.policy, "builtin", std::nullopt}, req.scenario.seed);
+  if (!placed) return error({500, "internal", placed.error().what(), ""});
+  std::vector<mapping::SlaOutcome> during;
+  if (co && !placed->truth.failed) {
+    auto o = co->during(placed->truth.burst, *twin_);
+    if (!o) return error({503, "corunners_failed", o.error().what(), ""});
+    during = std::move(*o);
+  }
+  json answer =
+      placement_answer_json(*problem, req, *placed, plan_id, during, std::string(twin_->name()));
+  answer["decision_ms"] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  return json_response(200, answer);
+}
+
+Result<std::shared_ptr<const mapping::CoRunners>> Service::cached_corunners(
+    const std::string& key, const Workload& workload, const JointConfig& config,
+    std::int64_t plan_id, std::uint64_t seed) {
+  {
+    MutexLock lock(corunners_mutex_);
+    for (const auto& [k, co] : corunners_cache_) {
+      if (k == key) return co;
+    }
+  }
+  auto c = plan_corunners(workload, config, plan_id, *twin_, seed);
+  if (!c) return c;
+  MutexLock lock(corunners_mutex_);
+  if (corunners_cache_.size() >= kCoRunnersCached) corunners_cache_.pop_front();
+  corunners_cache_.emplace_back(key, *c);
+  return c;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Telemetry
 
@@ -613,7 +701,7 @@ HttpResponse Service::post_telemetry(const RouteCall& call) {
   }
   // What the samples taught is durable before they are acknowledged.
   if (auto ok = store_->append_learning(learned); !ok) {
-    return error({503, "storage_error", ok.error().what(), ""});
+    return storage_failure(call, ok.error());
   }
   if (wants.replan) planner_.request(wants.reason);
   metrics_.count_samples(samples.size());

@@ -16,7 +16,7 @@ using profile::sqlite_error;
 // A prepared statement that finalises itself.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
+  Stmt(sqlite3* db, const char* sql) {
     if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) s_ = nullptr;
   }
   ~Stmt() { sqlite3_finalize(s_); }
@@ -37,7 +37,6 @@ class Stmt {
   std::int64_t integer(int col) { return sqlite3_column_int64(s_, col); }
 
  private:
-  sqlite3* db_;
   sqlite3_stmt* s_ = nullptr;
 };
 

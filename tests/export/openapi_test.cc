@@ -93,7 +93,9 @@ std::string substitute_placeholders(std::string text) {
                                                                   {"PLAN", "Plan"},
                                                                   {"SAMPLE", "TelemetrySample"},
                                                                   {"SUMMARY", "TelemetrySummary"},
-                                                                  {"DEMAND", "Demand"}};
+                                                                  {"DEMAND", "Demand"},
+                                                                  {"DAG", "PlaceRequest"},
+                                                                  {"PLACEMENT", "ToolPlacement"}};
   text = std::regex_replace(text, std::regex(",\\s*\\.\\.\\."), "");
   for (const auto& [word, schema] : names) {
     const std::string example = yaml_to_json(doc().schema(schema)["example"]).dump();
@@ -219,6 +221,7 @@ TEST(OpenApi, EveryRouteOfServeMdIsDocumentedAndNothingElse) {
       const std::map<std::string, std::string> placeholder = {{"ENTRY", "ModelEntry"},
                                                               {"DEMAND", "Demand"},
                                                               {"SAMPLE", "TelemetryRequest"},
+                                                              {"DAG", "PlaceRequest"},
                                                               {"none", "ReplanRequest"}};
       const std::string first = r.body.substr(0, r.body.find(' '));
       ASSERT_TRUE(placeholder.count(first)) << r.body;
@@ -286,6 +289,8 @@ TEST(OpenApi, EveryJsonExampleOfServeMdValidates) {
                                                       {"DEMAND", "Demand"},
                                                       {"SAMPLE", "TelemetrySample"},
                                                       {"PLAN", "Plan"},
+                                                      {"DAG", "PlaceRequest"},
+                                                      {"PLACEMENT", "ToolPlacement"},
                                                       {"Errors", "Error"}};
   std::string context;
   std::istringstream in(md);
@@ -537,6 +542,25 @@ TEST(OpenApi, EveryAnswerOfARunningServerValidates) {
   call("POST", "/v1/whatif", "{", 400, false);
   call("POST", "/v1/whatif", cam0, 415, false, "text/plain");
   call("GET", "/v1/whatif", "", 405);
+  // Tool placements next to the plan in force (one of both models: until it is, a placement
+  // is refused with 503 no_plan), and the refusals.
+  const auto covered = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < covered) {
+    const auto r =
+        serve::testing::raw_http(server.port(), serve::testing::request("GET", "/v1/plan"));
+    if (r.status == 200 && r.json()["models"].size() == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string dag =
+      R"({"name":"d","kind":"serial","vram_budget_gb":8,"tools":[{"id":"a","tool":"asr"},)"
+      R"({"id":"b","tool":"summarize","after":["a"]}]})";
+  const auto placed = call("POST", "/v1/tools/place", R"({"scenario":)" + dag + "}", 200, false);
+  EXPECT_TRUE(placed.json().contains("corunners")) << placed.body;
+  call("POST", "/v1/tools/place", R"({"scenario":)" + dag + R"(,"policy":"heft"})", 200, false);
+  call("POST", "/v1/tools/place", R"({"scenario":)" + dag + R"(,"policy":"best"})", 422, false);
+  call("POST", "/v1/tools/place", R"({"scenario":{"name":"d","name":"e"}})", 400, false);
+  call("POST", "/v1/tools/place", "{}", 415, false, "text/plain");
+  call("GET", "/v1/tools/place", "", 405);
   const std::string id = std::to_string(plan["id"].get<long long>());
   call("POST", "/v1/telemetry",
        R"({"model":"cam0","plan_id":)" + id + R"(,"latency_ms_p95":41.5,"throughput":29.8})", 202);

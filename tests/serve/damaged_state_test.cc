@@ -4,6 +4,7 @@
 // full disk is refused whole, and everything acknowledged before stays readable.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -178,6 +179,30 @@ TEST(DamagedServeState, ARowThatIsNotJsonNamesTheFileAndTheRow) {
       << error;
 }
 
+// Runs `child` in a forked process whose files may not grow past `limit_bytes` (RLIMIT_FSIZE,
+// SIGXFSZ ignored: a write past it fails with EFBIG as on a full disk) and returns the report
+// it wrote ("" when the child failed before writing one).
+std::string report_of_child_under_file_limit(const std::filesystem::path& dir,
+                                             rlim_t limit_bytes,
+                                             const std::function<std::string()>& child) {
+  const auto report = dir / "child.txt";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit lim{limit_bytes, limit_bytes};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    const std::string text = child();
+    if (text.empty()) ::_exit(20);
+    corun::testing::write_bytes(report, text);
+    ::_exit(0);
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return "";
+  }
+  return corun::testing::read_bytes(report);
+}
+
 // Registrations written under a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored): a write past
 // it fails with EFBIG as on a full disk. The child registers until the store refuses; the
 // parent then reads back exactly what was acknowledged.
@@ -189,14 +214,9 @@ TEST(DamagedServeState, AFullDiskRefusesTheWriteWholeAndKeepsWhatWasAcknowledged
     ASSERT_TRUE((*store)->insert_model("m0", R"({"name": "m0"})").ok());
   }
   const std::string padding(2000, 'p');
-  const auto report = dir.path() / "child.txt";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::signal(SIGXFSZ, SIG_IGN);
-    const rlimit lim{96 * 1024, 96 * 1024};
-    ::setrlimit(RLIMIT_FSIZE, &lim);
+  const std::string report = report_of_child_under_file_limit(dir.path(), 96 * 1024, [&] {
     auto store = StateStore::open(dir.path());
-    if (!store.ok()) ::_exit(20);
+    if (!store.ok()) return std::string();
     int acknowledged = 0;
     Status st;
     for (int i = 1; i <= 1000 && st.ok(); ++i) {
@@ -205,17 +225,12 @@ TEST(DamagedServeState, AFullDiskRefusesTheWriteWholeAndKeepsWhatWasAcknowledged
                                   R"({"name": ")" + name + R"(", "pad": ")" + padding + R"("})");
       if (st.ok()) ++acknowledged;
     }
-    if (st.ok()) ::_exit(21);
-    corun::testing::write_bytes(report, std::to_string(acknowledged) + "\n" +
-                                            std::to_string(static_cast<int>(st.error().kind())) +
-                                            "\n" + st.error().what());
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-  std::istringstream in(corun::testing::read_bytes(report));
+    if (st.ok()) return std::string();
+    return std::to_string(acknowledged) + "\n" +
+           std::to_string(static_cast<int>(st.error().kind())) + "\n" + st.error().what();
+  });
+  ASSERT_FALSE(report.empty());
+  std::istringstream in(report);
   int acknowledged = 0, kind = 0;
   std::string message;
   in >> acknowledged >> kind;
@@ -237,6 +252,56 @@ TEST(DamagedServeState, AFullDiskRefusesTheWriteWholeAndKeepsWhatWasAcknowledged
     EXPECT_EQ(st->models[i].name, "m" + std::to_string(i));
     EXPECT_EQ(json::parse(st->models[i].spec_json)["pad"], padding);
   }
+}
+
+// The API on a full disk (RLIMIT_FSIZE in a forked child, SIGXFSZ ignored): a registration
+// the store cannot write is answered 503 `storage_unavailable` with a Retry-After (the
+// client may retry once room was made; it is not the client's fault, so not a 4xx, and not
+// a crash of the server, so not a 500), and every registration answered 201 before is in
+// serve.db when the service is opened again without the limit.
+TEST(DamagedServeState, AFullDiskIsA503WithRetryAfterAndLosesNoAcknowledgedRegistration) {
+  TempDir dir;
+  const std::string report = report_of_child_under_file_limit(dir.path(), 128 * 1024, [&] {
+    auto s = Service::open(options(dir.path()), Catalog::default_catalog(),
+                           std::make_unique<TwinSource>());
+    if (!s.ok()) return std::string();
+    int acknowledged = 0;
+    HttpResponse last;
+    for (int i = 0; i < 60; ++i) {
+      json entry = json::parse(testing::kCam0);
+      entry["name"] = "cam" + std::to_string(i);
+      last = testing::call_service(**s, kToken, "POST", "/v1/models", entry.dump());
+      if (last.status != 201) break;
+      ++acknowledged;
+    }
+    std::string retry_after = "-";
+    for (const auto& [k, v] : last.headers) {
+      if (k == "Retry-After") retry_after = v;
+    }
+    const json body = json::parse(last.body, nullptr, false);
+    const json err = body.is_object() && body.contains("error") ? body["error"] : json::object();
+    return std::to_string(acknowledged) + " " + std::to_string(last.status) + " " + retry_after +
+           " " + err.value("code", "-") + "\n" + err.value("message", "");
+  });
+  ASSERT_FALSE(report.empty());
+  std::istringstream in(report);
+  int acknowledged = 0, http_status = 0;
+  std::string retry_after, code, message;
+  in >> acknowledged >> http_status >> retry_after >> code;
+  std::getline(in >> std::ws, message);
+  EXPECT_GT(acknowledged, 0);
+  EXPECT_EQ(http_status, 503);
+  EXPECT_EQ(retry_after, "5");
+  EXPECT_EQ(code, "storage_unavailable");
+  EXPECT_NE(message.find("serve.db"), std::string::npos) << message;
+
+  auto s =
+      Service::open(options(dir.path()), Catalog::default_catalog(), std::make_unique<TwinSource>());
+  ASSERT_TRUE(s.ok()) << s.error().what();
+  const json models =
+      json::parse(testing::call_service(**s, kToken, "GET", "/v1/models").body, nullptr, false);
+  ASSERT_TRUE(models["models"].is_array()) << models.dump();
+  EXPECT_EQ(models["models"].size(), static_cast<std::size_t>(acknowledged));
 }
 
 }  // namespace

@@ -84,6 +84,19 @@ std::vector<HostileCase> hostile_cases() {
     for (int i = 0; i < n; ++i) h += "X-Pad-" + std::to_string(i) + ": " + std::string(bytes, 'v') + "\r\n";
     return h + "Content-Length: 2\r\n";
   };
+  auto place = [&](const std::string& body) {
+    return request("POST", "/v1/tools/place", body, "");
+  };
+  // A tool DAG scenario with the given `tools` (JSON text) and more members after them.
+  auto dag = [&](const std::string& tools, const std::string& more = "") {
+    return place(R"({"scenario":{"name":"d","kind":"serial","vram_budget_gb":8,"tools":)" + tools +
+                 more + "}}");
+  };
+  std::string nine_tools = "[";
+  for (int i = 0; i < 9; ++i) {
+    nine_tools += std::string(i ? "," : "") + R"({"id":"t)" + std::to_string(i) + R"(","tool":"ocr"})";
+  }
+  nine_tools += "]";
   const std::string cam0_bad_demand =
       R"({"name":"camx","model":"yolo11n","knobs":{"imgsz":[320]},"demand":{"fps":-1}})";
   return {
@@ -216,6 +229,55 @@ std::vector<HostileCase> hostile_cases() {
        "unsupported_media_type", ""},
       {"whatif empty body", request("POST", "/v1/whatif", "", ""), 400, "empty_body", ""},
       {"GET whatif", request("GET", "/v1/whatif"), 405, "method_not_allowed", ""},
+      // POST /v1/tools/place takes {"scenario": a tool DAG scenario, "policy": name}; errors
+      // name the field inside the scenario as a scenario file's would.
+      {"place array body", place("[1]"), 400, "bad_type", ""},
+      {"place missing scenario", place("{}"), 422, "invalid_spec", "scenario"},
+      {"place misspelled key", place(R"({"scenaro":{}})"), 422, "invalid_spec", "scenaro"},
+      {"place scenario of wrong type", place(R"({"scenario":[1]})"), 422, "invalid_spec",
+       "scenario"},
+      {"place policy of wrong type", place(R"({"scenario":{},"policy":7})"), 422, "invalid_spec",
+       "policy"},
+      {"place unknown policy", place(R"({"scenario":{},"policy":"fastest"})"), 422,
+       "invalid_spec", "policy"},
+      {"place unknown tool", dag(R"([{"id":"a","tool":"teleport"}])"), 422, "invalid_spec",
+       "scenario.tools[0].tool"},
+      {"place tool of wrong type", dag(R"([{"id":"a","tool":7}])"), 422, "invalid_spec",
+       "scenario.tools[0].tool"},
+      {"place dependency of wrong type deep down",
+       dag(R"([{"id":"a","tool":"asr"},{"id":"b","tool":"ocr","after":[["a"]]}])"), 422,
+       "invalid_spec", "scenario.tools[1].after[0]"},
+      {"place unknown dependency",
+       dag(R"([{"id":"a","tool":"asr"},{"id":"b","tool":"ocr","after":["z"]}])"), 422,
+       "invalid_spec", "scenario.tools[1].after[0]"},
+      {"place cyclic DAG",
+       dag(R"([{"id":"a","tool":"asr","after":["b"]},{"id":"b","tool":"ocr","after":["a"]}])"),
+       422, "invalid_spec", "scenario.tools[0].after"},
+      {"place duplicate id", dag(R"([{"id":"a","tool":"asr"},{"id":"a","tool":"ocr"}])"), 422,
+       "invalid_spec", "scenario.tools[1].id"},
+      {"place too many tools", dag(nine_tools), 422, "too_many_tools", "scenario.tools"},
+      {"place tools of wrong type", dag(R"({"a":"asr"})"), 422, "invalid_spec",
+       "scenario.tools"},
+      {"place co-runners named", dag("[]", R"(,"co_running":{"plan":"/etc/passwd"})"), 422,
+       "invalid_spec", "scenario.co_running"},
+      {"place GPU background", dag("[]", R"(,"background":{"gpu_sm_util":0.5})"), 422,
+       "invalid_spec", "scenario.background"},
+      {"place another device", dag(R"([{"id":"a","tool":"asr"}])", R"(,"device":"a100")"), 422,
+       "invalid_spec", "scenario.device"},
+      {"place budget overflows a double",
+       place(R"({"scenario":{"name":"d","kind":"serial","vram_budget_gb":1e999,"tools":[]}})"),
+       400, "bad_number", "scenario.vram_budget_gb"},
+      {"place negative budget",
+       place(R"({"scenario":{"name":"d","kind":"serial","vram_budget_gb":-1,"tools":[]}})"), 422,
+       "invalid_spec", "scenario.vram_budget_gb"},
+      {"place seed beyond 2^53", dag("[]", R"(,"seed":9007199254740993)"), 400, "bad_number",
+       "scenario.seed"},
+      {"place duplicate key", place(R"({"scenario":{"name":"d","name":"e"}})"), 400,
+       "duplicate_key", "scenario.name"},
+      {"place NaN", dag("[]", R"(,"seed":NaN)"), 400, "bad_json", ""},
+      {"place text/plain", request("POST", "/v1/tools/place", "{}", "", "text/plain"), 415,
+       "unsupported_media_type", ""},
+      {"GET tools/place", request("GET", "/v1/tools/place"), 405, "method_not_allowed", ""},
       {"garbage request line", "HELLO\r\n\r\n", 400, "", ""},
 
       // Numbers JSON cannot carry faithfully (RFC 8259 §6: no NaN or Infinity in the grammar;

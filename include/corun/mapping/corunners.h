@@ -102,6 +102,15 @@ Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::p
                                                         const Catalog& catalog,
                                                         const Testbed& testbed, std::uint64_t seed);
 
+/// @brief Measures `plan` on `testbed` (noise seeded by `seed`) and guards it with a MeanField
+/// surrogate profiled on `testbed` (CoRunnerGuard::fit): what load_corunners() does once the
+/// plan is read, for a plan obtained otherwise (the service's plan in force). Deterministic by
+/// seed; costs a surrogate fit (about a second for five models on the simulator).
+/// Thread-safety: reentrant when `testbed` is.
+Result<std::shared_ptr<const CoRunners>> guarded_corunners(exporting::PlanInput plan,
+                                                           const Testbed& testbed,
+                                                           std::uint64_t seed);
+
 /// @brief The co-runners `scenario` names (`co_running:`, paths relative to its file), measured
 /// and guarded as load_corunners() does with the scenario's seed; nullptr when it names none.
 Result<std::shared_ptr<const CoRunners>> scenario_corunners(const Scenario& scenario,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "corun/core/result.h"
+#include "corun/core/yaml.h"
 #include "corun/mapping/tools.h"
 
 namespace corun::mapping {
@@ -78,6 +79,15 @@ struct Scenario {
 /// Errors name the file, line and field path. `noise` defaults to the catalog's.
 Result<Scenario> parse_scenario(std::string_view text, const std::string& file,
                                 const ToolCatalog& tools);
+
+/// @brief Parses a scenario from a YAML node: a file's root, or a request body that
+/// serve/json_input.h turned into a node (to_yaml_node keeps JSON's types as YAML tags). The
+/// checks are exactly those of parse_scenario(); field paths are relative to `root`
+/// (`tools[2].after[0]`), and `file` names the source in each diagnostic.
+/// @return the scenario, or none with every problem added to `diags` (at least one).
+/// Thread-safety: reentrant; `tools` is only read.
+std::optional<Scenario> parse_scenario_node(const YAML::Node& root, const std::string& file,
+                                            const ToolCatalog& tools, Diagnostics& diags);
 
 /// @brief Reads and parses one scenario file.
 Result<Scenario> load_scenario(const std::filesystem::path& path, const ToolCatalog& tools);

@@ -10,12 +10,15 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "corun/catalog/catalog.h"
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
+#include "corun/mapping/corunners.h"
+#include "corun/mapping/tools.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/controller.h"
 #include "corun/runtime/predictor_source.h"
@@ -28,6 +31,7 @@
 #include "corun/serve/store.h"
 #include "corun/serve/telemetry.h"
 #include "corun/spec/workload.h"
+#include "corun/testbed/testbed.h"
 
 namespace corun::serve {
 
@@ -97,6 +101,8 @@ class Service final : public HttpHandler {
   static std::span<const Route<Service>> routes();
   HttpResponse route(const HttpRequest& req, std::string_view& label);
   HttpResponse error(const ApiError& e) const { return error_response(e); }
+  // A state write that failed (serve/api_error.h storage_error), logged with its cause.
+  HttpResponse storage_failure(const RouteCall& call, const Error& e) const;
   std::variant<nlohmann::json, ApiError> parse_body(const HttpRequest& req) const;
   bool authorised(const HttpRequest& req) const;
 
@@ -116,6 +122,16 @@ class Service final : public HttpHandler {
   /// POST /v1/whatif: plans the registered models plus the body (a models entry) on a copy of
   /// the workload with the controller's predictor and learners; nothing in the service changes.
   HttpResponse post_whatif(const RouteCall& call);
+  /// POST /v1/tools/place: places the body's tool DAG next to the plan in force with
+  /// mapping::place() (what `corun map --plan` runs); nothing in the service changes.
+  HttpResponse post_tools_place(const RouteCall& call);
+  /// The plan in force's co-runners, measured and guarded (plan_corunners), from the cache when
+  /// `key` (plan id, served models' entries, seed, device) was built before; else built and
+  /// cached. The build (a surrogate fit, about a second) runs without the lock: two requests
+  /// that miss together both build, and the results are equal (deterministic by seed).
+  Result<std::shared_ptr<const mapping::CoRunners>> cached_corunners(
+      const std::string& key, const Workload& workload, const JointConfig& config,
+      std::int64_t plan_id, std::uint64_t seed) CORUN_EXCLUDES(corunners_mutex_);
 
   void flusher_loop();
   void flush_telemetry();
@@ -129,6 +145,21 @@ class Service final : public HttpHandler {
   std::unique_ptr<Controller> controller_;
   Device device_;
   Metrics metrics_;
+  /// The tools a placement may call (the catalog's tools.yaml); none when the catalog has none
+  /// (`tools_error_` says why, and POST /v1/tools/place answers 503). Read-only after open().
+  std::optional<mapping::ToolCatalog> tools_;
+  std::string tools_error_;
+  /// The catalog twin (`sim`: the simulator on the catalog's description of the device), what
+  /// the service knows of its GPU: it measures the plan in force's load for a tool placement
+  /// and predicts the co-runners' SLAs during the tools' burst. measure() is thread-safe.
+  std::unique_ptr<Testbed> twin_;
+  /// The co-runners of the last placements' plans (most recent last, at most
+  /// kCoRunnersCached), keyed as cached_corunners() says: a placement on an unchanged plan
+  /// reuses the guard's fit instead of paying it again.
+  static constexpr std::size_t kCoRunnersCached = 4;
+  Mutex corunners_mutex_;
+  std::deque<std::pair<std::string, std::shared_ptr<const mapping::CoRunners>>> corunners_cache_
+      CORUN_GUARDED_BY(corunners_mutex_);
 
   /// Serialises mutations (registration, removal, demand) with their durable writes, so that
   /// the store and memory agree. Never held by telemetry handlers.
