@@ -515,6 +515,10 @@ Result<Surrogate> Surrogate::load(const std::filesystem::path& path) {
     return Error(path.string() + ": damaged surrogate model: not valid JSON at byte " +
                      std::to_string(e.byte) + " of " + std::to_string(text->size()),
                  Error::Kind::kDamaged);
+  } catch (const nlohmann::json::out_of_range& e) {
+    // The parser reports a number too large for a double (a damaged digit or exponent) as
+    // out_of_range, not as a parse error.
+    return Error(path.string() + ": damaged surrogate model: " + e.what(), Error::Kind::kDamaged);
   }
   auto s = from_json(j);
   if (!s)
