@@ -51,7 +51,7 @@ std::vector<Event> make_stream(const Flags& f, std::size_t templates) {
 // One node under one scheduler: its models (stream ids), its plan and last measurement.
 struct Node {
   std::vector<std::size_t> ids;
-  Workload w;
+  std::unique_ptr<Workload> w;  // stable address: the session's planner refers to it
   std::unique_ptr<NodeSession> session;
   NodePlan plan;
   NodeOutcome outcome;
@@ -69,7 +69,7 @@ class Cluster {
       : name_(std::move(name)), mix_(&mix), f_(&f), tb_(&tb),
         nodes_(static_cast<std::size_t>(f.nodes)) {
     for (auto& n : nodes_) {
-      n.w = node_workload({});
+      n.w = std::make_unique<Workload>(node_workload({}));
     }
   }
 
@@ -113,7 +113,7 @@ class Cluster {
       Node& n = nodes_[k];
       if (dirty_[k]) {
         n.outcome = n.ids.empty() ? NodeOutcome{}
-                                  : measure_node_plan(n.w, n.plan, *tb_,
+                                  : measure_node_plan(*n.w, n.plan, *tb_,
                                                       {f_->window_s, f_->seed + 1000 * k});
         dirty_[k] = false;
       }
@@ -165,12 +165,12 @@ class Cluster {
     Node fresh;
     Node& n = trial != nullptr ? *trial : fresh;
     n.ids = ids;
-    n.w = node_workload(ids);
+    n.w = std::make_unique<Workload>(node_workload(ids));
     if (!ids.empty()) {
-      auto s = make_node_session(n.w, *f_);
+      auto s = make_node_session(*n.w, *f_);
       if (!s) return s.error();
       n.session = std::move(*s);
-      auto p = n.session->planner->plan(node_layouts(n.w).front());
+      auto p = n.session->planner->plan(node_layouts(*n.w).front());
       if (!p) return p.error();
       n.plan = std::move(*p);
     }
@@ -250,12 +250,12 @@ class Cluster {
                           const std::vector<std::int32_t>& a) {
     Node n;
     n.ids = ids;
-    n.w = node_workload(ids);
+    n.w = std::make_unique<Workload>(node_workload(ids));
     if (!ids.empty()) {
-      auto s = make_node_session(n.w, *f_);
+      auto s = make_node_session(*n.w, *f_);
       if (!s) return s.error();
       n.session = std::move(*s);
-      auto p = n.session->planner->plan_assignment(node_layouts(n.w).front(), a, name_);
+      auto p = n.session->planner->plan_assignment(node_layouts(*n.w).front(), a, name_);
       if (!p) return p.error();
       n.plan = std::move(*p);
     }
