@@ -281,6 +281,9 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   // First-improvement local search: move one model to another allowed unit, or swap two
   // models on different units (each allowed on the other's), in a seeded random order.
   auto climb = [&](NodePlan current) -> Result<NodePlan> {
+    // A swap with model b is the move (a, kSwapMark + b): no unit index comes near it (a node
+    // may have more units than models, so the model count cannot mark swaps).
+    constexpr std::size_t kSwapMark = std::size_t{1} << 40;
     bool improved = true;
     while (improved && budget_left()) {
       improved = false;
@@ -298,15 +301,15 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
           const auto& ab = allowed[b];
           if (std::find(aa.begin(), aa.end(), static_cast<std::size_t>(ub)) == aa.end()) continue;
           if (std::find(ab.begin(), ab.end(), static_cast<std::size_t>(ua)) == ab.end()) continue;
-          moves.emplace_back(a, n + b);  // a unit index >= n never occurs: marks a swap
+          moves.emplace_back(a, kSwapMark + b);
         }
       }
       std::shuffle(moves.begin(), moves.end(), rng);
       for (const auto& [m, target] : moves) {
         if (!budget_left()) break;
         std::vector<std::int32_t> next = current.assignment;
-        if (target >= n) {
-          std::swap(next[m], next[target - n]);
+        if (target >= kSwapMark) {
+          std::swap(next[m], next[target - kSwapMark]);
         } else {
           next[m] = static_cast<std::int32_t>(target);
         }
