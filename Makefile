@@ -33,8 +33,8 @@ tsan: deps
 	cmake --build --preset tsan
 	ctest --preset tsan
 
-# libFuzzer targets (clang, ASan + UBSan) for the workload parser, serve's request bodies and the
-# surrogate loader;
+# libFuzzer targets (clang, ASan + UBSan) for the workload parser, serve's request bodies, the
+# surrogate loader and the dataset reader;
 # `make test` runs each for 20 s, `make fuzz` for FUZZ_SECONDS (e.g. make fuzz FUZZ_SECONDS=3600).
 FUZZ_SECONDS ?= 300
 fuzz-build: deps

@@ -1,20 +1,52 @@
 // libFuzzer target: a request body of `corun serve` on its way to the planner. The strict JSON
 // reader (serve/json_input) either refuses the bytes with a code and the path of the value, or
 // returns a document; an object then reaches the spec reader as one model entry (a YAML node
-// that keeps JSON's types), as POST /v1/models hands it over. Neither step may crash, hang or leak for any bytes.
+// that keeps JSON's types), as POST /v1/models hands it over. The same bytes are also a
+// kube-scheduler ExtenderArgs body of `corun extender` (POST /filter and /prioritize): the
+// extender answers 200 or a 4xx naming the field, never a 500. No step may crash, hang or leak
+// for any bytes.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
 
 #include "corun/catalog/catalog.h"
-#include "corun/core/yaml.h"
+#include "corun/serve/extender.h"
 #include "corun/serve/json_input.h"
 #include "corun/spec/workload.h"
 
+namespace {
+
+// An extender that knows no node: every candidate is "not a corun node", so a body is parsed
+// and answered whole without a connection.
+corun::serve::Extender& extender() {
+  static const std::unique_ptr<corun::serve::Extender> e = [] {
+    auto made = corun::serve::Extender::make({});
+    if (!made.ok()) __builtin_trap();
+    return std::move(*made);
+  }();
+  return *e;
+}
+
+void extender_answers(std::string_view text) {
+  for (const char* path : {"/filter", "/prioritize"}) {
+    corun::serve::HttpRequest req;
+    req.method = "POST";
+    req.path = path;
+    req.content_type = "application/json";
+    req.body = std::string(text);
+    const auto res = extender().handle(req);
+    if (res.status != 200 && (res.status < 400 || res.status >= 500)) __builtin_trap();
+  }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  extender_answers(text);
   const auto parsed = corun::serve::parse_json_input(text);
   if (const auto* e = std::get_if<corun::serve::JsonInputError>(&parsed)) {
     if (e->code.empty() || e->message.empty()) __builtin_trap();  // a refusal says what and why

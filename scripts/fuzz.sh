@@ -22,7 +22,7 @@ fi
 # Sanitizer reports with their stack, so that a failure in CI can be read from the log alone.
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 status=0
-for target in workload json_body surrogate; do
+for target in workload json_body surrogate dataset; do
   bin=$build/fuzz/fuzz_$target
   if [[ ! -x $bin ]]; then
     echo "fuzz: $bin is missing (cmake --preset fuzz && cmake --build --preset fuzz)" >&2

@@ -23,6 +23,8 @@ struct Sum {
   int optimal = 0;
   int scenarios = 0;
   double executions = 0;
+  int next_to_plan = 0;  // scenarios with a co-running plan
+  int breaching = 0;     // of those, where a co-runner's SLA was measured breached
 };
 
 // Cell of the scenario table as docs/results/placement.md writes it: "**opt** 252.4 / 3".
@@ -150,6 +152,7 @@ const bool registered = register_command({
       auto threads = std::make_shared<int>(1);
       auto html = std::make_shared<std::string>();
       auto tolerance = std::make_shared<double>(0.01);
+      auto testbed_name = std::make_shared<std::string>("sim");
       sub.add_option("dir", *dir, "directory of scenario YAML files (workloads/tools)");
       sub.add_option("--policies", *policies, "comma-separated policies");
       sub.add_option("--agent", *agent_name, "agent behind the 'agent' policy: builtin | llm");
@@ -163,6 +166,9 @@ const bool registered = register_command({
           ->check(CLI::Range(0.0, 1.0));
       sub.add_option("--html", *html,
                      "also write the results as one self-contained HTML page (plot inline)");
+      sub.add_option("--testbed", *testbed_name,
+                     "testbed that measures the co-running plans of scenarios naming one")
+          ->capture_default_str();
       sub.add_option("--catalog", *catalog_dir, "catalog directory (default: built in)");
       sub.add_flag("--json", *json, "print JSON");
       return std::function<int()>([=] {
@@ -190,8 +196,14 @@ const bool registered = register_command({
           if (dir->empty()) return report_error(Error("give a scenario DIR or --random N"));
           auto scenarios = mapping::load_scenario_dir(*dir, *tools);
           if (!scenarios) return report_error(scenarios.error());
+          auto testbed = make_testbed(*testbed_name);
+          if (!testbed) return report_error(testbed.error().wrap("--testbed"));
           for (auto& s : *scenarios) {
-            auto p = mapping::PlacementProblem::build(std::move(s), *tools, **cat);
+            // A scenario next to a planned workload shares the GPU with what the testbed
+            // measures for that plan.
+            auto co = mapping::scenario_corunners(s, **cat, **testbed);
+            if (!co) return report_error(co.error());
+            auto p = mapping::PlacementProblem::build(std::move(s), *tools, **cat, *co);
             if (!p) return report_error(p.error());
             problems.push_back(std::move(*p));
           }
@@ -219,6 +231,10 @@ const bool registered = register_command({
           s.optimal += r.optimal ? 1 : 0;
           ++s.scenarios;
           s.executions += static_cast<double>(r.executions);
+          if (r.corunner_breaches) {
+            ++s.next_to_plan;
+            s.breaching += r.corunner_breaches->empty() ? 0 : 1;
+          }
         }
         if (!html->empty()) {
           std::string command = "corun eval placement " +
@@ -255,23 +271,38 @@ const bool registered = register_command({
             summary.push_back({{"policy", name},
                                {"optimal", s.optimal},
                                {"scenarios", s.scenarios},
-                               {"mean_executions", s.scenarios ? s.executions / s.scenarios : 0}});
+                               {"mean_executions", s.scenarios ? s.executions / s.scenarios : 0},
+                               {"scenarios_next_to_a_plan", s.next_to_plan},
+                               {"corunner_breaching_scenarios", s.breaching}});
           }
           j["summary"] = summary;
           std::printf("%s\n", j.dump(2).c_str());
           return kExitOk;
         }
-        Table t({"scenario", "policy", "optimal", "makespan ms", "oracle ms", "executions"});
+        Table t({"scenario", "policy", "optimal", "makespan ms", "oracle ms", "executions",
+                 "co-runner breaches (measured)"});
         for (const auto& r : *rows) {
+          std::string broken = "-";
+          if (r.corunner_breaches) {
+            broken = r.corunner_breaches->empty() ? "none" : "";
+            for (const auto& o : *r.corunner_breaches) {
+              broken += (broken.empty() ? "" : "; ") + o.describe();
+            }
+          }
           t.add({r.scenario, r.policy, r.optimal ? "yes" : "no",
                  !r.error.empty() ? "error" : (r.failed ? "failed" : fixed(r.makespan_ms, 2)),
-                 fixed(r.oracle_makespan_ms, 2), std::to_string(r.executions)});
+                 fixed(r.oracle_makespan_ms, 2), std::to_string(r.executions), broken});
         }
         std::printf("%s\n", t.render().c_str());
         for (const auto& name : opts.policies) {
           const Sum& s = sums[name];
-          std::printf("%-12s optimal %d/%d, mean executions %.1f\n", name.c_str(), s.optimal,
+          std::printf("%-12s optimal %d/%d, mean executions %.1f", name.c_str(), s.optimal,
                       s.scenarios, s.scenarios ? s.executions / s.scenarios : 0.0);
+          if (s.next_to_plan > 0) {
+            std::printf(", co-runner SLA breached (measured) in %d/%d", s.breaching,
+                        s.next_to_plan);
+          }
+          std::printf("\n");
         }
         return kExitOk;
       });

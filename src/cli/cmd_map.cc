@@ -41,6 +41,9 @@ const bool registered = register_command({
       auto seed = std::make_shared<std::optional<std::uint64_t>>();
       auto json = std::make_shared<bool>(false);
       auto no_oracle = std::make_shared<bool>(false);
+      auto plan_file = std::make_shared<std::string>();
+      auto workload_file = std::make_shared<std::string>();
+      auto testbed_name = std::make_shared<std::string>("sim");
       sub.add_option("scenario", *file, "tool DAG scenario YAML")->required();
       sub.add_option("--policy", *policy_name,
                      "all-gpu | heft | dmda | bandit | brute-force | agent");
@@ -50,6 +53,13 @@ const bool registered = register_command({
       sub.add_option("--catalog", *catalog_dir, "catalog directory (default: built in)");
       sub.add_flag("--json", *json, "print JSON");
       sub.add_flag("--no-oracle", *no_oracle, "skip the brute-force comparison");
+      sub.add_option("--plan", *plan_file,
+                     "plan in force of the models co-running on the GPU (corun plan --json, a "
+                     "run report, or GET /v1/plan); replaces the scenario's co_running");
+      sub.add_option("--workload", *workload_file,
+                     "workload of --plan (default: the file the plan names)");
+      sub.add_option("--testbed", *testbed_name, "testbed that measures the co-running plan")
+          ->capture_default_str();
       return std::function<int()>([=] {
         auto cat = load_catalog(*catalog_dir);
         if (!cat) return report_error(cat.error());
@@ -58,7 +68,17 @@ const bool registered = register_command({
         auto scenario = mapping::load_scenario(*file, *tools);
         if (!scenario) return report_error(scenario.error());
         if (*seed) scenario->seed = **seed;
-        auto problem = mapping::PlacementProblem::build(*scenario, *tools, **cat);
+        if (!workload_file->empty() && plan_file->empty()) {
+          return report_error(
+              Error("--workload: give the plan too (--plan FILE)", Error::Kind::kInvalidInput));
+        }
+        auto testbed = make_testbed(*testbed_name);
+        if (!testbed) return report_error(testbed.error().wrap("--testbed"));
+        auto co = plan_file->empty() ? mapping::scenario_corunners(*scenario, **cat, **testbed)
+                                     : mapping::load_corunners(*plan_file, *workload_file, **cat,
+                                                               **testbed, scenario->seed);
+        if (!co) return report_error(co.error());
+        auto problem = mapping::PlacementProblem::build(*scenario, *tools, **cat, *co);
         if (!problem) return report_error(problem.error());
         std::shared_ptr<mapping::Agent> agent;
         if (*policy_name == "agent") {
@@ -91,6 +111,13 @@ const bool registered = register_command({
           if (o) oracle = *o;
         }
         const double truth_ms = truth.failed ? INFINITY : truth.makespan_ms;
+        // Next to a plan: every co-runner SLA measured while the final mapping's burst runs.
+        std::vector<mapping::SlaOutcome> co_slas;
+        if (problem->corunners() && !truth.failed) {
+          auto o = problem->corunners()->during(truth.burst, **testbed);
+          if (!o) return report_error(o.error());
+          co_slas = std::move(*o);
+        }
         const bool optimal = oracle && !truth.failed && truth_ms <= oracle->makespan_ms * 1.01;
         if (*json) {
           nlohmann::json j;
@@ -118,6 +145,24 @@ const bool registered = register_command({
           j["executions"] = d->executions;
           if (d->predicted_makespan_ms) j["predicted_makespan_ms"] = *d->predicted_makespan_ms;
           j["failed"] = truth.failed;
+          if (problem->corunners()) {
+            nlohmann::json cs = nlohmann::json::array();
+            for (const auto& o : co_slas) {
+              cs.push_back({{"model", o.model},
+                            {"metric", o.metric},
+                            {"sla", o.sla},
+                            {"alone", o.alone},
+                            {"during", o.during},
+                            {"breached", o.breached},
+                            {"breached_alone", o.breached_alone}});
+            }
+            j["corunners"] = {{"plan", problem->corunners()->plan.plan_file},
+                              {"testbed", problem->corunners()->testbed},
+                              {"burst_sm_util", truth.burst.sm_util},
+                              {"burst_bw_util", truth.burst.bw_util},
+                              {"burst_ms", truth.burst.end_ms - truth.burst.start_ms},
+                              {"slas_measured", cs}};
+          }
           j["failures"] = truth.failures;
           nlohmann::json rows = nlohmann::json::array();
           for (std::size_t i = 0; i < problem->size(); ++i) {
@@ -158,6 +203,14 @@ const bool registered = register_command({
                       optimal ? "optimal" : "not optimal");
         }
         std::printf("\n");
+        for (const auto& o : co_slas) {
+          std::printf("  co-runner %s: %s measured %s alone, %s during the burst (SLA %s)%s\n",
+                      o.model.c_str(), o.metric.c_str(), fixed(o.alone, 1).c_str(),
+                      fixed(o.during, 1).c_str(), fixed(o.sla, 1).c_str(),
+                      o.breached         ? ": BREACHED by the burst"
+                      : o.breached_alone ? ": already breached without the tools"
+                                         : "");
+        }
         return kExitOk;
       });
     },

@@ -14,7 +14,7 @@ namespace corun::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;    ///< the work ran and failed (e.g. a check did not hold)
 inline constexpr int kExitBadInput = 2;   ///< bad flags, bad spec, unknown names
-inline constexpr int kExitInternal = 3;   ///< I/O or internal errors
+inline constexpr int kExitInternal = 3;   ///< I/O or internal errors, a damaged stored file
 
 /// @brief One verb of the CLI. `path` is the words that select it ("measure", "eval placement").
 /// `setup` declares the verb's flags on its CLI11 subcommand and returns the function that runs

@@ -37,6 +37,7 @@ int report_error(const corun::Error& e) {
     case Error::Kind::kResource:
       return kExitFailure;
     case Error::Kind::kIo:
+    case Error::Kind::kDamaged:
     case Error::Kind::kInternal:
       return kExitInternal;
   }

@@ -55,8 +55,33 @@ nlohmann::json to_json(const PlacementRow& r) {
   j["makespan_ms"] =
       std::isfinite(r.makespan_ms) ? nlohmann::json(r.makespan_ms) : nlohmann::json(nullptr);
   if (r.predicted_makespan_ms) j["predicted_makespan_ms"] = *r.predicted_makespan_ms;
+  if (r.corunner_breaches) {
+    nlohmann::json b = nlohmann::json::array();
+    for (const SlaOutcome& o : *r.corunner_breaches) {
+      b.push_back({{"model", o.model},
+                   {"metric", o.metric},
+                   {"sla", o.sla},
+                   {"alone", o.alone},
+                   {"during", o.during},
+                   {"describe", o.describe()}});
+    }
+    j["corunner_breaches"] = b;
+  }
   if (!r.error.empty()) j["error"] = r.error;
   return j;
+}
+
+Result<std::optional<std::vector<SlaOutcome>>> measure_corunners_during(
+    const PlacementProblem& problem, const Mapping& mapping) {
+  const auto& co = problem.corunners();
+  if (!co) return std::optional<std::vector<SlaOutcome>>();
+  auto testbed = make_testbed(co->testbed);
+  if (!testbed) return testbed.error();
+  Executor ex(problem);
+  const RunResult run = ex.run(mapping, RunOptions{0, false});
+  auto outcomes = co->during(run.burst, **testbed);
+  if (!outcomes) return outcomes.error();
+  return std::optional<std::vector<SlaOutcome>>(breaches(*outcomes));
 }
 
 PlacementRow judge(const PlacementProblem& problem, const Oracle& oracle, Policy& policy,
@@ -86,6 +111,14 @@ PlacementRow judge(const PlacementProblem& problem, const Oracle& oracle, Policy
   row.makespan_ms = ex.makespan_s(d->mapping, RunOptions{0, false}) * 1e3;
   row.failed = !std::isfinite(row.makespan_ms);
   row.optimal = !row.failed && row.makespan_ms <= oracle.makespan_ms * (1 + tolerance);
+  if (!row.failed) {
+    auto measured = measure_corunners_during(problem, d->mapping);
+    if (!measured) {
+      row.error = measured.error().what();
+    } else {
+      row.corunner_breaches = std::move(*measured);
+    }
+  }
   return row;
 }
 

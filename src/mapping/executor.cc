@@ -24,14 +24,8 @@ double noise_factor(std::uint64_t seed, std::size_t node, std::uint64_t side, do
 
 Executor::Executor(const PlacementProblem& problem) : problem_(&problem) {
   const std::size_t n = problem.size();
-  const ExecModel& m = problem.model();
-  for (std::size_t i = 0; i < n; ++i) {
-    const ToolCost& c = problem.cost(i);
-    kernel_s_.push_back(c.kernel_s);
-    launch_per_kernel_s_.push_back(m.launch_overhead_us * 1e-6);
-    compute_alone_s_.push_back(c.compute_s());
-  }
   phase_.resize(n);
+  segment_.resize(n);
   pending_.resize(n);
   remaining_.resize(n);
   rate_.resize(n);
@@ -40,8 +34,6 @@ Executor::Executor(const PlacementProblem& problem) : problem_(&problem) {
   active_.reserve(n);
   queue_.reserve(n);
   ready_.reserve(n);
-  // Co-runners on the GPU: at most every other node plus the background tenant.
-  for (std::size_t k = 0; k <= n + 1; ++k) launch_delay_s_.push_back(m.launch_delay_s(int(k)));
 }
 
 RunResult Executor::run(std::span<const Placement> mapping, const RunOptions& options) {
@@ -63,14 +55,11 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
   const PlacementProblem& p = *problem_;
   const std::size_t n = p.size();
   const Scenario& sc = p.scenario();
-  const ExecModel& model = p.model();
   const double budget = p.vram_budget_bytes();
   const double cores = std::max(1, p.device().cpu.cores);
-  const double bg_sm = sc.background.gpu_sm_util;
-  const double bg_bw = sc.background.gpu_bw_util;
-  const int bg_corunner = (bg_sm > 0 || bg_bw > 0) ? 1 : 0;
+  const gpu::DeviceModel& dev = p.gpu();
+  const gpu::Load& bg = p.background();
   const double bg_cpu = sc.background.cpu_busy_cores / cores;
-  const double interference = model.interference_per_corunner;
 
   const double sigma = options.noise ? sc.noise : 0.0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -89,6 +78,9 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
   ready_.clear();
   double vram_used = 0;
   double t = 0;
+  burst_ = BurstLoad{};
+  double burst_sm_s = 0, burst_bw_s = 0;
+  bool burst_started = false;
   double last_end = 0;
   bool failed = false;
 
@@ -103,7 +95,12 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
           work = c.h2d_s * gpu_factor_[i];
           break;
         case kCompute:
-          work = c.compute_s() * gpu_factor_[i];
+          // The first GPU segment with work, from the current one on.
+          for (; segment_[i] < c.segments.size(); ++segment_[i]) {
+            const GpuSegment& g = c.segments[segment_[i]];
+            work = g.repeats * g.shape.alone_s * gpu_factor_[i];
+            if (work > 0) break;
+          }
           break;
         case kDownload:
           work = c.d2h_s * gpu_factor_[i];
@@ -144,6 +141,7 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
       tr.vram_pressure = tr.queue_wait_ms > 0 || budget - vram_used < 0.1 * budget;
       out->peak_vram_gb = std::max(out->peak_vram_gb, vram_used / 1e9);
     }
+    segment_[i] = 0;
     enter(i, kUpload);
     if (phase_[i] == kDone) {
       finish(i);
@@ -212,9 +210,13 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
   if (!kTrace && failed) return Executor::kFailed;
 
   while (!active_.empty()) {
-    // Rates of every active phase under the current sharing.
-    int uploads = 0, downloads = 0, computing = 0;
-    double sum_sm = bg_sm, sum_bw = bg_bw, cpu_share = bg_cpu, cpu_bw = 0;
+    // Rates of every active phase under the current sharing. The GPU segments computing now
+    // are each other's co-runners, next to the background load, on the shared GPU model; the
+    // power limiter sees each computing call's mean draw (activity, bandwidth) over its
+    // compute step, as the simulator's sees a request's.
+    int uploads = 0, downloads = 0;
+    double cpu_share = bg_cpu, cpu_bw = 0;
+    gpu::Load tools;
     for (auto i : active_) {
       switch (phase_[i]) {
         case kUpload:
@@ -223,11 +225,16 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
         case kDownload:
           ++downloads;
           break;
-        case kCompute:
-          ++computing;
-          sum_sm += p.cost(i).sm_demand;
-          sum_bw += p.cost(i).bw_demand;
+        case kCompute: {
+          const gpu::Shape& sh = p.cost(i).segments[segment_[i]].shape;
+          tools.active += 1;
+          tools.sms += sh.sms;
+          tools.bw += sh.bw_demand;
+          tools.press += sh.l2_pressure;
+          tools.activity += p.cost(i).power_activity;
+          tools.mem_util += p.cost(i).bw_demand;
           break;
+        }
         case kCpuRun:
           cpu_share += p.cost(i).cpu_core_share;
           cpu_bw += p.cost(i).cpu_bw_demand;
@@ -236,9 +243,13 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
           break;
       }
     }
-    const double gpu_stretch = std::max({1.0, sum_sm, sum_bw});
     const double cpu_stretch = std::max({1.0, cpu_share, cpu_bw});
-    const int k = computing - 1 + bg_corunner;
+    const double clock =
+        tools.active > 0 ? gpu::power_capped_clock(dev, bg.activity + tools.activity,
+                                                   bg.mem_util + tools.mem_util * dev.dram_bytes_s /
+                                                                     dev.peak_dram_bytes_s)
+                               .ratio
+                         : 1.0;
     double dt = std::numeric_limits<double>::infinity();
     std::size_t first = active_[0];
     for (auto i : active_) {
@@ -251,12 +262,15 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
           rate = 1.0 / downloads;
           break;
         case kCompute: {
-          const double kern = kernel_s_[i];
-          const double kernels = p.cost(i).kernels;
+          const gpu::Shape& sh = p.cost(i).segments[segment_[i]].shape;
+          gpu::Load others = bg;
+          others.active += tools.active - 1;
+          others.sms += tools.sms - sh.sms;
+          others.bw += tools.bw - sh.bw_demand;
+          others.press += tools.press - sh.l2_pressure;
           const double slowed =
-              kern * gpu_stretch * (1 + interference * k) +
-              kernels * (launch_per_kernel_s_[i] + launch_delay_s_[static_cast<std::size_t>(k)]);
-          rate = slowed > 0 ? compute_alone_s_[i] / slowed : 1;
+              gpu::contended(sh, gpu::environment(sh, dev.sms, 1, others, dev, clock)).total_s;
+          rate = slowed > 0 ? sh.alone_s / slowed : 1;
           break;
         }
         case kCpuRun:
@@ -272,6 +286,16 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
         first = i;
       }
     }
+    if (tools.active > 0) {
+      // The tools' load on the GPU while they compute, integrated over the burst.
+      const double sm = std::min(1.0, tools.sms / dev.sms);
+      if (!burst_started) burst_.start_ms = t * 1e3;
+      burst_started = true;
+      burst_.end_ms = (t + dt) * 1e3;
+      burst_sm_s += dt * sm;
+      burst_bw_s += dt * tools.bw;
+      burst_.peak_sm_util = std::max(burst_.peak_sm_util, sm);
+    }
     t += dt;
     if constexpr (kTrace) {
       int on_gpu_now = 0;
@@ -286,6 +310,12 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
     for (std::size_t a = 0; a < active_.size(); ++a) {
       const std::size_t i = active_[a];
       remaining_[i] = i == first ? 0.0 : remaining_[i] - rate_[i] * dt;
+      if (remaining_[i] <= kDoneEps && phase_[i] == kCompute &&
+          segment_[i] + 1 < p.cost(i).segments.size()) {
+        // Next GPU segment of the same call (e.g. the decode steps after the prefill).
+        ++segment_[i];
+        enter(i, kCompute);
+      }
       if (remaining_[i] <= kDoneEps) {
         const std::uint8_t next = (phase_[i] == kDownload || phase_[i] == kCpuRun)
                                       ? static_cast<std::uint8_t>(kDone)
@@ -303,9 +333,15 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
     if (!kTrace && failed) return Executor::kFailed;
   }
   CORUN_CHECK_MSG(queue_head == queue_.size(), "queued tool never fit: validation missed it");
+  if (burst_.any()) {
+    const double span_s = (burst_.end_ms - burst_.start_ms) * 1e-3;
+    burst_.sm_util = burst_sm_s / span_s;
+    burst_.bw_util = burst_bw_s / span_s;
+  }
 
   if constexpr (kTrace) {
     out->makespan_ms = last_end * 1e3;
+    out->burst = burst_;
     out->failed = failed;
     for (std::size_t i = 0; i < n; ++i) {
       ToolRun& tr = out->tools[i];

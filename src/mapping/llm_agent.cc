@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 #include "corun/core/strings.h"
 
@@ -189,14 +194,17 @@ Result<LlmConfig> LlmConfig::from_env() {
   c.url = url;
   if (const char* m = std::getenv("CORUN_LLM_MODEL")) c.model = m;
   if (const char* k = std::getenv("CORUN_LLM_API_KEY")) c.api_key = k;
-  if (const char* t = std::getenv("CORUN_LLM_TIMEOUT_S")) {
+  for (auto [name, seconds] : {std::pair{"CORUN_LLM_TIMEOUT_S", &c.timeout_s},
+                               std::pair{"CORUN_LLM_BUDGET_S", &c.budget_s}}) {
+    const char* t = std::getenv(name);
+    if (t == nullptr) continue;
     char* end = nullptr;
     const double v = std::strtod(t, &end);
-    if (end == t || *end != '\0' || !(v > 0)) {
-      return Error("CORUN_LLM_TIMEOUT_S must be a positive number of seconds, got '" +
+    if (end == t || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
+      return Error(std::string(name) + " must be a positive number of seconds, got '" +
                    std::string(t) + "'");
     }
-    c.timeout_s = v;
+    *seconds = v;
   }
   if (const char* t = std::getenv("CORUN_LLM_TOOL_CHOICE"); t && *t) {
     const std::vector<std::string> modes = {"named", "required", "auto"};
@@ -381,39 +389,99 @@ LlmAgent::LlmAgent(LlmConfig config, std::shared_ptr<Agent> fallback)
   }
 }
 
-Result<std::string> LlmAgent::post(const nlohmann::json& body) {
+Result<std::string> LlmAgent::post(const nlohmann::json& body,
+                                   std::chrono::steady_clock::time_point deadline) {
+  using Clock = std::chrono::steady_clock;
   ++requests_;
   if (scheme_host_port_.find("://") == std::string::npos) {
     return Error("CORUN_LLM_URL '" + config_.url + "' needs a scheme (http:// or https://)");
   }
+  const std::string budget_spent =
+      "no complete answer within the time budget of " + format_number(config_.budget_s) + " s";
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return Error(budget_spent);
   httplib::Client client(scheme_host_port_);
   if (!client.is_valid()) return Error("cannot use URL '" + config_.url + "'");
-  const auto timeout = std::chrono::duration<double>(config_.timeout_s);
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+  // No single wait may outlast what is left of the budget.
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::min<Clock::duration>(left, std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(config_.timeout_s))));
   client.set_connection_timeout(us);
   client.set_read_timeout(us);
   client.set_write_timeout(us);
-  httplib::Headers headers;
-  if (!config_.api_key.empty()) headers.emplace("Authorization", "Bearer " + config_.api_key);
-  auto res = client.Post(path_, headers, body.dump(), "application/json");
-  if (!res) {
-    return Error("request to " + scheme_host_port_ + path_ +
-                 " failed: " + httplib::to_string(res.error()));
+
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path_;
+  if (!config_.api_key.empty()) req.set_header("Authorization", "Bearer " + config_.api_key);
+  req.set_header("Content-Type", "application/json");
+  req.body = body.dump();
+  // The body arrives here piece by piece, so that a body that never ends or grows past the
+  // limit is abandoned as it comes, not after it was all read.
+  std::string answer;
+  bool too_large = false;
+  bool too_late = false;
+  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    if (answer.size() + n > config_.max_response_bytes) {
+      too_large = true;
+      return false;
+    }
+    answer.append(data, n);
+    too_late = Clock::now() >= deadline;
+    return !too_late;
+  };
+  // A server that trickles its headers never reaches the receiver; a watchdog shuts the
+  // socket down at the deadline whatever the request is waiting for.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(mu);
+    if (!cv.wait_until(lock, deadline, [&] { return done; })) client.stop();
+  });
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  const bool sent = client.send(req, res, error);
+  {
+    std::lock_guard lock(mu);
+    done = true;
   }
-  if (res->status != 200) {
-    return Error("HTTP " + std::to_string(res->status) + " from " + scheme_host_port_ + path_ +
-                 ": " + res->body.substr(0, 200));
+  cv.notify_one();
+  watchdog.join();
+
+  const std::string where = scheme_host_port_ + path_;
+  if (too_large) {
+    return Error("the response from " + where + " exceeds " +
+                 std::to_string(config_.max_response_bytes) + " bytes; abandoned");
   }
-  return res->body;
+  if (too_late || (!sent && Clock::now() >= deadline)) return Error(budget_spent);
+  if (!sent) {
+    std::string why = httplib::to_string(error);
+    if (error == httplib::Error::Read) {
+      why += " (the server closed the connection or stopped sending before the whole response)";
+    }
+    return Error("request to " + where + " failed: " + why);
+  }
+  if (res.status != 200) {
+    return Error("HTTP " + std::to_string(res.status) + " from " + where + ": " +
+                 answer.substr(0, 200));
+  }
+  return answer;
 }
 
 Result<AgentAction> LlmAgent::act(const Observation& o) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(config_.budget_s));
   nlohmann::json extra = nlohmann::json::array();
   std::vector<std::string> log;
   std::string last_error;
   const int attempts = std::max(1, config_.max_attempts);
+  int made = 0;
   for (int attempt = 1; attempt <= attempts; ++attempt) {
-    auto body = post(chat_request(config_, o, extra));
+    if (attempt > 1 && std::chrono::steady_clock::now() >= deadline) break;
+    ++made;
+    auto body = post(chat_request(config_, o, extra), deadline);
     if (!body) {
       last_error = body.error().what();
       log.push_back("llm attempt " + std::to_string(attempt) + "/" + std::to_string(attempts) +
@@ -439,7 +507,8 @@ Result<AgentAction> LlmAgent::act(const Observation& o) {
   if (!a) return a;
   a->log.insert(a->log.begin(), log.begin(), log.end());
   a->log.push_back("llm: falling back to the " + std::string(fallback_->name()) + " agent after " +
-                   std::to_string(attempts) + " failed attempts (last: " + last_error + ")");
+                   std::to_string(made) + " failed attempt" + (made == 1 ? "" : "s") +
+                   " (last: " + last_error + ")");
   a->reason = "fallback (" + std::string(fallback_->name()) + "): " + a->reason;
   return a;
 }

@@ -383,7 +383,7 @@ Observation Monitor::observe() const {
   const PlacementProblem& p = *problem_;
   o.scenario = p.scenario().name;
   o.device = p.device().name;
-  o.vram_budget_gb = p.scenario().vram_budget_gb;
+  o.vram_budget_gb = p.vram_budget_bytes() / 1e9;
   o.nodes = nodes_;
   o.round = round_;
   o.executions = runner_->executions();

@@ -72,8 +72,6 @@ Result<PolicyResult> DmdaPolicy::decide(TrialRunner& runner, std::uint64_t /*see
   const std::size_t n = p.size();
   const std::size_t workers = 1 + cpu_slots(p);  // worker 0 is the CUDA worker
   constexpr double kAlpha = 1, kBeta = 1, kGamma = 1000, kEnergy = 0;
-  const double pcie = p.device().pcie_gbps * 1e9;
-  const double latency = p.model().pcie_latency_us * 1e-6;
   std::vector<double> queue_free(workers, 0);
   std::vector<double> ready(n, 0), end(n, 0);
   std::vector<int> pending(n);
@@ -96,7 +94,8 @@ Result<PolicyResult> DmdaPolicy::decide(TrialRunner& runner, std::uint64_t /*see
     double best_end = std::numeric_limits<double>::infinity();
     for (std::size_t w = 0; w < workers; ++w) {
       if (w == 0 && !p.gpu_allowed(t)) continue;
-      const double xfer = w == 0 ? latency + 2.0 * 1 * p.tool(t).input_bytes / pcie : 0.0;
+      // dmda's transfer estimate: the input over PCIe twice (its 2 x size / bandwidth).
+      const double xfer = w == 0 ? gpu::pcie_copy_s(2.0 * p.tool(t).input_bytes, p.gpu()) : 0.0;
       const double exec = w == 0 ? c.compute_s() : c.cpu_s;
       const double start = std::max(queue_free[w], now + xfer);
       ends[w] = start + exec;

@@ -7,11 +7,41 @@
 namespace corun::mapping {
 
 Result<PlacementProblem> PlacementProblem::build(Scenario scenario, const ToolCatalog& tools,
-                                                 const Device& device) {
+                                                 const Device& device,
+                                                 std::shared_ptr<const CoRunners> corunners) {
   PlacementProblem p;
   p.device_ = device;
   p.model_ = tools.model;
-  const double budget = scenario.vram_budget_gb * 1e9;
+  p.gpu_ = gpu::device_model(device);
+  p.background_ =
+      gpu::cotenant_load(p.gpu_, scenario.background.gpu_sm_util, scenario.background.gpu_bw_util);
+  double budget = scenario.vram_budget_gb * 1e9;
+  if (corunners) {
+    const std::string where = scenario.file.empty() ? scenario.name : scenario.file;
+    if (scenario.background.gpu_sm_util > 0 || scenario.background.gpu_bw_util > 0) {
+      return Error(where +
+                       ": background: a typed GPU background and a co-running plan both "
+                       "describe the GPU's other load; give one",
+                   Error::Kind::kInvalidInput);
+    }
+    const std::string& plan_device = corunners->plan.workload.device.name;
+    if (plan_device != device.name) {
+      return Error(where + ": device: the tools run on '" + device.name +
+                       "', the co-running plan (" + corunners->plan.plan_file + ") on '" +
+                       plan_device + "'",
+                   Error::Kind::kInvalidInput);
+    }
+    p.background_ = corunners->load(p.gpu_);
+    budget = std::min(budget, device.vram_bytes() - corunners->vram_gb() * 1e9);
+    if (budget <= 0) {
+      return Error(where + ": the co-running plan holds " + format_number(corunners->vram_gb()) +
+                       " GB of the device's " + format_number(device.vram_bytes() / 1e9) +
+                       " GB: no VRAM is left for tools",
+                   Error::Kind::kInvalidInput);
+    }
+  }
+  p.vram_budget_bytes_ = budget;
+  p.corunners_ = std::move(corunners);
   for (std::size_t i = 0; i < scenario.nodes.size(); ++i) {
     const ToolNode& n = scenario.nodes[i];
     const Tool* t = tools.find(n.tool);
@@ -64,14 +94,15 @@ Result<PlacementProblem> PlacementProblem::build(Scenario scenario, const ToolCa
 }
 
 Result<PlacementProblem> PlacementProblem::build(Scenario scenario, const ToolCatalog& tools,
-                                                 const Catalog& catalog) {
+                                                 const Catalog& catalog,
+                                                 std::shared_ptr<const CoRunners> corunners) {
   const Device* d = catalog.find_device(scenario.device);
   if (!d) {
     const std::string where = scenario.file.empty() ? scenario.name : scenario.file;
     return Error(where + ": device: unknown device '" + scenario.device + "'" +
                  did_you_mean(scenario.device, catalog.device_names()));
   }
-  return build(std::move(scenario), tools, *d);
+  return build(std::move(scenario), tools, *d, std::move(corunners));
 }
 
 std::vector<std::string> PlacementProblem::ids() const {
@@ -97,7 +128,7 @@ Status PlacementProblem::validate(std::span<const Placement> mapping) const {
                    ") has no GPU implementation: it must run on cpu");
     }
     return Error("tool '" + id(i) + "' needs " + format_number(nodes_[i].cost.vram_bytes / 1e9) +
-                 " GB of VRAM, above the budget of " + format_number(scenario_.vram_budget_gb) +
+                 " GB of VRAM, above the budget of " + format_number(vram_budget_bytes_ / 1e9) +
                  " GB: it must run on cpu");
   }
   return {};

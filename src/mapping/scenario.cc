@@ -97,7 +97,7 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& file,
   const YamlField top(*root, file, "", &diags);
   if (!top.expect_map()) return diags.to_error();
   top.check_keys({"name", "kind", "description", "device", "vram_budget_gb", "seed", "noise",
-                  "background", "tools"});
+                  "background", "co_running", "tools"});
   Scenario s;
   s.file = file;
   s.name = top.string_at("name", true).value_or("");
@@ -119,6 +119,11 @@ Result<Scenario> parse_scenario(std::string_view text, const std::string& file,
     s.background.gpu_sm_util = b.number_at("gpu_sm_util", 0, 1, false).value_or(0);
     s.background.gpu_bw_util = b.number_at("gpu_bw_util", 0, 1, false).value_or(0);
     s.background.cpu_busy_cores = b.number_at("cpu_busy_cores", 0, 4096, false).value_or(0);
+  }
+  if (const YamlField c = top["co_running"]; c.present() && c.expect_map()) {
+    c.check_keys({"plan", "workload"});
+    s.co_running.plan = c.string_at("plan", true).value_or("");
+    s.co_running.workload = c.string_at("workload", false).value_or("");
   }
   const YamlField list = top["tools"];
   if (!list.present()) {
@@ -226,6 +231,11 @@ std::string to_yaml(const Scenario& s) {
     o << "background: {gpu_sm_util: " << format_number(b.gpu_sm_util)
       << ", gpu_bw_util: " << format_number(b.gpu_bw_util)
       << ", cpu_busy_cores: " << format_number(b.cpu_busy_cores) << "}\n";
+  }
+  if (!s.co_running.plan.empty()) {
+    o << "co_running: {plan: \"" << s.co_running.plan << "\"";
+    if (!s.co_running.workload.empty()) o << ", workload: \"" << s.co_running.workload << "\"";
+    o << "}\n";
   }
   o << "tools:\n";
   for (const auto& n : s.nodes) {

@@ -12,6 +12,7 @@
 
 #include "corun/core/strings.h"
 #include "corun/core/version.h"
+#include "corun/profile/sqlite_error.h"
 
 namespace corun::profile {
 
@@ -129,10 +130,6 @@ class Stmt {
   int rc_ = SQLITE_OK;
 };
 
-Error db_error(sqlite3* db, const std::string& what) {
-  return Error(what + ": " + sqlite3_errmsg(db), Error::Kind::kIo);
-}
-
 std::string format_config(std::span<const std::int32_t> c) {
   std::string out;
   for (std::size_t i = 0; i < c.size(); ++i) {
@@ -148,7 +145,8 @@ Result<JointConfig> parse_joint(const std::string& s) {
     std::int32_t v = 0;
     const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
     if (ec != std::errc() || p != part.data() + part.size()) {
-      return Error("malformed joint configuration '" + s + "' in dataset");
+      return Error("damaged dataset: malformed joint configuration '" + s + "'",
+                   Error::Kind::kDamaged);
     }
     c.push_back(v);
   }
@@ -159,7 +157,7 @@ Result<std::uint64_t> parse_u64(const std::string& s) {
   std::uint64_t v = 0;
   const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size()) {
-    return Error("malformed unsigned integer '" + s + "' in dataset");
+    return Error("damaged dataset: malformed unsigned integer '" + s + "'", Error::Kind::kDamaged);
   }
   return v;
 }
@@ -209,17 +207,37 @@ Result<Dataset> Dataset::open(const std::filesystem::path& path, Mode mode) {
   sqlite3* db = nullptr;
   const int flags =
       mode == Mode::kCreate ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
-  if (mode == Mode::kReadOnly && !std::filesystem::exists(path)) {
-    return Error("dataset " + path.string() + " does not exist", Error::Kind::kNotFound);
+  if (mode == Mode::kReadOnly) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      return Error("dataset " + path.string() + " does not exist", Error::Kind::kNotFound);
+    }
+    // SQLite reads an empty file as an empty database; for a reader it is a lost dataset.
+    // A writer (kCreate) starts a new dataset there: what a crash while creating one leaves.
+    if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0) {
+      return Error(path.string() + ": damaged dataset: the file is empty", Error::Kind::kDamaged);
+    }
+  }
+  // SQLite reads a file shorter than its 100-byte header as an empty database too.
+  {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    if (!ec && bytes > 0 && bytes < 100) {
+      return Error(path.string() + ": damaged dataset: " + std::to_string(bytes) +
+                       " bytes, shorter than an SQLite header",
+                   Error::Kind::kDamaged);
+    }
   }
   if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
-    Error e = db_error(db, "cannot open dataset " + path.string());
+    Error e = sqlite_error(db, path, "cannot open the dataset");
     sqlite3_close(db);
     return e;
   }
   Dataset ds(db, path);
   // Several processes may read while a campaign writes; wait rather than fail on a lock.
   sqlite3_busy_timeout(db, 10000);
+  // A file cut short or with altered pages is refused before a campaign adds to it.
+  if (auto s = check_structure(db, path); !s.ok()) return s.error();
   if (mode == Mode::kCreate) {
     // WAL keeps a committed sample across kill -9; NORMAL sync only risks the last commits on
     // power loss, which a rerun measures again.
@@ -242,7 +260,9 @@ Result<Dataset> Dataset::open(const std::filesystem::path& path, Mode mode) {
     put.bind(1, std::string_view(std::to_string(kDatasetSchemaVersion)));
     put.bind(2, std::string_view("corun " + std::string(version()) + " (" +
                                  std::string(git_hash()) + ")"));
-    if (!put.ok() || put.step() != SQLITE_DONE) return db_error(db, path.string());
+    if (!put.ok() || put.step() != SQLITE_DONE) {
+      return sqlite_error(db, path, "writing the dataset's identity");
+    }
   }
   Stmt get(db, "SELECT key, value FROM meta WHERE key IN ('schema_version', 'kind')");
   if (!get.ok()) {
@@ -250,12 +270,17 @@ Result<Dataset> Dataset::open(const std::filesystem::path& path, Mode mode) {
   }
   std::map<std::string, std::string> meta;
   while (get.step() == SQLITE_ROW) meta[get.text(0)] = get.text(1);
+  // A meta table that does not say so: a corun dataset whose identity was altered, or a
+  // stranger's; either way nothing here can be trusted (exit code 3).
   if (meta["kind"] != "corun-dataset") {
-    return Error(path.string() + " is not a corun dataset (no meta.kind = corun-dataset)");
+    return Error(
+        path.string() + ": damaged dataset or not a corun dataset (no meta.kind = corun-dataset)",
+        Error::Kind::kDamaged);
   }
   if (meta["schema_version"] != std::to_string(kDatasetSchemaVersion)) {
     return Error(path.string() + ": dataset schema version " + meta["schema_version"] +
-                 ", this corun reads version " + std::to_string(kDatasetSchemaVersion));
+                     ", this corun reads version " + std::to_string(kDatasetSchemaVersion),
+                 Error::Kind::kDamaged);
   }
   return ds;
 }
@@ -289,14 +314,15 @@ Result<std::int64_t> Dataset::ensure_campaign(const CampaignSpec& spec, const Wo
                                               std::string_view device_name,
                                               std::uint64_t total_samples) {
   Transaction tx(db_);
-  if (!tx.ok()) return db_error(db_, "cannot start a transaction on " + path_.string());
+  if (!tx.ok()) return sqlite_error(db_, path_, "starting a transaction");
   {
     Stmt put(db_, "INSERT OR IGNORE INTO workloads(hash, name, file, text) VALUES (?1,?2,?3,?4)");
     put.bind(1, std::string_view(w.hash));
     put.bind(2, std::string_view(std::filesystem::path(w.file).stem().string()));
     put.bind(3, std::string_view(w.file));
     put.bind(4, workload_text);
-    if (!put.ok() || put.step() != SQLITE_DONE) return db_error(db_, "storing the workload");
+    if (!put.ok() || put.step() != SQLITE_DONE)
+      return sqlite_error(db_, path_, "storing the workload");
   }
   const std::string key = campaign_key(spec, w.hash);
   {
@@ -316,47 +342,50 @@ Result<std::int64_t> Dataset::ensure_campaign(const CampaignSpec& spec, const Wo
     put.bind(10, git_hash());
     put.bind(11, static_cast<std::int64_t>(kDatasetSchemaVersion));
     put.bind(12, std::string_view(utc_now()));
-    if (!put.ok() || put.step() != SQLITE_DONE) return db_error(db_, "creating the campaign");
+    if (!put.ok() || put.step() != SQLITE_DONE)
+      return sqlite_error(db_, path_, "creating the campaign");
   }
   {
     Stmt grow(db_, "UPDATE campaigns SET total_samples = MAX(total_samples, ?1) WHERE key = ?2");
     grow.bind(1, static_cast<std::int64_t>(total_samples));
     grow.bind(2, std::string_view(key));
-    if (!grow.ok() || grow.step() != SQLITE_DONE) return db_error(db_, "updating the campaign");
+    if (!grow.ok() || grow.step() != SQLITE_DONE)
+      return sqlite_error(db_, path_, "updating the campaign");
   }
   Stmt get(db_, "SELECT id, device FROM campaigns WHERE key = ?1");
   get.bind(1, std::string_view(key));
-  if (!get.ok() || get.step() != SQLITE_ROW) return db_error(db_, "reading the campaign");
+  if (!get.ok() || get.step() != SQLITE_ROW)
+    return sqlite_error(db_, path_, "reading the campaign");
   const std::int64_t id = get.int64(0);
   if (get.text(1) != device_name) {
     return Error("campaign " + key + " in " + path_.string() + " was measured on device '" +
                  get.text(1) + "', not '" + std::string(device_name) + "'");
   }
-  if (!tx.commit()) return db_error(db_, "committing the campaign");
+  if (!tx.commit()) return sqlite_error(db_, path_, "committing the campaign");
   return id;
 }
 
 Result<std::vector<std::uint64_t>> Dataset::stored_indices(std::int64_t campaign) const {
   Stmt q(db_, "SELECT sample FROM samples WHERE campaign = ?1 ORDER BY sample");
-  if (!q.ok()) return db_error(db_, "reading stored samples");
+  if (!q.ok()) return sqlite_error(db_, path_, "reading stored samples");
   q.bind(1, campaign);
   std::vector<std::uint64_t> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) out.push_back(static_cast<std::uint64_t>(q.int64(0)));
-  if (rc != SQLITE_DONE) return db_error(db_, "reading stored samples");
+  if (rc != SQLITE_DONE) return sqlite_error(db_, path_, "reading stored samples");
   return out;
 }
 
 Status Dataset::insert(std::int64_t campaign, const SampleRecord& r) {
   Transaction tx(db_);
-  if (!tx.ok()) return db_error(db_, "cannot start a transaction on " + path_.string());
+  if (!tx.ok()) return sqlite_error(db_, path_, "starting a transaction");
   const Measurement& m = r.measurement;
   {
     Stmt put(db_,
              "INSERT OR IGNORE INTO samples(campaign, sample, config, measurement_seed, testbed, "
              "device, sm_util, mem_bw_util, vram_used_gb, power_w, clock_mhz, error) VALUES "
              "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)");
-    if (!put.ok()) return db_error(db_, "preparing a sample insert");
+    if (!put.ok()) return sqlite_error(db_, path_, "preparing a sample insert");
     put.bind(1, campaign);
     put.bind(2, static_cast<std::int64_t>(r.index));
     put.bind(3, std::string_view(format_config(r.config)));
@@ -370,14 +399,14 @@ Status Dataset::insert(std::int64_t campaign, const SampleRecord& r) {
     put.bind(11, m.gpu.clock_mhz);
     put.bind_error(12, m.error);
     if (put.step() != SQLITE_DONE) {
-      return db_error(db_, "storing sample " + std::to_string(r.index));
+      return sqlite_error(db_, path_, "storing sample " + std::to_string(r.index));
     }
   }
   Stmt row(db_,
            "INSERT OR IGNORE INTO rows(campaign, sample, model, name, local_config, config, "
            "latency_ms_p50, latency_ms_p95, throughput, ttft_ms_p95, tpot_ms_p95, error) VALUES "
            "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)");
-  if (!row.ok()) return db_error(db_, "preparing a row insert");
+  if (!row.ok()) return sqlite_error(db_, path_, "preparing a row insert");
   for (const ModelMetrics& mm : m.models) {
     row.bind(1, campaign);
     row.bind(2, static_cast<std::int64_t>(r.index));
@@ -394,11 +423,11 @@ Status Dataset::insert(std::int64_t campaign, const SampleRecord& r) {
     row.bind(11, ok ? mm.tpot_ms_p95 : std::nullopt);
     row.bind_error(12, mm.error);
     if (row.step() != SQLITE_DONE) {
-      return db_error(db_, "storing a row of sample " + std::to_string(r.index));
+      return sqlite_error(db_, path_, "storing a row of sample " + std::to_string(r.index));
     }
     row.reset();
   }
-  if (!tx.commit()) return db_error(db_, "committing sample " + std::to_string(r.index));
+  if (!tx.commit()) return sqlite_error(db_, path_, "committing sample " + std::to_string(r.index));
   return {};
 }
 
@@ -408,14 +437,17 @@ Result<std::vector<CampaignInfo>> Dataset::campaigns() const {
          "c.total_samples, c.corun_version, c.git_hash, c.schema_version, c.created_utc, "
          "w.name, (SELECT COUNT(*) FROM samples s WHERE s.campaign = c.id) "
          "FROM campaigns c LEFT JOIN workloads w ON w.hash = c.workload_hash ORDER BY c.id");
-  if (!q.ok()) return db_error(db_, "reading campaigns");
+  if (!q.ok()) return sqlite_error(db_, path_, "reading campaigns");
   std::vector<CampaignInfo> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
     CampaignInfo c;
     c.id = q.int64(0);
     const auto plan = parse_plan(q.text(1));
-    if (!plan) return Error("unknown plan '" + q.text(1) + "' in " + path_.string());
+    if (!plan) {
+      return Error(path_.string() + ": damaged dataset: unknown plan '" + q.text(1) + "'",
+                   Error::Kind::kDamaged);
+    }
     c.spec.plan = *plan;
     auto seed = parse_u64(q.text(2));
     if (!seed) return seed.error().wrap(path_.string());
@@ -433,7 +465,7 @@ Result<std::vector<CampaignInfo>> Dataset::campaigns() const {
     c.stored_samples = static_cast<std::uint64_t>(q.int64(13));
     out.push_back(std::move(c));
   }
-  if (rc != SQLITE_DONE) return db_error(db_, "reading campaigns");
+  if (rc != SQLITE_DONE) return sqlite_error(db_, path_, "reading campaigns");
   return out;
 }
 
@@ -445,7 +477,7 @@ Result<std::vector<SampleRecord>> Dataset::samples(std::int64_t campaign) const 
            "SELECT sample, config, measurement_seed, testbed, device, sm_util, mem_bw_util, "
            "vram_used_gb, power_w, clock_mhz, error FROM samples WHERE campaign = ?1 "
            "ORDER BY sample");
-    if (!q.ok()) return db_error(db_, "reading samples");
+    if (!q.ok()) return sqlite_error(db_, path_, "reading samples");
     q.bind(1, campaign);
     int rc;
     while ((rc = q.step()) == SQLITE_ROW) {
@@ -464,19 +496,20 @@ Result<std::vector<SampleRecord>> Dataset::samples(std::int64_t campaign) const 
       at[r.index] = out.size();
       out.push_back(std::move(r));
     }
-    if (rc != SQLITE_DONE) return db_error(db_, "reading samples");
+    if (rc != SQLITE_DONE) return sqlite_error(db_, path_, "reading samples");
   }
   Stmt q(db_,
          "SELECT sample, model, name, config, latency_ms_p50, latency_ms_p95, throughput, "
          "ttft_ms_p95, tpot_ms_p95, error FROM rows WHERE campaign = ?1 ORDER BY sample, model");
-  if (!q.ok()) return db_error(db_, "reading rows");
+  if (!q.ok()) return sqlite_error(db_, path_, "reading rows");
   q.bind(1, campaign);
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) {
     const auto it = at.find(static_cast<std::uint64_t>(q.int64(0)));
     if (it == at.end()) {
-      return Error(path_.string() + ": row of sample " + std::to_string(q.int64(0)) +
-                   " has no sample record");
+      return Error(path_.string() + ": damaged dataset: row of sample " +
+                       std::to_string(q.int64(0)) + " has no sample record",
+                   Error::Kind::kDamaged);
     }
     ModelMetrics mm;
     mm.model = static_cast<std::size_t>(q.int64(1));
@@ -490,13 +523,13 @@ Result<std::vector<SampleRecord>> Dataset::samples(std::int64_t campaign) const 
     mm.error = q.text(9);
     out[it->second].measurement.models.push_back(std::move(mm));
   }
-  if (rc != SQLITE_DONE) return db_error(db_, "reading rows");
+  if (rc != SQLITE_DONE) return sqlite_error(db_, path_, "reading rows");
   return out;
 }
 
 Result<std::string> Dataset::workload_text(std::string_view hash) const {
   Stmt q(db_, "SELECT text FROM workloads WHERE hash = ?1");
-  if (!q.ok()) return db_error(db_, "reading workloads");
+  if (!q.ok()) return sqlite_error(db_, path_, "reading workloads");
   q.bind(1, hash);
   if (q.step() != SQLITE_ROW) {
     return Error(path_.string() + " holds no workload with hash " + std::string(hash),

@@ -144,9 +144,14 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
     // A stored plan or sample whose fields have the wrong type or range: a damaged state
     // directory is reported with its path, never a crash.
     return Error(s->options_.state_dir.string() + ": damaged state: " + e.what(),
-                 Error::Kind::kIo);
+                 Error::Kind::kDamaged);
   }
-  if (!ok) return ok.error();
+  // What restore finds wrong in the stored state names the state database.
+  if (!ok) {
+    return ok.error().kind() == Error::Kind::kDamaged
+               ? ok.error().wrap((s->options_.state_dir / "serve.db").string())
+               : ok.error();
+  }
   // A state with models but no plan of exactly them gets one at start.
   std::string initial;
   {
@@ -204,7 +209,8 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
     json spec = json::parse(sm.spec_json, nullptr, false);
     auto parsed = parse_model_json(spec, *catalog_);
     if (auto* e = std::get_if<ApiError>(&parsed)) {
-      return Error("stored model '" + sm.name + "' no longer validates: " + e->message);
+      return Error("stored model '" + sm.name + "' no longer validates: " + e->message,
+                   Error::Kind::kDamaged);
     }
     entries.push_back({sm.name, spec, std::get<ModelSpec>(parsed)});
   }
@@ -223,7 +229,9 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   for (const auto& [name, summary] : st.telemetry) telemetry_.restore(name, summary);
   for (const auto& p : st.plans) {
     json rec = json::parse(p.record_json, nullptr, false);
-    if (!rec.is_object()) return Error("stored plan " + std::to_string(p.id) + " is not JSON");
+    if (!rec.is_object()) {
+      return Error("stored plan " + std::to_string(p.id) + " is not JSON", Error::Kind::kDamaged);
+    }
     history_.push_back(std::move(rec));
   }
 
@@ -238,7 +246,11 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   std::vector<LearningSample> learned;
   for (std::size_t i = 0; i < st.learning.size(); ++i) {
     auto sample = learning_sample_from_json(json::parse(st.learning[i], nullptr, false));
-    if (!sample) return sample.error().wrap("stored learning sample " + std::to_string(i + 1));
+    if (!sample) {
+      return sample.error()
+          .wrap("stored learning sample " + std::to_string(i + 1))
+          .as(Error::Kind::kDamaged);
+    }
     learned.push_back(std::move(*sample));
   }
   if (!learned.empty()) {

@@ -731,8 +731,9 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
 std::optional<ModelSpec> parse_model_entry(const YAML::Node& entry, const std::string& file,
                                            const Catalog& catalog, Diagnostics& diags) {
   const YamlField f(entry, file, "", &diags);
-  // A model entry on its own describes one model for a one-GPU node (the node serve runs on).
   const std::size_t before = diags.items().size();
+  // A model entry on its own belongs to a one-GPU workload (what corun serve plans): a `gpu`
+  // pin other than 0 is refused as it would be in such a workload.
   auto m = parse_model(f, catalog, 1);
   // parse_model() reports while it reads and returns the model it could build: any report
   // makes the entry invalid, as it does the workload it would be part of.

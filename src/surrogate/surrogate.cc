@@ -501,10 +501,24 @@ Status Surrogate::save(const std::filesystem::path& path) const {
 Result<Surrogate> Surrogate::load(const std::filesystem::path& path) {
   auto text = read_file(path);
   if (!text) return text.error();
-  const auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded()) return Error(path.string() + ": not valid JSON");
+  // Whatever is wrong inside the file (cut short, altered bytes, another schema) makes it a
+  // damaged model, exit code 3: refitting it from its dataset is the recovery
+  // (docs/formats.md, "Damaged files").
+  if (text->empty()) {
+    return Error(path.string() + ": damaged surrogate model: the file is empty",
+                 Error::Kind::kDamaged);
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return Error(path.string() + ": damaged surrogate model: not valid JSON at byte " +
+                     std::to_string(e.byte) + " of " + std::to_string(text->size()),
+                 Error::Kind::kDamaged);
+  }
   auto s = from_json(j);
-  if (!s) return s.error().wrap(path.string());
+  if (!s)
+    return s.error().wrap(path.string() + ": damaged surrogate model").as(Error::Kind::kDamaged);
   return s;
 }
 

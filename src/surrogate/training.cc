@@ -4,6 +4,31 @@
 
 namespace corun::surrogate {
 
+namespace {
+
+// A co-run sample's configuration indexes the workload's local configurations when features
+// are computed: one the workload cannot have (another model count, an index out of range) is
+// a damaged or altered dataset, refused before any table is indexed with it.
+Status check_configs(const Workload& w, const std::vector<profile::SampleRecord>& samples,
+                     const std::string& where) {
+  for (const auto& s : samples) {
+    bool fits = s.config.size() == w.models.size();
+    for (std::size_t m = 0; fits && m < s.config.size(); ++m) {
+      const std::int32_t l = s.config[m];
+      fits = l == kAbsent ||
+             (l >= 0 && static_cast<std::size_t>(l) < w.models[m].local_config_count());
+    }
+    if (!fits) {
+      return Error(where + ": damaged dataset: sample " + std::to_string(s.index) +
+                       " has a configuration the stored workload cannot have",
+                   Error::Kind::kDamaged);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<TrainingData> load_training_data(const profile::Dataset& dataset, const Catalog& catalog,
                                         std::string_view workload_hash, bool need_standalone,
                                         bool include_online) {
@@ -33,7 +58,9 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
     if (c.workload_hash == hash) name = c.workload_name;
   }
   auto w = parse_workload(*text, name.empty() ? "<dataset workload>" : name + ".yaml", catalog);
-  if (!w) return w.error().wrap(where + ": stored workload");
+  // The text corun stored with the campaigns: if it no longer parses, the file was altered
+  // (or the catalog it was written against lost a model the message names).
+  if (!w) return w.error().wrap(where + ": stored workload").as(Error::Kind::kDamaged);
   data.workload = std::move(*w);
 
   const profile::CampaignInfo* standalone = nullptr;
@@ -59,6 +86,7 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
     if (online && !include_online) continue;
     auto samples = dataset.samples(c.id);
     if (!samples) return samples.error();
+    if (auto st = check_configs(data.workload, *samples, where); !st.ok()) return st.error();
     if (online) data.online += samples->size();
     data.corun.insert(data.corun.end(), std::make_move_iterator(samples->begin()),
                       std::make_move_iterator(samples->end()));
@@ -67,7 +95,8 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
     auto samples = dataset.samples(standalone->id);
     if (!samples) return samples.error();
     auto table = StandaloneTable::from_samples(data.workload, *samples);
-    if (!table) return table.error().wrap(where);
+    // Standalone samples that do not fit the stored workload: the file was altered.
+    if (!table) return table.error().wrap(where + ": damaged dataset").as(Error::Kind::kDamaged);
     data.standalone = std::move(*table);
     data.provenance.seed = standalone->spec.seed;
   } else if (need_standalone) {

@@ -21,11 +21,20 @@
 #include <vector>
 
 #include "corun/core/rng.h"
+#include "corun/testbed/gpu_model.h"
 #include "queueing.h"
 #include "sim_params.h"
 
 namespace corun {
 namespace {
+
+using gpu::contended;
+using gpu::dram_latency;
+using gpu::dram_stretch;
+using gpu::Env;
+using gpu::make_shape;
+using gpu::PhaseTime;
+using gpu::Shape;
 
 // Noise stream of the aggregate GPU counters (model streams use the model index).
 constexpr std::uint64_t kGpuNoiseStream = 0xC0FFEEULL;
@@ -36,244 +45,33 @@ constexpr double kMaxPrefillShare = 0.95;
 // ---------------------------------------------------------------------------------------------
 // Device view.
 
-// An unmanaged co-tenant: always active, it holds SMs and bandwidth, presses on L2, burns
-// power and counts as one more workload for the launch delay.
-struct Background {
-  double active = 0;    // 1 when there is a co-tenant
-  double sms = 0;       // SMs it holds
-  double bw = 0;        // DRAM demand in units of achievable bandwidth
-  double press = 0;     // L2 pressure on co-runners
-  double activity = 0;  // SM power activity (fraction of all SMs computing)
-  double mem_util = 0;  // fraction of datasheet bandwidth
-};
-
-struct DeviceModel {
-  double sms = 1;
-  double dram_bytes_s = 1;  // achievable (kDramEfficiency x datasheet x truth)
-  double peak_dram_bytes_s = 1;
-  double l2_bytes = 1;
-  double l2_bytes_s = 1;
-  double boost_mhz = 1;
-  double base_mhz = 1;
-  double tdp_w = 1;
-  double idle_w = 0;
-  double cap_w = 1;  // power limit in force (TDP unless an administrator lowered it)
-  // Hidden truth (SimTruth): scales of math throughput, L2 sensitivity, per-kernel costs and
-  // dynamic power.
-  double compute_scale = 1;
-  double l2_scale = 1;
-  double fixed_s = sim::kKernelFixedS;
-  double launch_scale = 1;
-  double power_scale = 1;
-  Background bg;
+// The shared physics view of the device plus an unmanaged co-tenant: always active, it holds
+// SMs and bandwidth, presses on L2, burns power and counts as one more workload for the
+// launch delay.
+struct DeviceModel : gpu::DeviceModel {
+  gpu::Load bg;
 };
 
 DeviceModel device_model(const Device& d, const SimTruth& truth, const Conditions& c) {
   DeviceModel m;
-  m.sms = std::max(1, d.sm_count);
-  m.peak_dram_bytes_s = std::max(d.mem_bandwidth_bytes_per_s(), 1e9);
-  m.dram_bytes_s = sim::kDramEfficiency * m.peak_dram_bytes_s * truth.bandwidth;
-  m.l2_bytes = std::max(d.l2_mb, 0.1) * 1e6;
-  m.l2_bytes_s = sim::kL2BandwidthPerDramBandwidth * m.peak_dram_bytes_s;
-  m.boost_mhz = d.boost_clock_mhz > 0 ? d.boost_clock_mhz : 1000;
-  m.base_mhz = d.base_clock_mhz > 0 ? std::min(d.base_clock_mhz, m.boost_mhz) : m.boost_mhz;
-  m.tdp_w = d.tdp_w > 0 ? d.tdp_w : 300;
-  m.idle_w = std::clamp(d.idle_power_w, 0.0, 0.9 * m.tdp_w);
-  m.cap_w = c.power_cap_w > 0 ? std::clamp(c.power_cap_w, m.idle_w + 1, m.tdp_w) : m.tdp_w;
-  m.compute_scale = truth.compute;
-  m.l2_scale = truth.l2_sensitivity;
-  m.fixed_s = sim::kKernelFixedS * truth.launch;
-  m.launch_scale = truth.launch;
-  m.power_scale = truth.power;
-  const Interference& i = c.interference;
-  if (i.sm_util > 0 || i.bandwidth_util > 0) {
-    m.bg.active = 1;
-    m.bg.sms = std::clamp(i.sm_util, 0.0, 1.0) * m.sms;
-    m.bg.bw = std::clamp(i.bandwidth_util, 0.0, 1.0);
-    m.bg.press = sim::kCoTenantL2Pressure * std::clamp(i.sm_util, 0.0, 1.0);
-    m.bg.activity = std::clamp(i.sm_util, 0.0, 1.0) * (sim::kStalledSmPower + 0.5 * (1 - sim::kStalledSmPower));
-    m.bg.mem_util = m.bg.bw * m.dram_bytes_s / m.peak_dram_bytes_s;
-  }
+  static_cast<gpu::DeviceModel&>(m) = gpu::device_model(
+      d,
+      gpu::Scales{truth.bandwidth, truth.compute, truth.l2_sensitivity, truth.launch, truth.power},
+      c.power_cap_w);
+  m.bg = gpu::cotenant_load(m, c.interference.sm_util, c.interference.bandwidth_util);
   return m;
 }
 
-// Sustained math throughput in FLOP/s for precision p on the whole device.
-double sustained_flops(const Device& d, Precision p) {
-  double peak = d.peak_flops(p);
-  if (peak <= 0) peak = d.peak_fp32_tflops * 1e12;  // no such unit: emulated on CUDA cores
-  if (peak <= 0) peak = 1e12;
-  return peak * sim::compute_efficiency(p);
-}
-
-// Launch/scheduling delay per kernel with `workloads` (>= 1, fractional) co-located
-// workloads, interpolating iGniter's table and extrapolating its last step.
-double launch_delay_s(double workloads) {
-  const auto& t = sim::kLaunchDelayMs;
-  const double n = std::max(1.0, workloads);
-  const auto last = static_cast<double>(t.size());
-  double ms = 0;
-  if (n >= last) {
-    ms = t.back() + (n - last) * (t.back() - t[t.size() - 2]);
-  } else {
-    const auto i = static_cast<std::size_t>(n);  // 1 <= i < 5: between t[i-1] and t[i]
-    const double frac = n - static_cast<double>(i);
-    ms = t[i - 1] + frac * (t[i] - t[i - 1]);
-  }
-  return ms * 1e-3;
-}
-
-// Euclidean norm of two non-negative times (std::hypot guards against overflow, at several
-// times the cost; times here are far from the double range).
+// Euclidean norm of two non-negative times.
 double norm2(double a, double b) { return std::sqrt(a * a + b * b); }
 
-// Smooth minimum: diminishing returns instead of a hard kink.
-double softmin(double a, double b) { return 1.0 / std::sqrt(1.0 / (a * a) + 1.0 / (b * b)); }
-
-PhaseCost lerp(const PhaseCost& a, const PhaseCost& b, double t) {
-  PhaseCost c;
-  c.flops = a.flops + t * (b.flops - a.flops);
-  c.bytes = a.bytes + t * (b.bytes - a.bytes);
-  c.kernels = a.kernels + t * (b.kernels - a.kernels);
-  c.ctas = a.ctas + t * (b.ctas - a.ctas);
-  return c;
-}
-
-// Sums phases executed back to back (prefill chunks): CTAs become the kernel-weighted mean.
-void accumulate(PhaseCost& into, const PhaseCost& c, double times) {
-  const double kernels = into.kernels + times * c.kernels;
-  if (kernels > 0) into.ctas = (into.ctas * into.kernels + c.ctas * times * c.kernels) / kernels;
-  into.flops += times * c.flops;
-  into.bytes += times * c.bytes;
-  into.kernels = kernels;
-}
-
-// Removes `times` executions of `c` from `from` (the inverse of accumulate, clamped at zero).
-PhaseCost subtract(const PhaseCost& from, const PhaseCost& c, double times) {
-  PhaseCost r;
-  r.kernels = std::max(from.kernels - times * c.kernels, 1.0);
-  r.flops = std::max(from.flops - times * c.flops, 0.0);
-  r.bytes = std::max(from.bytes - times * c.bytes, 0.0);
-  r.ctas = std::max((from.ctas * from.kernels - c.ctas * times * c.kernels) / r.kernels, 1.0);
-  return r;
-}
-
 // ---------------------------------------------------------------------------------------------
-// One GPU phase: everything that does not depend on co-runners.
-
-struct Shape {
-  double kernels = 1;
-  double bytes = 0;
-  double sms = 1;               // SMs its kernels keep busy alone: MPS cap soft-min CTAs
-  double compute_s = 0;         // math time on `sms` SMs at boost clock
-  double memory_s = 0;          // DRAM time at the bandwidth `sms` SMs can pull
-  double alone_s = 0;           // standalone time (one workload: iGniter's 1-workload launch)
-  double bw_demand = 0;         // fraction of achievable DRAM bandwidth pulled while running
-  double l2_pressure = 0;       // L2 pressure exerted on co-runners while running
-  double l2_sensitivity = 0;    // how much of its memory traffic others' L2 use can evict
-  double compute_fraction = 0;  // compute_s / (compute_s + memory_s), for power
-};
-
-Shape make_shape(const PhaseCost& c, const DeviceModel& dev, double flops_per_s,
-                 double element_bytes, double cap_sms) {
-  Shape s;
-  s.kernels = std::max(c.kernels, 1.0);
-  s.bytes = std::max(c.bytes, 0.0);
-  const double flops = std::max(c.flops, 0.0);
-  // Diminishing returns of SM share: a kernel with few thread blocks cannot occupy more SMs
-  // than it has blocks, whatever MPS allows.
-  s.sms = softmin(cap_sms, sim::kBlocksPerTile * std::max(c.ctas, 1.0));
-  const double sm_fraction = s.sms / dev.sms;
-  s.compute_s = flops / (flops_per_s * sm_fraction);
-  const double reach = softmin(1.0, sm_fraction / sim::kSmFractionForFullBandwidth);
-  const double full_bw_s = s.bytes / dev.dram_bytes_s;
-  s.memory_s = full_bw_s / reach;
-  s.alone_s = s.kernels * (dev.fixed_s + dev.launch_scale * launch_delay_s(1)) +
-              norm2(s.compute_s, s.memory_s);
-  s.bw_demand = full_bw_s / s.alone_s;
-  // L2 hit traffic: operand tiles re-read by the math loops. DRAM bytes stream through L2
-  // once (weights of a decode step, KV): they are not reuse, and streaming loads are inserted
-  // at evict-first priority, so they neither depend on L2 nor evict much.
-  const double reuse = flops * element_bytes / sim::kTileEdge;
-  const double reuse_fraction = reuse + s.bytes > 0 ? reuse / (reuse + s.bytes) : 0;
-  s.l2_pressure = std::min(1.0, reuse / s.alone_s / dev.l2_bytes_s);
-  // Working set of one kernel relative to L2: reuse is most at risk when it just fits, less
-  // when it is tiny (hot lines survive) or far larger (it misses anyway).
-  const double x = (s.bytes / s.kernels) / dev.l2_bytes;
-  s.l2_sensitivity = dev.l2_scale * reuse_fraction * 2 * x / (1 + x * x);
-  const double both = s.compute_s + s.memory_s;
-  s.compute_fraction = both > 0 ? s.compute_s / both : 0;
-  return s;
-}
-
-// What the co-runners do to one phase, and the time that results.
-struct Env {
-  double sm_slow = 1;   // expected compute stretch from MPS cap and SM oversubscription
-  double sm_cv2 = 0;    // its squared CV over co-runner on/off states
-  double mem_slow = 1;  // expected memory stretch from DRAM contention
-  double mem_cv2 = 0;
-  double mem_latency = 1;  // expected loaded-latency stretch of DRAM accesses
-  double l2 = 0;           // L2 interference (fractional extra memory traffic)
-  double launch_s = 0;     // per-kernel launch delay
-  double fixed_s = sim::kKernelFixedS;  // per-kernel fixed cost alone (DeviceModel::fixed_s)
-  double clock_ratio = 1;  // clock / boost
-};
-
-struct PhaseTime {
-  double total_s = 0;
-  double cv2 = 0;  // service-time variability from co-runner on/off states (plus alone jitter)
-};
-
-PhaseTime contended(const Shape& s, const Env& e) {
-  // Every lost L2 hit becomes DRAM traffic; multi-stage operand pipelines of the math loops
-  // hide most of the extra latency, so the compute part feels only a share of it.
-  const double compute =
-      s.compute_s * e.sm_slow * (1 + sim::kL2ComputeShare * e.l2) / e.clock_ratio;
-  const double memory = s.memory_s * e.mem_slow * (1 + e.l2);
-  const double roof = norm2(compute, memory);
-  // The latency-bound part of each kernel (ramp-up, tail, dependent loads) runs in SM cycles
-  // and waits on memory: it stretches with the clock, loaded DRAM latency, lost L2 hits and,
-  // less than throughput-bound work, with warps of other clients co-resident on its SMs.
-  const double latency_bound =
-      e.fixed_s * (1 + e.l2) * e.mem_latency * std::sqrt(e.sm_slow) / e.clock_ratio;
-  PhaseTime t;
-  t.total_s = s.kernels * (latency_bound + e.launch_s) + roof;
-  if (t.total_s > 0 && roof > 0) {
-    // d ln t / d ln compute = compute^2 / (roof t); the same for memory.
-    const double wc = compute * compute / (roof * t.total_s);
-    const double wm = memory * memory / (roof * t.total_s);
-    t.cv2 = wc * wc * e.sm_cv2 + wm * wm * e.mem_cv2;
-  }
-  t.cv2 += sim::kServiceCv2Alone;
-  return t;
-}
-
-// Memory stretch at total DRAM demand d (in units of achievable bandwidth): proportional
-// sharing above saturation, rising latency below it.
-double dram_stretch(double d) {
-  const double load = std::min(d, 1.0);
-  return std::max(1.0, d) * (1 + sim::kDramQueueGain * load * load);
-}
-
-// Loaded DRAM latency relative to idle at total demand d.
-double dram_latency(double d) {
-  const double load = std::min(d, 1.0);
-  return 1 + sim::kLoadedLatencyGain * load * load;
-}
+// Steady-state helpers.
 
 // Mean number of sequences in a decode step when at least one decodes (Poisson occupancy).
 double busy_batch(double mean_batch, double cap) {
   if (mean_batch < 1e-9) return 1;
   return std::clamp(mean_batch / (1 - std::exp(-mean_batch)), 1.0, std::max(cap, 1.0));
-}
-
-// Deterministic pair factor: family matrix times a +/- jitter from the two catalog names.
-double pair_factor(const ModelArch& victim, const ModelArch& aggressor) {
-  const double base =
-      sim::kFamilyPair[sim::family_index(victim.family)][sim::family_index(aggressor.family)];
-  std::uint64_t h = fnv1a(victim.name);
-  h = fnv1a(aggressor.name, h ^ 0x7CULL);
-  const double unit = static_cast<double>(mix64(h) >> 11) * 0x1.0p-53;  // [0, 1)
-  return base * (1 + sim::kPairJitter * (2 * unit - 1));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -354,63 +152,47 @@ Env environment(const std::vector<SimModel>& ms, std::size_t i, const Shape& sh,
                 const SubsetTables& tables, const DeviceModel& dev, const double* pair,
                 double clock_ratio) {
   const SimModel& me = ms[i];
-  Env e;
-  e.clock_ratio = clock_ratio;
-  e.fixed_s = dev.fixed_s;
-  const Background& bg = dev.bg;
-  const double want = me.mult * sh.sms;
-  const double mine = std::min(me.cap_sms, want);
-  const double self_stretch = std::max(1.0, want / me.cap_sms);
-  const double my_bw = me.mult * sh.bw_demand;
-  const double my_dram = dram_stretch(my_bw);
-  const double my_latency = dram_latency(my_bw);
-  double others_active = bg.active, l2_load = bg.press;
+  // The others' expected load (mean field): exact for the L2 and launch terms, which are
+  // linear in the on/off states; the SM and DRAM terms are not, and are replaced below by
+  // their exact expectation over the co-runners' on/off states when the subsets are few.
+  gpu::Load others = dev.bg;
   for (std::size_t j = 0; j < ms.size(); ++j) {
     if (j == i) continue;
-    others_active += ms[j].u;
-    l2_load += ms[j].u * ms[j].press * pair[i * ms.size() + j];
+    others.active += ms[j].u;
+    others.sms += ms[j].u * ms[j].held_sms;
+    others.bw += ms[j].u * ms[j].bw;
+    others.press += ms[j].u * ms[j].press * pair[i * ms.size() + j];
   }
+  Env e = gpu::environment(sh, me.cap_sms, me.mult, others, dev, clock_ratio);
+  if (!tables.exact) return e;
+  const double mine = std::min(me.cap_sms, me.mult * sh.sms);
+  const double self_stretch = std::max(1.0, me.mult * sh.sms / me.cap_sms);
+  const double my_bw = me.mult * sh.bw_demand;
+  const double inv_dram = 1 / dram_stretch(my_bw);
+  const double inv_sms = 1 / dev.sms;
+  const gpu::Load& bg = dev.bg;
   double es = 0, es2 = 0, em = 0, em2 = 0, el = 0;
-  if (tables.exact) {
-    // Subsets of the others: insert a zero at bit i of every (n-1)-bit number.
-    const std::size_t bit = std::size_t{1} << i;
-    const std::size_t low = bit - 1;
-    const std::size_t count = std::size_t{1} << (tables.n - 1);
-    const double inv_sms = 1 / dev.sms;
-    const double inv_dram = 1 / my_dram;
-    for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t t = ((k & ~low) << 1) | (k & low);
-      const double w = tables.prob[t] + tables.prob[t | bit];
-      const double d = my_bw + bg.bw + tables.bw[t];
-      const double s = std::max(1.0, (mine + bg.sms + tables.sms[t]) * inv_sms);
-      const double m = dram_stretch(d) * inv_dram;
-      el += w * dram_latency(d);
-      es += w * s;
-      es2 += w * s * s;
-      em += w * m;
-      em2 += w * m * m;
-    }
-  } else {
-    double sms = bg.sms, bw = bg.bw;
-    for (std::size_t j = 0; j < ms.size(); ++j) {
-      if (j == i) continue;
-      sms += ms[j].u * ms[j].held_sms;
-      bw += ms[j].u * ms[j].bw;
-    }
-    es = std::max(1.0, (mine + sms) / dev.sms);
-    es2 = es * es;
-    em = dram_stretch(my_bw + bw) / my_dram;
-    em2 = em * em;
-    el = dram_latency(my_bw + bw);
+  // Subsets of the others: insert a zero at bit i of every (n-1)-bit number.
+  const std::size_t bit = std::size_t{1} << i;
+  const std::size_t low = bit - 1;
+  const std::size_t count = std::size_t{1} << (tables.n - 1);
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::size_t t = ((k & ~low) << 1) | (k & low);
+    const double w = tables.prob[t] + tables.prob[t | bit];
+    const double d = my_bw + bg.bw + tables.bw[t];
+    const double s = std::max(1.0, (mine + bg.sms + tables.sms[t]) * inv_sms);
+    const double m = dram_stretch(d) * inv_dram;
+    el += w * dram_latency(d);
+    es += w * s;
+    es2 += w * s * s;
+    em += w * m;
+    em2 += w * m * m;
   }
-  e.mem_latency = el / my_latency;
+  e.mem_latency = el / dram_latency(my_bw);
   e.sm_slow = self_stretch * es;
   e.sm_cv2 = std::max(0.0, es2 / (es * es) - 1);
   e.mem_slow = em;
   e.mem_cv2 = std::max(0.0, em2 / (em * em) - 1);
-  // L2: others' pressure saturates (once the cache is thrashed more co-runners add little).
-  e.l2 = sim::kL2OtherWeight * sh.l2_sensitivity * l2_load / (1 + l2_load);
-  e.launch_s = dev.launch_scale * launch_delay_s(1 + others_active);
   return e;
 }
 
@@ -434,7 +216,7 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
   m.llm = spec.arch.family == ModelFamily::kLlm;
   m.cap_sms = std::clamp(s.sm_share, 1.0, 100.0) / 100.0 * dev.sms;
   m.servers = std::max(1, s.request_concurrency);
-  m.flops_per_s = sustained_flops(device, s.precision) * dev.compute_scale;
+  m.flops_per_s = gpu::sustained_flops(device, s.precision) * dev.compute_scale;
   m.element_bytes = activation_bytes_per_element(s.precision);
   const ModelArch& a = spec.arch;
   const Precision p = s.precision;
@@ -469,19 +251,14 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
       m.items_per_job = batch;
       m.item_cv2 = 1;  // Poisson requests
       m.arrival_cv2 = 1.0 / batch;
-      PhaseCost whole = forward_cost(a, batch, 0, p);
-      if (a.family == ModelFamily::kSpeech && a.speech_decode_tokens > 0) {
-        // forward_cost covers the whole request: the encoder plus T decode steps at the mean
-        // self-attention context (T - 1) / 2. Split them: the encoder is compute-bound, the
-        // decode memory- and launch-bound, and co-runners hurt the two differently.
-        const double steps = a.speech_decode_tokens;
-        m.dec_steps = steps;
-        m.dec_lo = decode_cost(a, batch, 0.5 * (steps - 1), p);
+      const gpu::ModelPhases ph = gpu::speech_phases(a, batch, 0, p);
+      if (ph.decode_steps > 0) {
+        m.dec_steps = ph.decode_steps;
+        m.dec_lo = ph.decode;
         m.dec_hi = m.dec_lo;
         m.dec = make_shape(m.dec_lo, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
-        whole = subtract(whole, m.dec_lo, steps);
       }
-      m.main = make_shape(whole, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+      m.main = make_shape(ph.main, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
       break;
     }
     case ModelFamily::kLlm: {
@@ -491,25 +268,15 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
       m.arrival_cv2 = 1;  // Poisson requests
       const int prompt = std::max(1, spec.demand.prompt_tokens);
       const int output = std::max(1, spec.demand.output_tokens);
-      const int chunk = std::clamp(s.prefill_chunk, 1, prompt);
-      const int full = prompt / chunk;
-      const int rest = prompt % chunk;
-      // Attention over the cached context is linear in it, so the full chunks sum exactly to
-      // `full` times the mean of the first and the last one.
-      PhaseCost prefill;
-      const PhaseCost first = prefill_cost(a, chunk, 0, p);
-      const PhaseCost last = full > 1 ? prefill_cost(a, chunk, (full - 1) * chunk, p) : first;
-      accumulate(prefill, lerp(first, last, 0.5), full);
-      if (rest > 0) accumulate(prefill, prefill_cost(a, rest, full * chunk, p), 1);
-      m.chunks = full + (rest > 0 ? 1 : 0);
-      m.main = make_shape(prefill, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+      const gpu::ModelPhases ph = gpu::llm_phases(a, prompt, output, s.prefill_chunk, p);
+      m.chunks = ph.chunks;
+      m.main = make_shape(ph.main, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
       m.dec_steps = output;
-      // Decode reads the KV cache of every sequence at its mean context (prompt + half the
-      // output); the step cost is linear in the batch, so two points define it.
+      // The decode step cost is linear in the batch, so two points define it.
       const double context = prompt + 0.5 * output;
       m.dec_lo_b = 1;
       m.dec_hi_b = m.servers;
-      m.dec_lo = decode_cost(a, 1, context, p);
+      m.dec_lo = ph.decode;
       m.dec_hi = m.servers > 1 ? decode_cost(a, m.servers, context, p) : m.dec_lo;
       m.dec = make_shape(m.dec_lo, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
       m.dec_full = make_shape(m.dec_hi, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
@@ -523,7 +290,7 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
 
 PhaseCost decode_at(const SimModel& m, double batch) {
   if (m.dec_hi_b <= m.dec_lo_b) return m.dec_lo;
-  return lerp(m.dec_lo, m.dec_hi, (batch - m.dec_lo_b) / (m.dec_hi_b - m.dec_lo_b));
+  return gpu::lerp(m.dec_lo, m.dec_hi, (batch - m.dec_lo_b) / (m.dec_hi_b - m.dec_lo_b));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -581,13 +348,6 @@ struct GpuSolution {
   double power_w = 0;
 };
 
-double power_at(const DeviceModel& dev, double sm_activity, double mem_util, double ratio) {
-  return dev.idle_w + dev.power_scale * (dev.tdp_w - dev.idle_w) *
-                          (sim::kSmPowerFullLoad * sm_activity *
-                               std::pow(ratio, sim::kClockPowerExponent) +
-                           sim::kMemoryPowerFullLoad * mem_util);
-}
-
 GpuSolution gpu_power(const std::vector<SimModel>& ms, const DeviceModel& dev) {
   GpuSolution g;
   double activity = dev.bg.activity, sm = dev.bg.sms / dev.sms, bytes_s = 0;
@@ -606,17 +366,9 @@ GpuSolution gpu_power(const std::vector<SimModel>& ms, const DeviceModel& dev) {
   activity = std::min(1.0, activity);
   g.mem_util =
       std::min(sim::kDramEfficiency, bytes_s / dev.peak_dram_bytes_s + dev.bg.mem_util);
-  const double target = sim::kPowerCapSettle * dev.cap_w;
-  double ratio = 1;
-  if (power_at(dev, activity, g.mem_util, 1) > target && activity > 0) {
-    const double budget = (target - dev.idle_w) / (dev.power_scale * (dev.tdp_w - dev.idle_w)) -
-                          sim::kMemoryPowerFullLoad * g.mem_util;
-    ratio = budget > 0 ? std::pow(budget / (sim::kSmPowerFullLoad * activity),
-                                  1 / sim::kClockPowerExponent)
-                       : 0;
-  }
-  g.clock_ratio = std::clamp(ratio, dev.base_mhz / dev.boost_mhz, 1.0);
-  g.power_w = std::min(power_at(dev, activity, g.mem_util, g.clock_ratio), dev.cap_w);
+  const gpu::Clock clock = gpu::power_capped_clock(dev, activity, g.mem_util);
+  g.clock_ratio = clock.ratio;
+  g.power_w = clock.power_w;
   return g;
 }
 
@@ -632,8 +384,7 @@ void update_views(std::vector<SimModel>& ms, const DeviceModel& dev) {
     m.bw = m.mult * (main_w * m.main.bw_demand + dec_w * m.dec.bw_demand);
     m.press = m.mult * (main_w * m.main.l2_pressure + dec_w * m.dec.l2_pressure);
     const double cf = main_w * m.main.compute_fraction + dec_w * m.dec.compute_fraction;
-    m.power_activity =
-        m.held_sms / dev.sms * (sim::kStalledSmPower + (1 - sim::kStalledSmPower) * cf);
+    m.power_activity = gpu::power_activity(m.held_sms, cf, dev);
   }
 }
 
@@ -966,7 +717,7 @@ Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t>
   std::vector<double> pair(ms.size() * ms.size(), 1.0);
   for (std::size_t i = 0; i < ms.size(); ++i) {
     for (std::size_t j = 0; j < ms.size(); ++j) {
-      if (i != j) pair[i * ms.size() + j] = pair_factor(ms[i].spec->arch, ms[j].spec->arch);
+      if (i != j) pair[i * ms.size() + j] = gpu::pair_factor(ms[i].spec->arch, ms[j].spec->arch);
     }
   }
   const GpuSolution gpu = solve(ms, dev, pair.data());

@@ -64,6 +64,10 @@ inline constexpr double kKernelFixedS = 18e-6;
 /// measured on V100 under MPS). Beyond 5 it grows linearly with the last step (0.0051 ms).
 inline constexpr std::array<double, 5> kLaunchDelayMs = {0.0014, 0.0017, 0.0068, 0.0119, 0.0170};
 
+/// Fixed cost of one host<->device copy besides its bytes over the link (cudaMemcpy of a small
+/// pinned buffer: about 10 us end to end, an order of magnitude, not a measurement).
+inline constexpr double kPcieCopyLatencyS = 10e-6;
+
 // ---------------------------------------------------------------------------------------------
 // L2 cache interference.
 

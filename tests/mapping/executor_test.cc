@@ -16,10 +16,23 @@ constexpr auto kQueue = Placement::kGpuQueue;
 constexpr auto kCpu = Placement::kCpu;
 constexpr RunOptions kExact{0, false};
 
+// Alone on the round device (tools_test.cc derives them by hand): conv uploads in 10.01 ms,
+// computes in 20.7174 ms, downloads in 1.01 ms: 31.7374 ms; small computes in 2.5146 ms.
+constexpr double kConvMs = 31.7374;
+constexpr double kSmallMs = 2.5146;
+
 TEST(Executor, OneToolAloneTakesItsProfile) {
   const auto p = make_problem({{"a", "conv", {}, 0}}, 10);
   Executor ex(p);
-  EXPECT_NEAR(ex.run(Mapping{kNow}, kExact).makespan_ms, 32.0, 1e-9);    // 10 + 21 + 1
+  EXPECT_NEAR(ex.run(Mapping{kNow}, kExact).makespan_ms, kConvMs, 1e-3);
+  // Its burst: computing from the end of the upload (10.01 ms) for 20.717 ms on 97.014 of the
+  // 100 SMs, pulling 0.053632 of the achievable bandwidth (tools_test.cc).
+  const BurstLoad b = ex.run(Mapping{kNow}, kExact).burst;
+  EXPECT_NEAR(b.start_ms, 10.01, 1e-6);
+  EXPECT_NEAR(b.end_ms, 10.01 + 20.7174, 1e-3);
+  EXPECT_NEAR(b.sm_util, 0.97014, 1e-5);
+  EXPECT_NEAR(b.bw_util, 0.053632, 1e-5);
+  EXPECT_FALSE(ex.run(Mapping{kCpu}, kExact).burst.any());
   EXPECT_NEAR(ex.run(Mapping{kCpu}, kExact).makespan_ms, 2000.0, 1e-9);  // 2 s on 10 cores
 }
 
@@ -27,38 +40,49 @@ TEST(Executor, ChainAddsUp) {
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "small", {0}, 0}}, 10);
   Executor ex(p);
   const RunResult r = ex.run(Mapping{kQueue, kQueue}, kExact);
-  EXPECT_NEAR(r.tools[1].ready_ms, 32.0, 1e-9);
-  EXPECT_NEAR(r.tools[1].start_ms, 32.0, 1e-9);
-  EXPECT_NEAR(r.makespan_ms, 32.0 + 2.1, 1e-9);  // small: 2 ms kernels + 10 x 10 us launches
+  EXPECT_NEAR(r.tools[1].ready_ms, kConvMs, 1e-3);
+  EXPECT_NEAR(r.tools[1].start_ms, r.tools[0].end_ms, 1e-12);
+  EXPECT_NEAR(r.makespan_ms, kConvMs + kSmallMs, 1e-3);
 }
 
 TEST(Executor, ConcurrentGpuToolsShareSmsPcieAndCache) {
-  // Two conv at once. Uploads share PCIe: 2 x 100 MB / 10 GB/s = 20 ms for both. Kernels:
-  // summed SM demand 2 x 20/21 stretches kernel time to 20 x 40/21 ms, cache interference
-  // (1 co-runner) adds 10 %: 41.905 ms, plus 1 ms of launches (no extra delay with one
-  // co-runner). Downloads share PCIe: 2 ms. Total 20 + 42.905 + 2 = 64.905 ms.
+  // Two conv at once, by hand with the GPU model's constants (src/testbed/sim_params.h).
+  // Uploads share PCIe: both end at 2 x 10.01 = 20.02 ms. Compute (alone: 97.014 SMs, math
+  // 18.7414 ms, memory 1.1630 ms, 100 kernels): the other one holds 97.014 SMs, so SMs are
+  // oversubscribed 1.9403x; DRAM demand 2 x 0.053632 of the achievable bandwidth stretches
+  // memory by (1 + 0.12 x 0.10726^2) / (1 + 0.12 x 0.05363^2) = 1.00104 and DRAM latency by
+  // 1.00517; the other's L2 pressure 0.31425 costs 0.716 x sensitivity 0.018795 x 0.31425 /
+  // 1.31425 = 0.32 % extra traffic (0.3 of it on the math); the per-kernel 18 us fixed cost
+  // stretches by sqrt(1.9403) and the launch delay of 2 workloads is 1.7 us. Compute:
+  // sqrt((18.7414 x 1.9403 x 1.00097)^2 + (1.1630 x 1.00104 x 1.0032)^2) + 100 x (18 us x
+  // 1.0032 x 1.00517 x 1.3930 + 1.7 us) = 39.1158 ms. Downloads share PCIe: 2.02 ms.
+  // Total 20.02 + 39.1158 + 2.02 = 61.1558 ms.
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}}, 10);
   Executor ex(p);
   const RunResult r = ex.run(Mapping{kNow, kNow}, kExact);
-  const double expected = 20 + (20 * 40.0 / 21.0 * 1.1 + 1) + 2;
-  EXPECT_NEAR(r.makespan_ms, expected, 1e-6);
-  EXPECT_NEAR(r.tools[0].end_ms, expected, 1e-6);
+  const double expected = 61.1558;
+  EXPECT_NEAR(r.makespan_ms, expected, 1e-3);
+  EXPECT_NEAR(r.tools[0].end_ms, expected, 1e-3);
   EXPECT_EQ(r.tools[0].gpu_corunners, 1);
   EXPECT_NEAR(r.peak_vram_gb, 4.0, 1e-9);
 }
 
 TEST(Executor, LaunchGapsGrowWithCoRunners) {
-  // "launch" is 1000 pure launch gaps of 10 us. Two at once: no extra delay (table entry 1 is
-  // 0): 10 ms. Three at once: 10 us extra per kernel with 2 co-runners: 20 ms.
+  // "launch" is 1000 kernels of no work: 18 us fixed + the launch delay of iGniter's table
+  // (1.4, 1.7, 6.8 us with 1, 2, 3 co-located workloads). Alone 19.4 ms; two at once 19.7 ms;
+  // three at once 24.8 ms (a few SMs each: no oversubscription).
+  const auto one = make_problem({{"a", "launch", {}, 0}}, 10);
+  Executor ex1(one);
+  EXPECT_NEAR(ex1.run(Mapping{kNow}, kExact).makespan_ms, 19.4, 1e-9);
   const auto two = make_problem({{"a", "launch", {}, 0}, {"b", "launch", {}, 0}}, 10);
   Executor ex2(two);
-  EXPECT_NEAR(ex2.run(Mapping{kNow, kNow}, kExact).makespan_ms, 10.0, 1e-9);
+  EXPECT_NEAR(ex2.run(Mapping{kNow, kNow}, kExact).makespan_ms, 19.7, 1e-9);
   const auto three =
       make_problem({{"a", "launch", {}, 0}, {"b", "launch", {}, 0}, {"c", "launch", {}, 0}}, 10);
   Executor ex3(three);
-  EXPECT_NEAR(ex3.run(Mapping{kNow, kNow, kNow}, kExact).makespan_ms, 20.0, 1e-9);
-  // Moving one to the CPU (where pure launch gaps cost nothing) leaves two: 10 ms again.
-  EXPECT_NEAR(ex3.run(Mapping{kNow, kNow, kCpu}, kExact).makespan_ms, 10.0, 1e-9);
+  EXPECT_NEAR(ex3.run(Mapping{kNow, kNow, kNow}, kExact).makespan_ms, 24.8, 1e-9);
+  // Moving one to the CPU (where kernels of no work cost nothing) leaves two.
+  EXPECT_NEAR(ex3.run(Mapping{kNow, kNow, kCpu}, kExact).makespan_ms, 19.7, 1e-9);
 }
 
 TEST(Executor, CpuToolsShareCores) {
@@ -71,15 +95,17 @@ TEST(Executor, CpuToolsShareCores) {
 }
 
 TEST(Executor, BackgroundTenantSlowsKernels) {
-  // 50 % background SM load: stretch 0.5 + 20/21, and it counts as one co-runner (+10 %
-  // interference): kernels 20 x 1.4524 x 1.1 = 31.952 ms, + 1 ms launches, + 11 ms copies.
+  // A co-tenant holding 50 % of the SMs (no bandwidth): SMs oversubscribed (97.014 + 50) /
+  // 100 = 1.4701x; its L2 pressure 0.5 x 0.5 costs 0.716 x 0.018795 x 0.25 / 1.25 = 0.27 %
+  // extra traffic; it counts as one more workload for the launch delay (1.7 us). Compute:
+  // sqrt((18.7414 x 1.4701 x 1.00081)^2 + (1.1630 x 1.0027)^2) + 100 x (18 us x 1.0027 x
+  // sqrt(1.4701) + 1.7 us) = 29.9578 ms, + 11.02 ms of copies.
   auto s = testing::make_scenario({{"a", "conv", {}, 0}}, 10);
   s.background.gpu_sm_util = 0.5;
   auto p = PlacementProblem::build(s, testing::round_catalog(), testing::round_device());
   ASSERT_TRUE(p.ok());
   Executor ex(*p);
-  EXPECT_NEAR(ex.run(Mapping{kNow}, kExact).makespan_ms,
-              10 + 20 * (0.5 + 20.0 / 21.0) * 1.1 + 1 + 1, 1e-6);
+  EXPECT_NEAR(ex.run(Mapping{kNow}, kExact).makespan_ms, 10.01 + 29.9578 + 1.01, 1e-3);
 }
 
 TEST(Executor, GpuNowFailsWhenVramIsShortAndSkipsSuccessors) {
@@ -95,30 +121,30 @@ TEST(Executor, GpuNowFailsWhenVramIsShortAndSkipsSuccessors) {
   EXPECT_EQ(r.tools[2].status, ToolRun::Status::kSkipped);
   ASSERT_EQ(r.failures.size(), 1u);
   EXPECT_NE(r.failures[0].find("out of VRAM"), std::string::npos);
-  EXPECT_NEAR(r.makespan_ms, 32.0, 1e-9);  // the tool that did run
+  EXPECT_NEAR(r.makespan_ms, kConvMs, 1e-3);  // the tool that did run
   EXPECT_TRUE(std::isinf(ex.makespan_s(m, kExact)));
 }
 
 TEST(Executor, GpuQueueWaitsInFifoOrder) {
-  // Same budget with gpu_queue: b waits for a's 2 GB, then runs: 32 + 32 ms.
+  // Same budget with gpu_queue: b waits for a's 2 GB, then runs alone too.
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}}, 3);
   Executor ex(p);
   const RunResult r = ex.run(Mapping{kQueue, kQueue}, kExact);
   EXPECT_FALSE(r.failed);
-  EXPECT_NEAR(r.tools[1].start_ms, 32.0, 1e-9);
-  EXPECT_NEAR(r.tools[1].queue_wait_ms, 32.0, 1e-9);
+  EXPECT_NEAR(r.tools[1].start_ms, kConvMs, 1e-3);
+  EXPECT_NEAR(r.tools[1].queue_wait_ms, kConvMs, 1e-3);
   EXPECT_TRUE(r.tools[1].vram_pressure);
-  EXPECT_NEAR(r.makespan_ms, 64.0, 1e-9);
+  EXPECT_NEAR(r.makespan_ms, 2 * kConvMs, 2e-3);
 }
 
 TEST(Executor, HeadOfLineBlockingAndQueueJumping) {
   // a (2 GB) runs; b (2 GB) waits at the head of the queue; c (0.5 GB) would fit beside a.
-  // Queued behind b, c starts only when a ends (32 ms); with gpu_now it starts at once.
+  // Queued behind b, c starts only when a ends; with gpu_now it starts at once.
   const auto p =
       make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}, {"c", "small", {}, 0}}, 3);
   Executor ex(p);
   const RunResult queued = ex.run(Mapping{kQueue, kQueue, kQueue}, kExact);
-  EXPECT_NEAR(queued.tools[2].start_ms, 32.0, 1e-9);
+  EXPECT_NEAR(queued.tools[2].start_ms, kConvMs, 1e-3);
   const RunResult jumped = ex.run(Mapping{kQueue, kQueue, kNow}, kExact);
   EXPECT_NEAR(jumped.tools[2].start_ms, 0.0, 1e-12);
   EXPECT_FALSE(jumped.failed);
@@ -135,7 +161,7 @@ TEST(Executor, ZeroCostToolsAndDiamondsComplete) {
   const RunResult r = ex.run(Mapping{kCpu, kQueue, kCpu, kCpu}, kExact);
   EXPECT_NEAR(r.tools[0].end_ms, 0.0, 1e-12);   // launch on CPU: no work, no dispatch cost
   EXPECT_NEAR(r.tools[2].end_ms, 100.0, 1e-9);  // small on 2 cores: 100 ms
-  EXPECT_NEAR(r.tools[1].end_ms, 2.1, 1e-9);
+  EXPECT_NEAR(r.tools[1].end_ms, kSmallMs, 1e-3);
   EXPECT_NEAR(r.tools[3].start_ms, 100.0, 1e-9);
   EXPECT_NEAR(r.makespan_ms, 100.0, 1e-9);
 }

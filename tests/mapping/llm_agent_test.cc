@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -20,11 +21,19 @@ namespace {
 
 using testing::make_problem;
 
-/// One scripted answer: HTTP status, body, and a delay before answering.
+/// How a scripted answer misbehaves on the wire.
+enum class Fault {
+  kNone,
+  kStreamForever,  ///< a chunked body that never ends (a chunk every 10 ms until stopped)
+  kCloseMidBody,   ///< announces `body` but closes the connection after its first 100 bytes
+};
+
+/// One scripted answer: HTTP status, body, a delay before answering, and a fault.
 struct Reply {
   int status = 200;
   std::string body;
   int delay_ms = 0;
+  Fault fault = Fault::kNone;
 };
 
 /// A chat-completions endpoint on 127.0.0.1 that plays replies in order (the last one
@@ -45,7 +54,28 @@ class ScriptedServer {
                    if (r.delay_ms > 0)
                      std::this_thread::sleep_for(std::chrono::milliseconds(r.delay_ms));
                    res.status = r.status;
-                   res.set_content(r.body, "application/json");
+                   switch (r.fault) {
+                     case Fault::kNone:
+                       res.set_content(r.body, "application/json");
+                       break;
+                     case Fault::kStreamForever:
+                       res.set_chunked_content_provider(
+                           "application/json", [this](std::size_t, httplib::DataSink& sink) {
+                             const std::string chunk = "{\"choices\": [                 ";
+                             if (!sink.write(chunk.data(), chunk.size())) return false;
+                             std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                             return !stopping_.load();
+                           });
+                       break;
+                     case Fault::kCloseMidBody:
+                       res.set_content_provider(
+                           r.body.size(), "application/json",
+                           [body = r.body](std::size_t, std::size_t, httplib::DataSink& sink) {
+                             sink.write(body.data(), 100);
+                             return false;  // the server closes the connection here
+                           });
+                       break;
+                   }
                  });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -53,6 +83,7 @@ class ScriptedServer {
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ~ScriptedServer() {
+    stopping_ = true;
     server_.stop();
     thread_.join();
   }
@@ -70,6 +101,7 @@ class ScriptedServer {
 
  private:
   httplib::Server server_;
+  std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::deque<Reply> replies_;
   std::vector<std::string> requests_;
@@ -249,6 +281,64 @@ TEST(LlmAgent, SlowServerTimesOutAndFallsBackWithALoggedReason) {
   EXPECT_EQ(a->mapping, expected->mapping);
 }
 
+// Faults of the wire, not of the answer: each must end in the built-in agent's answer, with
+// the reason logged, within the act() budget. The bound asserted is generous (budget + 2 s) so
+// that a loaded machine cannot fail it; without the budget these cases take minutes or never
+// end (per-request timeouts do not fire while bytes keep coming).
+class LlmAgentFault : public ::testing::Test {
+ protected:
+  /// Runs one act() against `server` with a budget of `budget_s` and checks the fallback.
+  void expect_fallback_within_budget(ScriptedServer& server, double budget_s,
+                                     const std::string& reason) {
+    Fixture f;
+    LlmConfig c = config_for(server, 5);  // per-request timeouts above the budget
+    c.budget_s = budget_s;
+    LlmAgent agent(c);
+    const Observation o = f.monitor.observe();
+    const auto start = std::chrono::steady_clock::now();
+    auto a = agent.act(o);
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(agent.fallbacks(), 1u);
+    EXPECT_TRUE(log_contains(*a, "falling back to the builtin agent"))
+        << ::testing::PrintToString(a->log);
+    EXPECT_TRUE(log_contains(*a, reason)) << ::testing::PrintToString(a->log);
+    EXPECT_EQ(a->reason.rfind("fallback (builtin)", 0), 0u) << a->reason;
+    EXPECT_LT(elapsed_s, budget_s + 2.0);
+    BuiltinAgent builtin;
+    auto expected = builtin.act(o);
+    ASSERT_TRUE(expected.ok());
+    EXPECT_EQ(a->mapping, expected->mapping);
+  }
+};
+
+TEST_F(LlmAgentFault, AServerThatStreamsForeverIsAbandonedAtTheBudget) {
+  ScriptedServer server({{200, "", 0, Fault::kStreamForever}});
+  expect_fallback_within_budget(server, 1.0, "no complete answer within the time budget of 1 s");
+}
+
+TEST_F(LlmAgentFault, ATenMegabyteAnswerIsAbandonedAtTheSizeLimit) {
+  // 10 MB of valid JSON: the limit (4 MiB) stops it, not a parse error after reading it all.
+  std::string huge = R"({"choices": [], "padding": ")" + std::string(10'000'000, 'x') + "\"}";
+  ScriptedServer server({{200, std::move(huge)}});
+  expect_fallback_within_budget(server, 10.0, "exceeds 4194304 bytes");
+  EXPECT_EQ(server.requests().size(), 3u);  // each attempt is abandoned, then the fallback
+}
+
+TEST_F(LlmAgentFault, AConnectionClosedMidBodyIsRetriedThenFallsBack) {
+  ScriptedServer server({{200, tool_call(good_args()), 0, Fault::kCloseMidBody}});
+  expect_fallback_within_budget(server, 10.0, "closed the connection");
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
+TEST_F(LlmAgentFault, AServerThatStallsIsCutAtTheBudgetNotAtEachTimeout) {
+  // Each request would wait its 5 s read timeout three times (15 s); the budget ends it.
+  ScriptedServer server({{200, tool_call(good_args()), 3000}});
+  expect_fallback_within_budget(server, 1.0, "time budget of 1 s");
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
 TEST(LlmAgent, ServerErrorsAndUnreachableServersFallBack) {
   ScriptedServer server({{500, R"({"error": "overloaded"})"}});
   Fixture f;
@@ -326,11 +416,15 @@ TEST(LlmConfig, ComesFromTheEnvironment) {
   ::setenv("CORUN_LLM_TIMEOUT_S", "abc", 1);
   EXPECT_FALSE(LlmConfig::from_env().ok());
   ::setenv("CORUN_LLM_TIMEOUT_S", "30", 1);
+  ::setenv("CORUN_LLM_BUDGET_S", "-1", 1);
+  EXPECT_FALSE(LlmConfig::from_env().ok());
+  ::setenv("CORUN_LLM_BUDGET_S", "90", 1);
   auto c = LlmConfig::from_env();
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->model, "qwen2.5-7b-instruct");
   EXPECT_EQ(c->api_key, "secret");
   EXPECT_EQ(c->timeout_s, 30);
+  EXPECT_EQ(c->budget_s, 90);
   EXPECT_EQ(c->tool_choice, "named");
   ::setenv("CORUN_LLM_TOOL_CHOICE", "require", 1);
   auto typo = LlmConfig::from_env();
@@ -344,7 +438,7 @@ TEST(LlmConfig, ComesFromTheEnvironment) {
   EXPECT_EQ(chat_request(required, f.monitor.observe(), nlohmann::json::array())["tool_choice"],
             "required");
   for (const char* v : {"CORUN_LLM_URL", "CORUN_LLM_MODEL", "CORUN_LLM_API_KEY",
-                        "CORUN_LLM_TIMEOUT_S", "CORUN_LLM_TOOL_CHOICE"}) {
+                        "CORUN_LLM_TIMEOUT_S", "CORUN_LLM_BUDGET_S", "CORUN_LLM_TOOL_CHOICE"}) {
     ::unsetenv(v);
   }
   EXPECT_FALSE(make_agent("llm").ok());

@@ -10,6 +10,7 @@
 namespace corun::mapping::testing {
 
 /// 100 SMs, 100 TFLOP/s FP16, 1000 GB/s, 10 GB/s PCIe; host: 10 cores x 100 GFLOP/s, 100 GB/s.
+/// No clocks or power given: boost = base, so the power limiter cannot lower the clock.
 inline Device round_device() {
   Device d;
   d.name = "round";
@@ -25,37 +26,36 @@ inline Device round_device() {
   return d;
 }
 
-/// Launch 10 us per kernel; extra delay 0, 0, 10 us with 0, 1, 2 co-runners (then +10 each);
-/// no PCIe latency, no CPU dispatch cost, full bandwidth efficiency, 10 % interference per
-/// co-runner, no noise.
+/// Host side only (the GPU side is the shared GPU model): no CPU dispatch cost, full host
+/// bandwidth efficiency, no noise.
 inline ExecModel round_model() {
   ExecModel m;
-  m.launch_overhead_us = 10;
-  m.launch_delay_us = {0, 0, 10};
   m.cpu_op_overhead_us = 0;
-  m.pcie_latency_us = 0;
-  m.gpu_mem_efficiency = 1;
   m.cpu_mem_efficiency = 1;
-  m.interference_per_corunner = 0.1;
   m.default_noise = 0;
   return m;
 }
 
-/// "conv": 1 TFLOP, 1 GB, 100 kernels filling all SMs at 50 % efficiency; 2 GB of VRAM;
-/// 100 MB in, 10 MB out. GPU: upload 10 ms, kernels 20 ms (math) + launches 1 ms, download
-/// 1 ms = 32 ms. CPU: 1e12 / (10 cores x 100 GFLOP/s x 0.5) = 2 s on all 10 cores.
-inline Tool conv_tool() {
+/// A tool of one GPU phase.
+inline Tool phase_tool(const char* name, double flops, double bytes, double kernels, double ctas) {
   Tool t;
-  t.name = "conv";
-  t.display_name = "conv";
-  t.flops = 1e12;
-  t.bytes = 1e9;
-  t.cpu_bytes = 1e9;
-  t.ops = 100;
-  t.ctas = 100;
+  t.name = name;
+  t.display_name = name;
+  t.phases = {ToolPhase{PhaseCost{flops, bytes, kernels, ctas}, 1}};
+  t.flops = flops;
+  t.bytes = bytes;
+  t.cpu_bytes = bytes;
+  t.ops = kernels;
   t.precision = Precision::kFp16;
-  t.gpu_efficiency = 0.5;
   t.cpu_efficiency = 0.5;
+  return t;
+}
+
+/// "conv": 1 TFLOP, 1 GB, 100 kernels of 100 tiles (fill the GPU); 2 GB of VRAM; 100 MB in,
+/// 10 MB out. GPU times: tools_test.cc works them out by hand. CPU: 1e12 / (10 cores x
+/// 100 GFLOP/s x 0.5) = 2 s on all 10 cores.
+inline Tool conv_tool() {
+  Tool t = phase_tool("conv", 1e12, 1e9, 100, 100);
   t.cpu_threads = 10;
   t.weights_bytes = 1e9;
   t.working_bytes = 1e9;
@@ -64,33 +64,26 @@ inline Tool conv_tool() {
   return t;
 }
 
-/// "small": 10 GFLOP on 10 % of the SMs at 50 % -> 2 ms of kernels + 0.1 ms of launches; 0.5 GB
-/// of VRAM; no copies. CPU: 1e10 / (2 x 100e9 x 0.5) = 100 ms on 2 cores.
+/// "small": 10 GFLOP in 10 kernels of 2 tiles; 0.5 GB of VRAM; no copies. CPU: 1e10 /
+/// (2 x 100e9 x 0.5) = 100 ms on 2 cores.
 inline Tool small_tool() {
-  Tool t = conv_tool();
-  t.name = "small";
-  t.flops = 1e10;
-  t.bytes = 1e8;
-  t.cpu_bytes = 1e8;
-  t.ops = 10;
-  t.ctas = 10;
+  Tool t = phase_tool("small", 1e10, 1e8, 10, 2);
   t.cpu_threads = 2;
   t.weights_bytes = 0.25e9;
   t.working_bytes = 0.25e9;
-  t.input_bytes = 0;
-  t.output_bytes = 0;
   return t;
 }
 
-/// "launch": no math, no bytes, 1000 kernels: 10 ms of pure launch gaps alone.
+/// "launch": no math, no bytes, 1000 kernels: pure per-kernel costs on the GPU, nothing on the
+/// CPU.
 inline Tool launch_tool() {
   Tool t = small_tool();
   t.name = "launch";
+  t.phases = {ToolPhase{PhaseCost{0, 0, 1000, 1}, 1}};
   t.flops = 0;
   t.bytes = 0;
   t.cpu_bytes = 0;
   t.ops = 1000;
-  t.ctas = 1;
   return t;
 }
 

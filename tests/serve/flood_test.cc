@@ -31,21 +31,6 @@ using testing::TempDir;
 
 constexpr const char* kToken = "flood-token-0123456789abcdef";
 
-// A connected loopback socket (-1 when the connection failed).
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Sockets opened by a test, closed at scope exit.
 class Sockets {
  public:
@@ -55,7 +40,7 @@ class Sockets {
   // Opens `n` connections that send `prefix` (possibly nothing) and then stay silent.
   void open(int port, int n, const std::string& prefix) {
     for (int i = 0; i < n; ++i) {
-      const int fd = connect_to(port);
+      const int fd = testing::connect_loopback(port);
       ASSERT_GE(fd, 0) << "connection " << i;
       if (!prefix.empty()) {
         ASSERT_EQ(::send(fd, prefix.data(), prefix.size(), MSG_NOSIGNAL),
@@ -173,9 +158,9 @@ TEST_F(ServeFloodTest, SlowRequestsAreAnswered408AndIdleConnectionsClosed) {
   so.idle_timeout_s = 1;
   so.request_timeout_s = 1;
   start(so);
-  const int idle = connect_to(port_);
+  const int idle = testing::connect_loopback(port_);
   ASSERT_GE(idle, 0);
-  const int slow = connect_to(port_);
+  const int slow = testing::connect_loopback(port_);
   ASSERT_GE(slow, 0);
   const std::string head =
       std::string("POST /v1/telemetry HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kToken +
@@ -225,7 +210,7 @@ TEST_F(ServeFloodTest, ConnectionsBeyondTheCapGet503AndTheServerRecovers) {
 TEST_F(ServeFloodTest, PipelinedAndContinuedRequestsAreAnsweredInOrder) {
   start(ServerOptions{});
   // Two requests in one write: both answered, in order, on the same connection.
-  const int fd = connect_to(port_);
+  const int fd = testing::connect_loopback(port_);
   ASSERT_GE(fd, 0);
   const std::string two = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" +
                           request("GET", "/v1/models");  // the second one closes
@@ -236,7 +221,7 @@ TEST_F(ServeFloodTest, PipelinedAndContinuedRequestsAreAnsweredInOrder) {
   EXPECT_NE(r.body.find("HTTP/1.1 200"), std::string::npos) << "second answer";
   EXPECT_NE(r.body.find("\"cam0\""), std::string::npos) << r.body;
   // A client that waits for "100 Continue" before its body (RFC 9110 §10.1.1) gets it once.
-  const int c = connect_to(port_);
+  const int c = testing::connect_loopback(port_);
   ASSERT_GE(c, 0);
   const std::string body = R"({"model":"cam0","throughput":30})";
   const std::string head = std::string("POST /v1/telemetry HTTP/1.1\r\nHost: x\r\nConnection: "

@@ -62,21 +62,31 @@ struct RawResponse {
 
 /// Sends `request` bytes as-is to 127.0.0.1:port and reads until the server closes or the
 /// declared body is complete; every socket call times out after `timeout_s`.
-inline RawResponse raw_http(int port, const std::string& request, int timeout_s = 10) {
-  RawResponse out;
+/// A socket connected to 127.0.0.1:port (-1 when the connection failed); with timeout_s > 0,
+/// every send and receive on it times out after that many seconds.
+inline int connect_loopback(int port, int timeout_s = 0) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return out;
-  timeval tv{timeout_s, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  if (fd < 0) return -1;
+  if (timeout_s > 0) {
+    timeval tv{timeout_s, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
-    return out;
+    return -1;
   }
+  return fd;
+}
+
+inline RawResponse raw_http(int port, const std::string& request, int timeout_s = 10) {
+  RawResponse out;
+  const int fd = connect_loopback(port, timeout_s);
+  if (fd < 0) return out;
   std::size_t sent = 0;
   while (sent < request.size()) {
     const auto n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);

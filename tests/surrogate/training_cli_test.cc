@@ -177,7 +177,8 @@ TEST(Cli, BadInputExitsWithCode2AndNamesTheField) {
   EXPECT_EQ(r.code, 2);
   std::ofstream(dir / "garbage.json") << "{\"kind\": \"corun-surrogate\", \"schema_version\": 1}";
   r = corun("predict " + (dir / "garbage.json").string() + " " + kN2);
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.code, 3);  // a model file that does not read back is a damaged file
+  EXPECT_NE(r.err.find("damaged surrogate model"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("garbage.json"), std::string::npos) << r.err;
   r = corun("fit " + (dir / "nothing.db").string() + " --out " + (dir / "m2.json").string());
   EXPECT_EQ(r.code, 2);

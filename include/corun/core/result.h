@@ -13,8 +13,10 @@ namespace corun {
 /// Errors are values; boundaries (CLI, HTTP) turn them into exit codes or statuses.
 class Error {
  public:
-  /// Kinds decide the exit code at the CLI boundary (kInvalidInput -> 2).
-  enum class Kind { kInvalidInput, kNotFound, kIo, kResource, kInternal };
+  /// Kinds decide the exit code at the CLI boundary (kInvalidInput -> 2). kDamaged: a file
+  /// corun wrote (a surrogate model, a dataset, serve's state) cannot be read back: truncated,
+  /// altered, or of another schema version (exit code 3, like kIo).
+  enum class Kind { kInvalidInput, kNotFound, kIo, kResource, kInternal, kDamaged };
 
   explicit Error(std::string message, Kind kind = Kind::kInvalidInput)
       : kind_(kind), message_(std::move(message)) {}
@@ -27,6 +29,13 @@ class Error {
   }
 
   [[nodiscard]] Kind kind() const { return kind_; }
+  /// @brief Returns a copy of another kind, with the same message and chain (a loader that
+  /// knows where the bytes came from reclassifies what a parser reported).
+  [[nodiscard]] Error as(Kind kind) const {
+    Error e = *this;
+    e.kind_ = kind;
+    return e;
+  }
   /// @brief The innermost message, without contexts.
   [[nodiscard]] const std::string& message() const { return message_; }
   [[nodiscard]] const std::vector<std::string>& contexts() const { return contexts_; }

@@ -51,6 +51,9 @@ struct PlacementRow {
   std::string mapping;           ///< "id=placement ..."
   std::optional<double> predicted_makespan_ms;
   std::string error;  ///< the policy could not decide (e.g. too many arms)
+  /// Next to a co-running plan: the co-runners' SLAs breached while the final mapping's burst
+  /// runs, MEASURED on the plan's testbed (nullopt: no co-running plan). Ground truth only.
+  std::optional<std::vector<SlaOutcome>> corunner_breaches;
 };
 
 nlohmann::json to_json(const PlacementRow& row);
@@ -62,6 +65,11 @@ struct EvalOptions {
   double tolerance = 0.01;
   int threads = 1;  ///< problems evaluated in parallel (agents must then be thread-safe)
 };
+
+/// @brief The co-runners' SLAs measured on their testbed while `mapping`'s tool burst (its
+/// noise-free run) occupies the GPU; nullopt when `problem` has no co-running plan.
+Result<std::optional<std::vector<SlaOutcome>>> measure_corunners_during(
+    const PlacementProblem& problem, const Mapping& mapping);
 
 /// @brief Judges one policy's decision on one problem against its oracle.
 PlacementRow judge(const PlacementProblem& problem, const Oracle& oracle, Policy& policy,

@@ -7,10 +7,12 @@
 //   `gpu_now` takes VRAM at once or fails; `gpu_queue` waits in one FIFO until its footprint
 //   fits (the head blocks those behind it). VRAM is held from upload start to download end.
 // - GPU path: upload (PCIe, shared by concurrent uploads), compute, download (PCIe).
-//   During compute, kernels share SMs and DRAM bandwidth by processor sharing: with summed
-//   demands U (SM) and B (bandwidth) of all computing tools plus the background, kernel
-//   time stretches by max(1, U, B) and by cache interference (1 + i*k) for k co-runners;
-//   launch gaps grow with the published per-kernel scheduling delay for k co-runners.
+//   Compute is the call's GPU segments in order (a decode step repeated counts as one). Between
+//   two events every computing segment runs at the speed the shared GPU model
+//   (testbed/gpu_model.h, the simulator's physics) gives it with the other computing segments
+//   and the background as co-runners: SM oversubscription, DRAM bandwidth saturation and
+//   loaded latency, L2 interference, launch delay growing with co-located workloads, and the
+//   power-capped clock of everything computing.
 // - CPU: tools share the host's cores and DRAM bandwidth by processor sharing.
 // - Observed times carry log-normal noise, keyed by (seed, node, CPU or GPU), so two mappings
 //   run with the same seed see the same per-tool luck: common random numbers.
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/mapping/burst.h"
 #include "corun/mapping/problem.h"
 
 namespace corun::mapping {
@@ -54,6 +57,7 @@ struct RunResult {
   std::vector<ToolRun> tools;
   std::vector<std::string> failures;
   double peak_vram_gb = 0;
+  BurstLoad burst;  ///< the tools' GPU load while they computed
   std::uint64_t seed = 0;
   bool noisy = true;
 };
@@ -74,6 +78,9 @@ class Executor {
 
   static constexpr double kFailed = std::numeric_limits<double>::infinity();
 
+  /// @brief The burst of the last run or makespan_s call.
+  [[nodiscard]] const BurstLoad& last_burst() const { return burst_; }
+
  private:
   enum Phase : std::uint8_t {
     kWaiting,
@@ -90,12 +97,9 @@ class Executor {
   double simulate(std::span<const Placement> mapping, const RunOptions& options, RunResult* out);
 
   const PlacementProblem* problem_;
-  // Per-node constants.
-  std::vector<double> kernel_s_;
-  std::vector<double> launch_per_kernel_s_;  // framework overhead only (delay comes from model)
-  std::vector<double> compute_alone_s_;
   // Scratch, sized once.
   std::vector<std::uint8_t> phase_;
+  std::vector<std::size_t> segment_;  // GPU segment of the compute phase in progress
   std::vector<int> pending_;
   std::vector<double> remaining_;
   std::vector<double> rate_;
@@ -104,7 +108,7 @@ class Executor {
   std::vector<std::size_t> active_;
   std::vector<std::size_t> queue_;
   std::vector<std::size_t> ready_;
-  std::vector<double> launch_delay_s_;  // by co-runner count, precomputed
+  BurstLoad burst_;
 };
 
 }  // namespace corun::mapping

@@ -8,6 +8,8 @@
 // the error message; after max_attempts the deterministic fallback agent answers and the
 // reason is logged. Setup per server: docs/placement.md.
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,6 +29,12 @@ struct LlmConfig {
   std::string model;       ///< model name the server expects (may be empty for llama.cpp)
   std::string api_key;     ///< sent as "Authorization: Bearer ..." when not empty
   double timeout_s = 120;  ///< connect / read / write timeout of one request
+  /// Time budget of one act(), every attempt included: a request still running when it is
+  /// spent (a server that stalls, or streams a body that never ends) is abandoned, no new one
+  /// starts, and the fallback answers.
+  double budget_s = 360;
+  /// A response body beyond this many bytes is abandoned (a chat completion is a few KiB).
+  std::size_t max_response_bytes = std::size_t{4} << 20;
   /// How the call of `act` is forced: "named" ({"type": "function", "function": {"name":
   /// "act"}}, OpenAI and vLLM), "required" (llama.cpp, which accepts only strings; with one
   /// tool it forces the same call) or "auto" (servers that support neither).
@@ -36,8 +44,8 @@ struct LlmConfig {
   double temperature = 0;
 
   /// @brief From CORUN_LLM_URL (required), CORUN_LLM_MODEL, CORUN_LLM_API_KEY,
-  /// CORUN_LLM_TIMEOUT_S and CORUN_LLM_TOOL_CHOICE. Read once at the CLI boundary; the library
-  /// never reads the environment itself.
+  /// CORUN_LLM_TIMEOUT_S, CORUN_LLM_BUDGET_S and CORUN_LLM_TOOL_CHOICE. Read once at the CLI
+  /// boundary; the library never reads the environment itself.
   static Result<LlmConfig> from_env();
 };
 
@@ -63,16 +71,18 @@ class LlmAgent final : public Agent {
   /// @param fallback answers when the model does not (default: a BuiltinAgent).
   explicit LlmAgent(LlmConfig config, std::shared_ptr<Agent> fallback = nullptr);
   [[nodiscard]] std::string_view name() const override { return "llm"; }
-  /// @brief Never fails: after max_attempts bad answers the fallback answers, and the action's
-  /// log says why.
+  /// @brief Never fails: after max_attempts bad answers, or once budget_s is spent, the
+  /// fallback answers, and the action's log says why.
   Result<AgentAction> act(const Observation& observation) override;
 
   [[nodiscard]] std::uint64_t requests() const { return requests_; }
   [[nodiscard]] std::uint64_t fallbacks() const { return fallbacks_; }
 
  private:
-  /// The raw response body, or the transport error.
-  Result<std::string> post(const nlohmann::json& body);
+  /// The raw response body, or why there is none: transport error, a body beyond
+  /// max_response_bytes, or the deadline (the end of act()'s budget) reached first.
+  Result<std::string> post(const nlohmann::json& body,
+                           std::chrono::steady_clock::time_point deadline);
 
   LlmConfig config_;
   std::shared_ptr<Agent> fallback_;

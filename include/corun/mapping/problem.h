@@ -4,6 +4,7 @@
 // validation every proposed mapping goes through before it runs.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/catalog/device.h"
 #include "corun/core/result.h"
+#include "corun/mapping/corunners.h"
 #include "corun/mapping/scenario.h"
 #include "corun/mapping/tools.h"
 
@@ -21,16 +23,26 @@ namespace corun::mapping {
 class PlacementProblem {
  public:
   /// @brief Binds `scenario` to `device`; fails if a node's tool is missing from `tools`.
+  /// With `corunners` (the plan in force on that GPU) the tools share the GPU with the load the
+  /// testbed measured for the plan, and their VRAM budget is what the plan leaves free (at most
+  /// the scenario's); the scenario may then type no GPU background, and the plan must run on
+  /// `device`.
   static Result<PlacementProblem> build(Scenario scenario, const ToolCatalog& tools,
-                                        const Device& device);
+                                        const Device& device,
+                                        std::shared_ptr<const CoRunners> corunners = nullptr);
   /// @brief Binds `scenario` to its own device, looked up in `catalog` (an unknown device is
   /// an error naming the scenario file and its `device` field).
   static Result<PlacementProblem> build(Scenario scenario, const ToolCatalog& tools,
-                                        const Catalog& catalog);
+                                        const Catalog& catalog,
+                                        std::shared_ptr<const CoRunners> corunners = nullptr);
 
   [[nodiscard]] const Scenario& scenario() const { return scenario_; }
   [[nodiscard]] const Device& device() const { return device_; }
   [[nodiscard]] const ExecModel& model() const { return model_; }
+  /// @brief The device as the shared GPU model sees it.
+  [[nodiscard]] const gpu::DeviceModel& gpu() const { return gpu_; }
+  /// @brief Load the co-running workload puts on the GPU during the whole run.
+  [[nodiscard]] const gpu::Load& background() const { return background_; }
   [[nodiscard]] std::size_t size() const { return nodes_.size(); }
   [[nodiscard]] const Tool& tool(std::size_t i) const { return nodes_[i].tool; }
   [[nodiscard]] const ToolCost& cost(std::size_t i) const { return nodes_[i].cost; }
@@ -44,7 +56,11 @@ class PlacementProblem {
   }
   /// @brief Nodes in a topological order (ties by index).
   [[nodiscard]] const std::vector<std::size_t>& topo_order() const { return topo_; }
-  [[nodiscard]] double vram_budget_bytes() const { return scenario_.vram_budget_gb * 1e9; }
+  /// @brief VRAM the tools may hold at once: the scenario's budget, capped by what the
+  /// co-running plan leaves free.
+  [[nodiscard]] double vram_budget_bytes() const { return vram_budget_bytes_; }
+  /// @brief The co-running models (nullptr: the GPU runs only the tools and the background).
+  [[nodiscard]] const std::shared_ptr<const CoRunners>& corunners() const { return corunners_; }
 
   /// @brief Placements node `i` may take, in enum order: {cpu} when the tool has no GPU
   /// implementation or its footprint alone exceeds the budget, else all three.
@@ -78,6 +94,10 @@ class PlacementProblem {
   Scenario scenario_;
   Device device_;
   ExecModel model_;
+  gpu::DeviceModel gpu_;
+  gpu::Load background_;
+  double vram_budget_bytes_ = 0;
+  std::shared_ptr<const CoRunners> corunners_;
   std::vector<Node> nodes_;
   std::vector<std::size_t> topo_;
 };

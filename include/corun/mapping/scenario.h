@@ -48,6 +48,14 @@ struct Background {
   double cpu_busy_cores = 0;  ///< host cores it occupies
 };
 
+/// @brief The planned workload co-running on the GPU, as files (paths relative to the
+/// scenario's directory): `plan` is read by exporting::parse_plan_input, `workload` (optional)
+/// overrides the workload the plan names.
+struct CoRunningFiles {
+  std::string plan;
+  std::string workload;
+};
+
 /// @brief A tool DAG to place. Nodes are acyclic (checked at load); any order is accepted.
 struct Scenario {
   std::string name;
@@ -59,6 +67,7 @@ struct Scenario {
   std::uint64_t seed = 1;          ///< seed of the run's noise and exploration
   double noise = 0;                ///< log-normal sigma of observed times
   Background background;
+  CoRunningFiles co_running;  ///< empty plan: none
   std::vector<ToolNode> nodes;
 
   /// @brief Index of the node with this id.

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "corun/catalog/device.h"
+#include "corun/catalog/model.h"
 #include "corun/catalog/precision.h"
 #include "corun/core/result.h"
+#include "corun/testbed/gpu_model.h"
 
 namespace corun {
 class Catalog;
@@ -18,23 +20,33 @@ class Catalog;
 
 namespace corun::mapping {
 
+/// @brief One GPU phase of a tool call, run `repeats` times back to back (a decode step).
+struct ToolPhase {
+  PhaseCost cost;
+  double repeats = 1;
+};
+
 /// @brief One AI tool: the work of one call, independent of where it runs. Times are never
-/// typed in; derive_cost() computes them from these quantities and a Device.
+/// typed in; derive_cost() computes them from these quantities and a Device through the GPU
+/// model the simulator uses (testbed/gpu_model.h). A tool that calls a catalog model
+/// (`model:` in tools.yaml) takes its phases and VRAM from that model's architecture at the
+/// call's shape, exactly as the simulator does for a co-running model.
 struct Tool {
   std::string name;          ///< catalog key, e.g. "object_detect"
   std::string display_name;  ///< e.g. "YOLO11m object detection (640 px)"
   std::string category;      ///< vision, speech, text, retrieval, generation
-  double flops = 0;          ///< floating-point operations per call (multiply-add = 2)
-  double bytes = 0;          ///< DRAM bytes moved per call (weights + activations)
-  double cpu_bytes = 0;      ///< DRAM bytes of the CPU implementation (often = bytes)
-  double ops = 0;            ///< operators per call: GPU kernel launches, CPU op dispatches
-  double ctas = 0;           ///< mean thread blocks per kernel: how many SMs a kernel fills
+  std::string model;         ///< catalog model it calls ("" : described by its own numbers)
+  std::string call;          ///< the call's shape, "audio_s=30", for reports ("" without model)
+  std::vector<ToolPhase> phases;           ///< GPU work of one call, in order
+  double flops = 0;                        ///< floating-point operations per call (all phases)
+  double bytes = 0;                        ///< DRAM bytes moved per call (all phases)
+  double cpu_bytes = 0;                    ///< DRAM bytes of the CPU implementation (often = bytes)
+  double ops = 0;                          ///< operators per call: GPU kernels, CPU op dispatches
   Precision precision = Precision::kFp16;  ///< GPU math precision
-  double gpu_efficiency = 0;               ///< achieved fraction of peak FLOP/s on the SMs it fills
   double cpu_efficiency = 0;  ///< achieved fraction of peak CPU FLOP/s (framework quality)
   int cpu_threads = 1;        ///< cores its CPU implementation uses
   double weights_bytes = 0;   ///< VRAM held by weights while it runs on the GPU
-  double working_bytes = 0;   ///< VRAM held by activations / workspace while it runs
+  double working_bytes = 0;   ///< VRAM held by activations / workspace / KV while it runs
   double input_bytes = 0;     ///< host -> device bytes per GPU call
   double output_bytes = 0;    ///< device -> host bytes per GPU call
   bool has_gpu = true;        ///< false: only a CPU implementation exists
@@ -44,22 +56,13 @@ struct Tool {
   [[nodiscard]] double vram_bytes() const { return weights_bytes + working_bytes; }
 };
 
-/// @brief Constants of the executor's device model, declared once in catalog/tools.yaml
-/// (`execution_model:`), each with its source there.
+/// @brief Host-side constants of the executor, declared once in catalog/tools.yaml
+/// (`execution_model:`), each with its source there. The GPU side (launches, bandwidth,
+/// interference, clock, PCIe) is the shared GPU model's.
 struct ExecModel {
-  double launch_overhead_us = 0;  ///< framework dispatch + launch per kernel, alone
-  /// Extra scheduling delay per kernel with 1, 2, ... co-running GPU workloads (index 0 =
-  /// alone). Beyond the table it grows linearly with the last step.
-  std::vector<double> launch_delay_us;
-  double cpu_op_overhead_us = 0;         ///< framework dispatch per operator on the CPU
-  double pcie_latency_us = 0;            ///< fixed cost of one host<->device copy
-  double gpu_mem_efficiency = 0;         ///< achievable fraction of peak DRAM bandwidth
-  double cpu_mem_efficiency = 0;         ///< achievable fraction of host DRAM bandwidth
-  double interference_per_corunner = 0;  ///< L2/cache slowdown of kernels per GPU co-runner
-  double default_noise = 0;              ///< log-normal sigma of observed phase times
-
-  /// @brief Extra per-kernel delay (seconds) when `corunners` other GPU workloads run.
-  [[nodiscard]] double launch_delay_s(int corunners) const;
+  double cpu_op_overhead_us = 0;  ///< framework dispatch per operator on the CPU
+  double cpu_mem_efficiency = 0;  ///< achievable fraction of host DRAM bandwidth
+  double default_noise = 0;       ///< log-normal sigma of observed phase times
 };
 
 /// @brief The tool catalog: the execution model and every tool, in file order.
@@ -71,8 +74,10 @@ struct ToolCatalog {
   [[nodiscard]] std::vector<std::string> names() const;
 };
 
-/// @brief Parses tools.yaml text. Every problem names the file, line and field path.
-Result<ToolCatalog> parse_tool_catalog(std::string_view text, const std::string& file);
+/// @brief Parses tools.yaml text; `model:` entries are resolved in `models`. Every problem
+/// names the file, line and field path.
+Result<ToolCatalog> parse_tool_catalog(std::string_view text, const std::string& file,
+                                       const Catalog& models);
 
 /// @brief The tools.yaml of `catalog`.
 Result<ToolCatalog> tool_catalog(const Catalog& catalog);
@@ -80,25 +85,35 @@ Result<ToolCatalog> tool_catalog(const Catalog& catalog);
 /// @brief The tools.yaml of the default catalog (CORUN_CATALOG or the embedded one).
 Result<ToolCatalog> default_tool_catalog();
 
+/// @brief One GPU phase of a call as the shared GPU model sees it on a device.
+struct GpuSegment {
+  gpu::Shape shape;
+  double repeats = 1;
+};
+
 /// @brief What one call costs on one device, alone, noise-free. The GPU path is three phases:
-/// upload inputs, compute, download outputs; its compute phase splits into kernel time (which
-/// contention slows by processor sharing) and launch gaps (which co-runners lengthen).
+/// upload inputs, compute, download outputs; the compute phase is a sequence of GPU segments
+/// whose contended times the shared GPU model gives.
 struct ToolCost {
   bool has_gpu = false;
-  double h2d_s = 0;           ///< input upload over PCIe, alone
-  double d2h_s = 0;           ///< output download over PCIe, alone
-  double kernel_s = 0;        ///< roofline time of the kernels on the SMs they fill
-  double kernels = 0;         ///< kernel count (launch gaps scale with it)
-  double launch_s = 0;        ///< kernels x (launch overhead + alone scheduling delay)
-  double sm_demand = 0;       ///< fraction of all SMs kept busy during the compute phase, alone
-  double bw_demand = 0;       ///< fraction of DRAM bandwidth used during the compute phase, alone
+  double h2d_s = 0;                  ///< input upload over PCIe, alone
+  double d2h_s = 0;                  ///< output download over PCIe, alone
+  std::vector<GpuSegment> segments;  ///< GPU phases of the compute step
+  double kernel_s = 0;               ///< roofline part of the compute step alone
+  double kernels = 0;                ///< kernel count
+  double launch_s = 0;               ///< per-kernel part (fixed cost + launch) alone
+  double sm_demand = 0;              ///< mean fraction of all SMs kept busy during compute, alone
+  double bw_demand = 0;  ///< mean fraction of achievable DRAM bandwidth during compute, alone
+  /// SM power activity of the compute step, averaged over it alone: the power limiter reacts
+  /// to a call's mean draw, as the simulator's to a request's.
+  double power_activity = 0;
   double vram_bytes = 0;      ///< held from the start of the upload to the end of the download
   double cpu_s = 0;           ///< CPU implementation time on its threads, alone
   double cpu_core_share = 0;  ///< threads / host cores
   double cpu_bw_demand = 0;   ///< fraction of host DRAM bandwidth used while it runs, alone
   bool cpu_memory_bound = false;
 
-  /// @brief Compute phase alone: kernels plus launch gaps.
+  /// @brief Compute step alone at boost clock: kernels plus per-kernel costs.
   [[nodiscard]] double compute_s() const { return kernel_s + launch_s; }
   /// @brief Standalone end-to-end GPU time, transfers included (0 when there is no GPU path).
   [[nodiscard]] double gpu_s() const { return has_gpu ? h2d_s + compute_s() + d2h_s : 0; }

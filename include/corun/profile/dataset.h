@@ -60,8 +60,10 @@ class Dataset {
  public:
   enum class Mode { kCreate, kReadOnly };
 
-  /// @brief Opens (and with kCreate, creates) a dataset. Refuses a file of another schema
-  /// version, or one that is not a corun dataset.
+  /// @brief Opens (and with kCreate, creates) a dataset. Refuses, with kind kDamaged and the
+  /// file named, a file SQLite finds damaged (PRAGMA quick_check), one of another schema
+  /// version, and (kReadOnly) an empty one; kInvalidInput for another program's SQLite
+  /// database. With kCreate an empty file becomes a new dataset.
   static Result<Dataset> open(const std::filesystem::path& path, Mode mode);
 
   Dataset(Dataset&& other) noexcept;

@@ -49,14 +49,17 @@ class StateStore {
   /// @brief Current schema version (table `schema_version`).
   static constexpr int kSchemaVersion = 2;
 
-  /// @brief Opens (creating if needed) `dir/serve.db`. Refuses a database written by a newer
-  /// schema.
+  /// @brief Opens (creating if needed) `dir/serve.db`. Refuses a file SQLite finds damaged
+  /// (PRAGMA quick_check) or written by a newer schema, with kind kDamaged; an empty file is a
+  /// new state (what a crash while creating it leaves).
   static Result<std::unique_ptr<StateStore>> open(const std::filesystem::path& dir);
   ~StateStore();
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
-  /// @brief Loads models, the last `max_plans` plans and the telemetry summaries.
+  /// @brief Loads models, the last `max_plans` plans and the telemetry summaries. A row whose
+  /// JSON does not read back, or a scan SQLite stops on a damaged page, is an error of kind
+  /// kDamaged naming the file: never a partial state.
   Result<StoredState> load(std::size_t max_plans) const;
   /// @brief Records the device name the state belongs to (first start only).
   Status set_device(const std::string& device);
@@ -76,8 +79,8 @@ class StateStore {
 
  private:
   StateStore() = default;
-  Status exec(sqlite3* db, const std::string& sql) const;
 
+  std::filesystem::path file_;    ///< dir/serve.db, named in every error
   sqlite3* durable_ = nullptr;    ///< registrations and plans: synchronous=FULL
   sqlite3* telemetry_ = nullptr;  ///< telemetry summaries: synchronous=NORMAL
   mutable std::mutex durable_mutex_;

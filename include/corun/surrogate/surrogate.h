@@ -119,6 +119,8 @@ class Surrogate {
   static Result<Surrogate> from_json(const nlohmann::json& j);
   /// @brief Writes the model file atomically.
   [[nodiscard]] Status save(const std::filesystem::path& path) const;
+  /// @brief Reads a model file. A missing file is kNotFound; an empty, cut-short or altered
+  /// one, or one of another schema version, is kDamaged, its message naming the file.
   static Result<Surrogate> load(const std::filesystem::path& path);
 
  private:

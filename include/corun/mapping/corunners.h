@@ -1,0 +1,89 @@
+#pragma once
+
+// The models co-running on the GPU under the plan in force: what a tool placement shares the
+// GPU with. Their SM and bandwidth load and their VRAM come from the testbed's measurement of
+// the plan, never from a typed guess.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "corun/catalog/catalog.h"
+#include "corun/core/result.h"
+#include "corun/export/plan_input.h"
+#include "corun/mapping/burst.h"
+#include "corun/mapping/scenario.h"
+#include "corun/testbed/gpu_model.h"
+#include "corun/testbed/testbed.h"
+
+namespace corun::mapping {
+
+/// @brief One SLA of one co-running model, measured while the tools' burst runs.
+struct SlaOutcome {
+  std::string model;   ///< workload model name
+  std::string metric;  ///< "latency_ms_p95", "ttft_ms_p95", "tpot_ms_p95", "min_throughput"
+  double sla = 0;      ///< the bound
+  double alone = 0;    ///< measured without the tools
+  double during = 0;   ///< measured with the tools' burst on the GPU
+  bool breached_alone = false;  ///< the plan violates it without tools (not the tools' doing)
+  /// `during` violates the bound (a throughput below, the rest above) and `alone` did not: the
+  /// burst broke it.
+  bool breached = false;
+
+  /// @brief "chat ttft_ms_p95 912.3 > 800 (+14.0 %)".
+  [[nodiscard]] std::string describe() const;
+};
+
+/// @brief A planned co-running workload and what the testbed measured for it without tools.
+/// Immutable after measure(); safe to share between threads.
+struct CoRunners {
+  exporting::PlanInput plan;         ///< workload and the settings of every model it runs
+  std::vector<std::int32_t> config;  ///< the plan's joint configuration (kAbsent: not run)
+  Measurement measured;              ///< the plan alone on the testbed
+  std::uint64_t seed = 1;            ///< of the measurements
+  double window_s = 10;              ///< measurement window, seconds
+  std::string testbed;               ///< name of the testbed that measured it
+
+  /// @brief Measures `plan` on `testbed` (noise seeded by `seed`). A measurement that fails
+  /// (out of memory, an error) is an error naming the plan: a plan that cannot run has no
+  /// load to share.
+  static Result<CoRunners> measure(exporting::PlanInput plan, const Testbed& testbed,
+                                   std::uint64_t seed, double window_s = 10);
+
+  /// @brief Models the plan runs.
+  [[nodiscard]] std::size_t running() const;
+  /// @brief VRAM the plan holds, GB (= 1e9 bytes), as measured.
+  [[nodiscard]] double vram_gb() const { return measured.gpu.vram_used_gb; }
+  /// @brief The measured load as the GPU model's co-runner load on `dev`: the SMs and DRAM
+  /// bandwidth the plan keeps busy, the L2 pressure of a co-tenant of that SM share, its power
+  /// activity, and one co-located workload per running model (for the launch delay).
+  [[nodiscard]] gpu::Load load(const gpu::DeviceModel& dev) const;
+
+  /// @brief Every SLA of every running model, measured on `testbed` with the tools' `burst`
+  /// on the GPU as a co-tenant holding its mean SM share and bandwidth for the whole window
+  /// (ground truth; same seed as the plan's own measurement, so only the burst differs). An
+  /// empty burst measures nothing new: every SLA is as the plan alone. A failed measurement
+  /// is an error.
+  [[nodiscard]] Result<std::vector<SlaOutcome>> during(const BurstLoad& burst,
+                                                       const Testbed& testbed) const;
+};
+
+/// @brief The breached entries of `outcomes`.
+std::vector<SlaOutcome> breaches(const std::vector<SlaOutcome>& outcomes);
+
+/// @brief Reads `plan_file` (any format exporting::parse_plan_input reads; `workload_file`
+/// overrides the workload it names) and measures it on `testbed`.
+Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::path& plan_file,
+                                                        const std::string& workload_file,
+                                                        const Catalog& catalog,
+                                                        const Testbed& testbed, std::uint64_t seed);
+
+/// @brief The co-runners `scenario` names (`co_running:`, paths relative to its file), measured
+/// on `testbed` with the scenario's seed; nullptr when it names none.
+Result<std::shared_ptr<const CoRunners>> scenario_corunners(const Scenario& scenario,
+                                                            const Catalog& catalog,
+                                                            const Testbed& testbed);
+
+}  // namespace corun::mapping
