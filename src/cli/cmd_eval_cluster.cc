@@ -63,10 +63,26 @@ struct Totals {
   std::vector<nlohmann::json> placed;  // per arrival: [node, gpu] where it went, or null
 };
 
+// What the memory rules read of the mix: each template's request (its largest configuration's
+// memory, what a GPU-sharing scheduler reserves) and one GPU's memory, in bytes.
+struct MemoryRequests {
+  std::vector<double> template_bytes;
+  double gpu_bytes = 0;
+};
+
+Result<MemoryRequests> memory_requests(const Workload& mix, const Flags& f) {
+  auto session = make_node_session(mix, f);
+  if (!session) return session.error();
+  auto in = (*session)->planner->placement_input(node_layouts(mix).front());
+  if (!in) return in.error();
+  return MemoryRequests{in->vram_request_bytes, in->unit_vram_bytes.front()};
+}
+
 class Cluster {
  public:
-  Cluster(std::string name, const Workload& mix, const Flags& f, const Testbed& tb)
-      : name_(std::move(name)), mix_(&mix), f_(&f), tb_(&tb),
+  Cluster(std::string name, const Workload& mix, const MemoryRequests& requests, const Flags& f,
+          const Testbed& tb)
+      : name_(std::move(name)), mix_(&mix), requests_(&requests), f_(&f), tb_(&tb),
         nodes_(static_cast<std::size_t>(f.nodes)) {
     for (auto& n : nodes_) {
       n.w = std::make_unique<Workload>(node_workload({}));
@@ -167,7 +183,7 @@ class Cluster {
     n.ids = ids;
     n.w = std::make_unique<Workload>(node_workload(ids));
     if (!ids.empty()) {
-      auto s = make_node_session(*n.w, *f_);
+      auto s = make_node_session(*n.w, *f_, unit_plans_.get());
       if (!s) return s.error();
       n.session = std::move(*s);
       auto p = n.session->planner->plan(node_layouts(*n.w).front());
@@ -212,22 +228,18 @@ class Cluster {
     tmpl_of_[id] = tmpl;
     std::optional<std::pair<std::size_t, std::size_t>> best;
     double best_key = 0;
+    const double gpu_bytes = requests_->gpu_bytes;
+    const double req = requests_->template_bytes[tmpl];
     for (std::size_t k = 0; k < nodes_.size(); ++k) {
-      auto ids = nodes_[k].ids;
-      ids.push_back(id);
-      Workload w = node_workload(ids);
-      auto s = make_node_session(w, *f_);
-      if (!s) return s.error();
-      auto in = (*s)->planner->placement_input(node_layouts(w).front());
-      if (!in) return in.error();
-      const double req = in->vram_request_bytes.back();
-      std::vector<double> used(in->unit_vram_bytes.size(), 0.0);
-      for (std::size_t m = 0; m + 1 < ids.size(); ++m) {
-        used[static_cast<std::size_t>(nodes_[k].plan.assignment[m])] += in->vram_request_bytes[m];
+      const auto& ids = nodes_[k].ids;
+      std::vector<double> used(static_cast<std::size_t>(f_->gpus), 0.0);
+      for (std::size_t m = 0; m < ids.size(); ++m) {
+        used[static_cast<std::size_t>(nodes_[k].plan.assignment[m])] +=
+            requests_->template_bytes[tmpl_of_.at(ids[m])];
       }
       for (std::size_t g = 0; g < used.size(); ++g) {
-        if (used[g] + req > in->unit_vram_bytes[g]) continue;
-        const double key = name_ == "binpack" ? used[g] : -used[g] / in->unit_vram_bytes[g];
+        if (used[g] + req > gpu_bytes) continue;
+        const double key = name_ == "binpack" ? used[g] : -used[g] / gpu_bytes;
         if (!best || key > best_key + 1e-9) {
           best = std::make_pair(k, g);
           best_key = key;
@@ -252,7 +264,7 @@ class Cluster {
     n.ids = ids;
     n.w = std::make_unique<Workload>(node_workload(ids));
     if (!ids.empty()) {
-      auto s = make_node_session(*n.w, *f_);
+      auto s = make_node_session(*n.w, *f_, unit_plans_.get());
       if (!s) return s.error();
       n.session = std::move(*s);
       auto p = n.session->planner->plan_assignment(node_layouts(*n.w).front(), a, name_);
@@ -266,11 +278,17 @@ class Cluster {
 
   std::string name_;
   const Workload* mix_;
+  const MemoryRequests* requests_;
   const Flags* f_;
   const Testbed* tb_;
   std::vector<Node> nodes_;
   std::vector<bool> dirty_ = std::vector<bool>(nodes_.size(), false);
   std::map<std::size_t, std::size_t> tmpl_of_;
+  // Per-unit plans of this scheduler's node plans, by model content: an arrival's what-ifs and
+  // a departure's re-plan solve only the GPU sets no earlier plan of this scheduler met (one
+  // cache per scheduler, so that no scheduler's decision time profits from another's). At a
+  // stable address: the nodes' planners refer to it.
+  std::unique_ptr<UnitPlanCache> unit_plans_ = std::make_unique<UnitPlanCache>();
   Totals totals_;
 };
 
@@ -287,9 +305,13 @@ int run(const Flags& f) {
   auto testbed = make_testbed(f.testbed);
   if (!testbed) return report_error(testbed.error());
   const auto stream = make_stream(f, mix->models.size());
+  const auto requests = memory_requests(*mix, f);
+  if (!requests) return report_error(requests.error());
 
   std::vector<Cluster> clusters;
-  for (const char* name : {"corun", "binpack", "spread"}) clusters.emplace_back(name, *mix, f, **testbed);
+  for (const char* name : {"corun", "binpack", "spread"}) {
+    clusters.emplace_back(name, *mix, *requests, f, **testbed);
+  }
   for (std::size_t e = 0; e < stream.size(); ++e) {
     const Event& ev = stream[e];
     for (auto& c : clusters) {
@@ -314,6 +336,7 @@ int run(const Flags& f) {
                       {"sla_violations", t.violations},
                       {"utility_mean", t.utility_sum / n},
                       {"rejected", t.rejected},
+                      {"decision_ms_total", t.decision_ms},
                       {"placements", t.placed}});
     }
     nlohmann::json out = {{"mix", mix->file},         {"nodes", f.nodes},

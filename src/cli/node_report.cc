@@ -51,7 +51,8 @@ Result<NodeSources> make_node_sources(const Workload& w, const std::string& surr
 
 }  // namespace
 
-Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags) {
+Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags,
+                                                       UnitPlanCache* shared) {
   auto session = std::make_unique<NodeSession>();
   auto sources = make_node_sources(w, flags.model, flags.testbed, flags.window_s, flags.seed);
   if (!sources) return sources.error();
@@ -63,7 +64,7 @@ Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const 
                                                        *session->sources.slices);
   session->planner = std::make_unique<NodePlanner>(
       w, *session->models, *session->solver,
-      NodePlanOptions{{flags.seed, flags.threads, std::nullopt}});
+      NodePlanOptions{{flags.seed, flags.threads, std::nullopt}}, shared);
   return session;
 }
 

@@ -46,8 +46,10 @@ struct NodeSession {
 };
 
 /// @brief Builds a NodeSession for `w` (which outlives it); `flags.model` empty = the twin
-/// everywhere.
-Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags);
+/// everywhere. `shared` (outlives the session; may be null): per-unit plans the planner shares
+/// with planners of other sessions built from the same flags.
+Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags,
+                                                       UnitPlanCache* shared = nullptr);
 
 /// @brief One node plan (and, when measured, what the testbed saw) as JSON: the layout, each
 /// model's GPU, slice, unit and configuration, predictions, measurements and search cost.
