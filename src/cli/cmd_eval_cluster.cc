@@ -110,14 +110,10 @@ class Cluster {
       if (it == ids.end()) continue;
       const auto m = static_cast<std::size_t>(it - ids.begin());
       ids.erase(it);
-      if (name_ == "corun") {
-        auto p = plan_node(k, ids, nullptr);
-        if (!p) return p.error();
-        return Status{};
-      }
+      if (name_ == "corun") return adopt(k, ids, nullptr);
       std::vector<std::int32_t> a = nodes_[k].plan.assignment;
       a.erase(a.begin() + static_cast<std::ptrdiff_t>(m));
-      return adopt_assignment(k, ids, a);
+      return adopt(k, ids, &a);
     }
     return Status{};
   }
@@ -176,25 +172,33 @@ class Cluster {
     return w;
   }
 
-  // corun's node plan of `ids` on node k; adopted unless `trial` receives it instead.
-  Result<NodePlan> plan_node(std::size_t k, const std::vector<std::size_t>& ids, Node* trial) {
-    Node fresh;
-    Node& n = trial != nullptr ? *trial : fresh;
+  // A node running `ids`, planned by corun (`assignment` null) or on the GPUs of
+  // `assignment` (its planner chooses each GPU's knobs).
+  Result<Node> make_node(const std::vector<std::size_t>& ids,
+                         const std::vector<std::int32_t>* assignment) {
+    Node n;
     n.ids = ids;
     n.w = std::make_unique<Workload>(node_workload(ids));
-    if (!ids.empty()) {
-      auto s = make_node_session(*n.w, *f_, unit_plans_.get());
-      if (!s) return s.error();
-      n.session = std::move(*s);
-      auto p = n.session->planner->plan(node_layouts(*n.w).front());
-      if (!p) return p.error();
-      n.plan = std::move(*p);
-    }
-    if (trial == nullptr) {
-      nodes_[k] = std::move(n);
-      dirty_[k] = true;
-    }
-    return nodes_[k].plan;
+    if (ids.empty()) return n;
+    auto s = make_node_session(*n.w, *f_, unit_plans_.get());
+    if (!s) return s.error();
+    n.session = std::move(*s);
+    const NodeLayout layout = node_layouts(*n.w).front();
+    auto p = assignment == nullptr ? n.session->planner->plan(layout)
+                                   : n.session->planner->plan_assignment(layout, *assignment, name_);
+    if (!p) return p.error();
+    n.plan = std::move(*p);
+    return n;
+  }
+
+  // Node k runs `ids` as `assignment` says, or as corun plans them (null).
+  Status adopt(std::size_t k, const std::vector<std::size_t>& ids,
+               const std::vector<std::int32_t>* assignment) {
+    auto n = make_node(ids, assignment);
+    if (!n) return n.error();
+    nodes_[k] = std::move(*n);
+    dirty_[k] = true;
+    return Status{};
   }
 
   // The extender's rule: nodes whose plan with the newcomer holds every SLA as predicted,
@@ -207,8 +211,9 @@ class Cluster {
     for (std::size_t k = 0; k < nodes_.size(); ++k) {
       auto ids = nodes_[k].ids;
       ids.push_back(id);
-      auto p = plan_node(k, ids, &trials[k]);
-      if (!p) return p.error();
+      auto trial = make_node(ids, nullptr);
+      if (!trial) return trial.error();
+      trials[k] = std::move(*trial);
       if (!trials[k].plan.feasible) continue;
       const double gain = trials[k].plan.utility - nodes_[k].plan.utility;
       if (!best || gain > best_gain + 1e-9) {
@@ -252,28 +257,9 @@ class Cluster {
     ids.push_back(id);
     std::vector<std::int32_t> a = nodes_[k].plan.assignment;
     a.push_back(static_cast<std::int32_t>(best->second));
-    auto st = adopt_assignment(k, ids, a);
+    auto st = adopt(k, ids, &a);
     if (!st.ok()) return st.error();
     return true;
-  }
-
-  // Node k runs `ids` on the GPUs of `a`; its planner chooses each GPU's knobs.
-  Status adopt_assignment(std::size_t k, const std::vector<std::size_t>& ids,
-                          const std::vector<std::int32_t>& a) {
-    Node n;
-    n.ids = ids;
-    n.w = std::make_unique<Workload>(node_workload(ids));
-    if (!ids.empty()) {
-      auto s = make_node_session(*n.w, *f_, unit_plans_.get());
-      if (!s) return s.error();
-      n.session = std::move(*s);
-      auto p = n.session->planner->plan_assignment(node_layouts(*n.w).front(), a, name_);
-      if (!p) return p.error();
-      n.plan = std::move(*p);
-    }
-    nodes_[k] = std::move(n);
-    dirty_[k] = true;
-    return Status{};
   }
 
   std::string name_;
@@ -385,12 +371,7 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "seed of the stream, the plans and the measurements")
           ->capture_default_str();
-      sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
-      sub.add_option("--window", f->window_s, "measurement window in seconds")
-          ->check(CLI::Range(0.1, 3600.0))
-          ->capture_default_str();
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
-      sub.add_flag("--json", f->json, "print JSON");
+      add_measure_flags(sub, *f);
       return std::function<int()>([f] { return run(*f); });
     },
 });

@@ -51,6 +51,15 @@ Result<NodeSources> make_node_sources(const Workload& w, const std::string& surr
 
 }  // namespace
 
+void add_measure_flags(CLI::App& sub, PlanFlags& f) {
+  sub.add_option("--testbed", f.testbed, testbed_help())->capture_default_str();
+  sub.add_option("--window", f.window_s, "measurement window in seconds")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  sub.add_option("--catalog", f.catalog, "catalog directory (default: built in)");
+  sub.add_flag("--json", f.json, "print JSON");
+}
+
 Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags,
                                                        UnitPlanCache* shared) {
   auto session = std::make_unique<NodeSession>();

@@ -2,6 +2,7 @@
 
 // Rendering node plans (several GPUs, MIG slices) for `corun plan` and `corun eval node`.
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -34,6 +35,10 @@ struct PlanFlags {
   double window_s = 10;
   bool json = false;
 };
+
+/// @brief The flags of a command that measures node plans: --testbed, --window, --catalog and
+/// --json.
+void add_measure_flags(CLI::App& sub, PlanFlags& f);
 
 /// @brief Everything a node plan needs, built from the flags: predictor sources, the per-unit
 /// solver, the unit predictions and the planner (which refers to the others: keep the object
