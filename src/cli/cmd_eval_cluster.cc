@@ -3,6 +3,7 @@
 // spread); every changed node is measured on the testbed after each event.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <random>
 
@@ -10,6 +11,7 @@
 #include "common.h"
 #include "corun/plan/node.h"
 #include "corun/runtime/node_plan.h"
+#include "corun/runtime/testbed_predictor.h"
 #include "node_report.h"
 
 namespace corun::cli {
@@ -60,6 +62,7 @@ struct Node {
 struct Totals {
   double gpu_sum = 0, utility_sum = 0, decision_ms = 0;
   std::size_t gpu_max = 0, violations = 0, rejected = 0, intervals = 0;
+  std::map<std::string, std::size_t> violations_by_template;  // the same, by template name
   std::vector<nlohmann::json> placed;  // per arrival: [node, gpu] where it went, or null
 };
 
@@ -135,6 +138,12 @@ class Cluster {
       }
       gpus += static_cast<std::size_t>(std::count(used.begin(), used.end(), true));
       totals_.violations += n.outcome.violations;
+      for (std::size_t m = 0; m < n.ids.size(); ++m) {
+        const ModelMetrics* mm = n.outcome.measured.find(m);
+        if (mm == nullptr || !measured_meets_sla(n.w->models[m], *mm)) {
+          ++totals_.violations_by_template[mix_->models[tmpl_of_.at(n.ids[m])].name];
+        }
+      }
       totals_.utility_sum += n.outcome.measured_utility;
     }
     totals_.gpu_sum += static_cast<double>(gpus);
@@ -320,6 +329,7 @@ int run(const Flags& f) {
                       {"gpus_used_mean", t.gpu_sum / n},
                       {"gpus_used_max", t.gpu_max},
                       {"sla_violations", t.violations},
+                      {"sla_violations_by_template", t.violations_by_template},
                       {"utility_mean", t.utility_sum / n},
                       {"rejected", t.rejected},
                       {"decision_ms_total", t.decision_ms},

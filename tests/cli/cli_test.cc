@@ -459,6 +459,13 @@ TEST(Cli, EvalClusterBinpackIsHandCheckableAndSameSeedSameJson) {
   const auto& spread = j["schedulers"][2];
   ASSERT_EQ(spread["scheduler"], "spread");
   EXPECT_EQ(spread["placements"][0], nlohmann::json::array({0, 0}));
+  for (const auto& s : j["schedulers"]) {  // the breakdown by template adds up to the total
+    std::size_t sum = 0;
+    for (const auto& [name, count] : s["sla_violations_by_template"].items()) {
+      sum += count.get<std::size_t>();
+    }
+    EXPECT_EQ(sum, s["sla_violations"].get<std::size_t>()) << s["scheduler"];
+  }
   const auto b = run(cmd);
   ASSERT_EQ(b.code, 0) << b.err;
   // Everything but the decision times (wall clock) is the same for the same seed.
