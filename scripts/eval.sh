@@ -35,6 +35,9 @@ echo "== eval scheduler: drift the planner is not told about (docs/results/drift
 echo "== make run's report (reuses out/run/random-churn when it is there)"
 # Exit code 1 is a measured SLA breach: the run still wrote its report.
 "$corun" run workloads/scenarios/random-churn.yaml --quiet >out/eval/run.txt || [[ $? == 1 ]]
+echo "== eval cluster: 200 arrivals over 4 nodes x 8 A100 (docs/results/cluster.md)"
+"$corun" eval cluster workloads/cluster/a100-mix.yaml --nodes 4 --gpus 8 --arrivals 200 --seed 1 \
+  --json >out/eval/cluster.json
 echo "== screenshots of the pages (docs/results/*.png), with headless Chromium"
 # Chromium is large (about 290 MB installed): installed here, for `make eval` only.
 if CORUN_EXTRA_PACKAGES=chromium scripts/install-deps.sh; then

@@ -147,12 +147,7 @@ const bool registered = register_command({
       sub.add_option("--repeats", f->repeats, "measurements per plan (seeds seed, seed+1, ...)")
           ->check(CLI::Range(1, 100))
           ->capture_default_str();
-      sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
-      sub.add_option("--window", f->window_s, "measurement window in seconds")
-          ->check(CLI::Range(0.1, 3600.0))
-          ->capture_default_str();
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
-      sub.add_flag("--json", f->json, "print JSON");
+      add_measure_flags(sub, *f);
       return std::function<int()>([f] { return run(*f); });
     },
 });

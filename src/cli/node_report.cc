@@ -51,7 +51,17 @@ Result<NodeSources> make_node_sources(const Workload& w, const std::string& surr
 
 }  // namespace
 
-Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags) {
+void add_measure_flags(CLI::App& sub, PlanFlags& f) {
+  sub.add_option("--testbed", f.testbed, testbed_help())->capture_default_str();
+  sub.add_option("--window", f.window_s, "measurement window in seconds")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  sub.add_option("--catalog", f.catalog, "catalog directory (default: built in)");
+  sub.add_flag("--json", f.json, "print JSON");
+}
+
+Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags,
+                                                       UnitPlanCache* shared) {
   auto session = std::make_unique<NodeSession>();
   auto sources = make_node_sources(w, flags.model, flags.testbed, flags.window_s, flags.seed);
   if (!sources) return sources.error();
@@ -63,7 +73,7 @@ Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const 
                                                        *session->sources.slices);
   session->planner = std::make_unique<NodePlanner>(
       w, *session->models, *session->solver,
-      NodePlanOptions{{flags.seed, flags.threads, std::nullopt}});
+      NodePlanOptions{{flags.seed, flags.threads, std::nullopt}}, shared);
   return session;
 }
 

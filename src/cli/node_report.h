@@ -2,6 +2,7 @@
 
 // Rendering node plans (several GPUs, MIG slices) for `corun plan` and `corun eval node`.
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,6 +36,10 @@ struct PlanFlags {
   bool json = false;
 };
 
+/// @brief The flags of a command that measures node plans: --testbed, --window, --catalog and
+/// --json.
+void add_measure_flags(CLI::App& sub, PlanFlags& f);
+
 /// @brief Everything a node plan needs, built from the flags: predictor sources, the per-unit
 /// solver, the unit predictions and the planner (which refers to the others: keep the object
 /// where it was made).
@@ -46,8 +51,10 @@ struct NodeSession {
 };
 
 /// @brief Builds a NodeSession for `w` (which outlives it); `flags.model` empty = the twin
-/// everywhere.
-Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags);
+/// everywhere. `shared` (outlives the session; may be null): per-unit plans the planner shares
+/// with planners of other sessions built from the same flags.
+Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags,
+                                                       UnitPlanCache* shared = nullptr);
 
 /// @brief One node plan (and, when measured, what the testbed saw) as JSON: the layout, each
 /// model's GPU, slice, unit and configuration, predictions, measurements and search cost.

@@ -61,12 +61,14 @@ struct NodePlanner::Cache {
   std::map<std::pair<std::string, std::uint64_t>, SubPlan> plans;
   std::vector<double> min_vram;  // per model: its smallest configuration's bytes
   std::vector<double> max_vram;  // per model: its largest configuration's bytes
+  UnitPlanCache* shared = nullptr;
+  std::vector<std::string> keys;  // per model: ModelSpec::plan_key() (when shared)
   std::uint64_t solved = 0;
   std::uint64_t hits = 0;
 };
 
 NodePlanner::NodePlanner(const Workload& w, UnitModels& models, const Solver& solver,
-                         NodePlanOptions options)
+                         NodePlanOptions options, UnitPlanCache* shared)
     : w_(&w),
       models_(&models),
       solver_(&solver),
@@ -74,7 +76,9 @@ NodePlanner::NodePlanner(const Workload& w, UnitModels& models, const Solver& so
       exhaustive_(make_exhaustive_solver()),
       cache_(std::make_unique<Cache>()) {
   CORUN_CHECK(w.models.size() <= 64);  // model sets are 64-bit masks (the spec's limit)
+  cache_->shared = shared;
   for (const auto& m : w.models) {
+    if (shared != nullptr) cache_->keys.push_back(m.plan_key());
     double lo = 0, hi = 0;
     for (std::size_t l = 0; l < m.local_config_count(); ++l) {
       const double v = model_vram_bytes(m, m.settings(l));
@@ -103,6 +107,30 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
   SubPlan sp;
   sp.config.assign(w.models.size(), kAbsent);
   sp.predicted.assign(w.models.size(), Predicted{});
+  // The set in the shared cache's terms: its members in plan-key order (ties by position).
+  std::vector<std::size_t> members;
+  std::string shared_key;
+  if (cache.shared != nullptr) {
+    for (std::size_t m = 0; m < w.models.size(); ++m) {
+      if ((mask >> m) & 1) members.push_back(m);
+    }
+    std::stable_sort(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
+      return cache.keys[a] < cache.keys[b];
+    });
+    shared_key = unit.device.name + '\n' + w.objective.maximize;
+    for (const std::size_t m : members) shared_key += '\n' + cache.keys[m];
+    if (const UnitPlan* up = cache.shared->find(shared_key)) {
+      ++cache.hits;
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        sp.config[members[i]] = up->config[i];
+        sp.predicted[members[i]] = up->predicted[i];
+      }
+      sp.utility = up->utility;
+      sp.excess = up->excess;
+      sp.feasible = up->feasible;
+      return &cache.plans.emplace(key, std::move(sp)).first->second;
+    }
+  }
   double min_bytes = 0;
   for (std::size_t m = 0; m < w.models.size(); ++m) {
     if ((mask >> m) & 1) min_bytes += cache.min_vram[m];
@@ -127,6 +155,14 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
     sp.excess = score.excess + (score.fits_vram ? 0.0 : kVramMissExcess);
     sp.feasible = score.feasible();
     ++cache.solved;
+  }
+  if (cache.shared != nullptr) {
+    UnitPlan up{{}, {}, sp.utility, sp.excess, sp.feasible};
+    for (const std::size_t m : members) {
+      up.config.push_back(sp.config[m]);
+      up.predicted.push_back(sp.predicted[m]);
+    }
+    cache.shared->insert(std::move(shared_key), std::move(up));
   }
   return &cache.plans.emplace(key, std::move(sp)).first->second;
 }

@@ -580,6 +580,36 @@ std::string ModelSpec::describe(std::size_t index) const {
   return out;
 }
 
+std::string ModelSpec::plan_key() const {
+  std::string out = arch.name;
+  auto add = [&out](char tag, double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%c%.17g", tag, v);
+    out += buf;
+  };
+  for (const auto& k : knobs) {
+    add('k', static_cast<double>(k.id));
+    for (const double v : k.values) add(',', v);
+  }
+  for (const auto& decl : knob_decls()) add('b', base.get(decl.id));
+  for (const double v : {demand.fps, demand.rps, static_cast<double>(demand.prompt_tokens),
+                         static_cast<double>(demand.output_tokens),
+                         static_cast<double>(demand.concurrency)}) {
+    add('d', v);
+  }
+  for (const auto& bound : {sla.latency_ms_p95, sla.ttft_ms_p95, sla.tpot_ms_p95,
+                            sla.min_throughput}) {
+    if (bound) {
+      add('s', *bound);
+    } else {
+      out += "s-";  // absent, distinct from any value
+    }
+  }
+  add('w', weight);
+  add('a', active ? 1 : 0);
+  return out;
+}
+
 Result<std::size_t> ModelSpec::find_config(
     const std::vector<std::pair<std::string, std::string>>& assignments) const {
   std::vector<std::size_t> digit(knobs.size(), 0);

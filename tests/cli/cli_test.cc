@@ -438,5 +438,58 @@ TEST(Cli, NodeWorkloadsAreRefusedByOneGpuVerbsAndBadPinsNameTheirField) {
   EXPECT_EQ(j["layouts"][0]["strategies"].size(), 5u);  // corun and four baselines
 }
 
+// A 2-node x 2-GPU cluster, 6 arrivals. By hand: bin-packing puts each arrival on the fullest
+// GPU where its largest configuration fits; the first arrival finds every GPU empty (ties go to
+// the lower GPU: node 0 GPU 0), the second finds node 0 GPU 0 the fullest, and any model of the
+// mix needs far less than an A100's 80 GB, so it goes there too. Spread puts each arrival on the
+// emptiest GPU (ties lower): the first on node 0 GPU 0. (Later ones depend on departures.)
+TEST(Cli, EvalClusterBinpackIsHandCheckableAndSameSeedSameJson) {
+  const std::string mix = kSrc + "/workloads/cluster/a100-mix.yaml";
+  const std::string cmd =
+      "eval cluster " + mix + " --nodes 2 --gpus 2 --arrivals 6 --residents 4 --json";
+  const auto a = run(cmd);
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto j = nlohmann::json::parse(a.out);
+  ASSERT_EQ(j["schedulers"].size(), 3u);
+  EXPECT_EQ(j["events"], 12);
+  const auto& binpack = j["schedulers"][1];
+  ASSERT_EQ(binpack["scheduler"], "binpack");
+  EXPECT_EQ(binpack["placements"][0], nlohmann::json::array({0, 0}));
+  EXPECT_EQ(binpack["placements"][1], nlohmann::json::array({0, 0}));
+  const auto& spread = j["schedulers"][2];
+  ASSERT_EQ(spread["scheduler"], "spread");
+  EXPECT_EQ(spread["placements"][0], nlohmann::json::array({0, 0}));
+  for (const auto& s : j["schedulers"]) {  // the breakdown by template adds up to the total
+    std::size_t sum = 0;
+    for (const auto& [name, count] : s["sla_violations_by_template"].items()) {
+      sum += count.get<std::size_t>();
+    }
+    EXPECT_EQ(sum, s["sla_violations"].get<std::size_t>()) << s["scheduler"];
+  }
+  const auto b = run(cmd);
+  ASSERT_EQ(b.code, 0) << b.err;
+  // Everything but the decision times (wall clock) is the same for the same seed.
+  auto without_times = [](nlohmann::json out) {
+    for (auto& s : out["schedulers"]) {
+      EXPECT_GE(s["decision_ms_total"].get<double>(), 0.0);
+      s.erase("decision_ms_total");
+    }
+    return out;
+  };
+  EXPECT_EQ(without_times(j), without_times(nlohmann::json::parse(b.out)));
+}
+
+TEST(Cli, EvalClusterBadFlagsAndFilesExitWith2) {
+  const std::string mix = kSrc + "/workloads/cluster/a100-mix.yaml";
+  EXPECT_EQ(run("eval cluster " + mix + " --nodes 0").code, 2);
+  EXPECT_EQ(run("eval cluster " + mix + " --arrivals -3").code, 2);
+  const auto missing = run("eval cluster /nonexistent/mix.yaml");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/mix.yaml"), std::string::npos) << missing.err;
+  const auto node = run("eval cluster " + kSrc + "/workloads/node-4gpu-n12.yaml");
+  EXPECT_EQ(node.code, 2);
+  EXPECT_NE(node.err.find("gpus"), std::string::npos) << node.err;
+}
+
 }  // namespace
 }  // namespace corun

@@ -111,6 +111,45 @@ TEST(NodePlanner, SameSeedSamePlan) {
   EXPECT_EQ(pa->config, pb->config);
 }
 
+// A shared cache plans a set of models on a unit once, whatever the models are called and
+// wherever they stand in their workload: a second planner over the same cameras, renamed and
+// listed in reverse, prices the first plan's placement without solving anything, at the
+// utility a planner without the cache computes for it.
+TEST(NodePlanner, ASharedCachePlansEachSetOfModelsOnce) {
+  const Workload w = parse("device: a100-80gb\ngpus: 3\n" + kCams);
+  Workload reversed = w;
+  std::reverse(reversed.models.begin(), reversed.models.end());
+  for (std::size_t m = 0; m < reversed.models.size(); ++m) {
+    reversed.models[m].name = "renamed-" + std::to_string(m);
+  }
+  auto solver = make_solver("ga");
+  ASSERT_TRUE(solver.ok());
+  UnitPlanCache shared;
+  SyntheticUnits units(w);
+  NodePlanner first(w, units, **solver, NodePlanOptions{}, &shared);
+  auto plan = first.plan();
+  ASSERT_TRUE(plan.ok()) << plan.error().what();
+  EXPECT_GT(plan->subplans, 0u);
+  EXPECT_GT(shared.size(), 0u);
+
+  const std::vector<std::int32_t> same(plan->assignment.rbegin(), plan->assignment.rend());
+  const NodeLayout layout = node_layouts(reversed)[0];
+  SyntheticUnits reversed_units(reversed);
+  NodePlanner second(reversed, reversed_units, **solver, NodePlanOptions{}, &shared);
+  auto again = second.plan_assignment(layout, same, "same");
+  ASSERT_TRUE(again.ok()) << again.error().what();
+  EXPECT_EQ(again->subplans, 0u);
+  EXPECT_GT(again->cache_hits, 0u);
+  SyntheticUnits alone_units(reversed);
+  NodePlanner alone(reversed, alone_units, **solver, NodePlanOptions{});
+  auto fresh = alone.plan_assignment(layout, same, "same");
+  ASSERT_TRUE(fresh.ok()) << fresh.error().what();
+  EXPECT_GT(fresh->subplans, 0u);
+  EXPECT_NEAR(again->utility, plan->utility, 1e-9);
+  EXPECT_NEAR(again->utility, fresh->utility, 1e-9);
+  EXPECT_EQ(again->feasible, fresh->feasible);
+}
+
 TEST(NodePlanner, KeepsEachSlicesModelsWithinItsMemory) {
   // Three 2g.20gb slices of 85.9 / 4 = 21.5 GB each. Qwen2.5-7B holds about 15 GB of FP16
   // weights and 5 GB in AWQ, so two of them in FP16 cannot share a slice; binpack (by each

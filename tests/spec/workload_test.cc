@@ -92,6 +92,28 @@ TEST(Workload, LocalConfigurationsAreMixedRadixWithTheLastKnobFastest) {
   EXPECT_NE(bad.error().what().find("did you mean 'imgsz'"), std::string::npos);
 }
 
+// Plan keys: a model's name, pin and line do not change what a plan of it is; its demand, SLA
+// and searched values do.
+TEST(Workload, PlanKeysIgnoreNamesAndPinsButNotDemandOrSla) {
+  const std::string cam = "model: yolo11s, knobs: {imgsz: [320, 640]}, demand: {fps: 30}";
+  auto w = parse("device: a100-80gb\ngpus: 2\nmodels:\n"
+                 "  - {name: a, " + cam + ", sla: {latency_ms_p95: 30}}\n"
+                 "  - {name: b, " + cam + ", sla: {latency_ms_p95: 30}, gpu: 1}\n"
+                 "  - {name: c, model: yolo11s, knobs: {imgsz: [320, 640]}, demand: {fps: 60},"
+                 " sla: {latency_ms_p95: 30}}\n"
+                 "  - {name: d, " + cam + "}\n"
+                 "  - {name: e, " + cam + ", sla: {latency_ms_p95: 40}}\n"
+                 "  - {name: f, model: yolo11s, knobs: {imgsz: [320, 960]}, demand: {fps: 30},"
+                 " sla: {latency_ms_p95: 30}}\n");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const auto& m = w->models;
+  EXPECT_EQ(m[0].plan_key(), m[1].plan_key());
+  for (std::size_t i = 2; i < m.size(); ++i) {
+    SCOPED_TRACE(m[i].name);
+    EXPECT_NE(m[0].plan_key(), m[i].plan_key());
+  }
+}
+
 TEST(Workload, SingleValuedKnobsAreFixedNotSearched) {
   auto w = parse(
       "device: l4\nmodels:\n  - name: chat\n    model: qwen2.5-0.5b\n"

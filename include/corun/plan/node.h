@@ -11,6 +11,7 @@
 #include "corun/plan/node_placement.h"
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
+#include "corun/plan/unit_plan_cache.h"
 #include "corun/spec/node.h"
 
 namespace corun {
@@ -83,7 +84,11 @@ class NodePlanner {
   /// @param w the workload (outlives the planner)
   /// @param models where per-unit predictions come from (outlives the planner)
   /// @param solver the per-unit solver for large unit problems (outlives the planner)
-  NodePlanner(const Workload& w, UnitModels& models, const Solver& solver, NodePlanOptions options);
+  /// @param shared per-unit plans shared with other planners (outlives the planner; null =
+  /// this planner's own only): sets already planned there are not solved again, and what
+  /// this planner solves is added
+  NodePlanner(const Workload& w, UnitModels& models, const Solver& solver, NodePlanOptions options,
+              UnitPlanCache* shared = nullptr);
   ~NodePlanner();
 
   /// @brief The joint plan over every layout of the node.

@@ -76,6 +76,11 @@ struct ModelSpec {
   /// unlisted knobs take their first value.
   [[nodiscard]] Result<std::size_t> find_config(
       const std::vector<std::pair<std::string, std::string>>& assignments) const;
+  /// @brief What a plan of the model depends on, as text: its catalog model, searched knobs
+  /// with their values, the other knobs' settings, demand, SLA, weight and whether it is
+  /// active; not its name, line or pin. Two models with equal keys (from one catalog) are
+  /// interchangeable on a GPU: a plan made for one holds for the other.
+  [[nodiscard]] std::string plan_key() const;
 };
 
 /// @brief An unmanaged co-tenant on the GPU (another process corun does not plan): the share

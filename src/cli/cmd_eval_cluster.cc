@@ -1,0 +1,390 @@
+// corun eval cluster FILE: a seeded stream of model arrivals and departures over K nodes of G
+// GPUs, placed by three schedulers side by side (corun's extender rule, memory bin-packing,
+// spread); every changed node is measured on the testbed after each event.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <cstdio>
+#include <random>
+
+#include "command.h"
+#include "common.h"
+#include "corun/plan/node.h"
+#include "corun/runtime/node_plan.h"
+#include "corun/runtime/testbed_predictor.h"
+#include "node_report.h"
+
+namespace corun::cli {
+namespace {
+
+struct Flags : PlanFlags {
+  int nodes = 4;
+  int gpus = 8;
+  int arrivals = 200;
+  double residents = 24;  // mean models in the cluster (lifetime / inter-arrival time)
+};
+
+// One event of the stream: an arrival of template `tmpl` as model `id`, or its departure.
+struct Event {
+  double t = 0;
+  bool arrival = true;
+  std::size_t id = 0;
+  std::size_t tmpl = 0;
+};
+
+// Poisson arrivals (rate 1), exponential lifetimes of mean `residents`, uniform templates.
+std::vector<Event> make_stream(const Flags& f, std::size_t templates) {
+  std::mt19937_64 rng(f.seed);
+  std::exponential_distribution<double> gap(1.0), life(1.0 / f.residents);
+  std::uniform_int_distribution<std::size_t> pick(0, templates - 1);
+  std::vector<Event> ev;
+  double t = 0;
+  for (int i = 0; i < f.arrivals; ++i) {
+    t += gap(rng);
+    const auto k = pick(rng);
+    const auto id = static_cast<std::size_t>(i);
+    ev.push_back({t, true, id, k});
+    ev.push_back({t + life(rng), false, id, k});
+  }
+  std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.t < b.t; });
+  return ev;
+}
+
+// One node under one scheduler: its models (stream ids), its plan and last measurement.
+struct Node {
+  std::vector<std::size_t> ids;
+  std::unique_ptr<Workload> w;  // stable address: the session's planner refers to it
+  std::unique_ptr<NodeSession> session;
+  NodePlan plan;
+  NodeOutcome outcome;
+};
+
+struct Totals {
+  double gpu_sum = 0, utility_sum = 0, decision_ms = 0;
+  std::size_t gpu_max = 0, violations = 0, rejected = 0, intervals = 0;
+  std::map<std::string, std::size_t> violations_by_template;  // the same, by template name
+  std::vector<nlohmann::json> placed;  // per arrival: [node, gpu] where it went, or null
+};
+
+// What the memory rules read of the mix: each template's request (its largest configuration's
+// memory, what a GPU-sharing scheduler reserves) and one GPU's memory, in bytes.
+struct MemoryRequests {
+  std::vector<double> template_bytes;
+  double gpu_bytes = 0;
+};
+
+Result<MemoryRequests> memory_requests(const Workload& mix, const Flags& f) {
+  auto session = make_node_session(mix, f);
+  if (!session) return session.error();
+  auto in = (*session)->planner->placement_input(node_layouts(mix).front());
+  if (!in) return in.error();
+  return MemoryRequests{in->vram_request_bytes, in->unit_vram_bytes.front()};
+}
+
+class Cluster {
+ public:
+  Cluster(std::string name, const Workload& mix, const MemoryRequests& requests, const Flags& f,
+          const Testbed& tb)
+      : name_(std::move(name)), mix_(&mix), requests_(&requests), f_(&f), tb_(&tb),
+        nodes_(static_cast<std::size_t>(f.nodes)) {
+    for (auto& n : nodes_) {
+      n.w = std::make_unique<Workload>(node_workload({}));
+    }
+  }
+
+  // Places stream model `id` (a copy of template `tmpl`); false when no node takes it.
+  Result<bool> arrive(std::size_t id, std::size_t tmpl) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<bool> r = name_ == "corun" ? arrive_corun(id, tmpl) : arrive_rule(id, tmpl);
+    totals_.decision_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r && !*r) ++totals_.rejected;
+    if (r) {
+      const auto at = placement_of(id);
+      totals_.placed.push_back(at.empty() ? nlohmann::json(nullptr) : nlohmann::json(at));
+    }
+    return r;
+  }
+
+  Status depart(std::size_t id) {
+    for (std::size_t k = 0; k < nodes_.size(); ++k) {
+      auto& ids = nodes_[k].ids;
+      const auto it = std::find(ids.begin(), ids.end(), id);
+      if (it == ids.end()) continue;
+      const auto m = static_cast<std::size_t>(it - ids.begin());
+      ids.erase(it);
+      if (name_ == "corun") return adopt(k, ids, nullptr);
+      std::vector<std::int32_t> a = nodes_[k].plan.assignment;
+      a.erase(a.begin() + static_cast<std::ptrdiff_t>(m));
+      return adopt(k, ids, &a);
+    }
+    return Status{};
+  }
+
+  // Measures changed nodes and adds this interval to the totals.
+  void account() {
+    std::size_t gpus = 0;
+    for (std::size_t k = 0; k < nodes_.size(); ++k) {
+      Node& n = nodes_[k];
+      if (dirty_[k]) {
+        n.outcome = n.ids.empty() ? NodeOutcome{}
+                                  : measure_node_plan(*n.w, n.plan, *tb_,
+                                                      {f_->window_s, f_->seed + 1000 * k});
+        dirty_[k] = false;
+      }
+      std::vector<bool> used(static_cast<std::size_t>(f_->gpus), false);
+      for (const auto u : n.plan.assignment) {
+        if (u != kNotPlaced) used[static_cast<std::size_t>(u)] = true;
+      }
+      gpus += static_cast<std::size_t>(std::count(used.begin(), used.end(), true));
+      totals_.violations += n.outcome.violations;
+      for (std::size_t m = 0; m < n.ids.size(); ++m) {
+        const ModelMetrics* mm = n.outcome.measured.find(m);
+        if (mm == nullptr || !measured_meets_sla(n.w->models[m], *mm)) {
+          ++totals_.violations_by_template[mix_->models[tmpl_of_.at(n.ids[m])].name];
+        }
+      }
+      totals_.utility_sum += n.outcome.measured_utility;
+    }
+    totals_.gpu_sum += static_cast<double>(gpus);
+    totals_.gpu_max = std::max(totals_.gpu_max, gpus);
+    ++totals_.intervals;
+  }
+
+  [[nodiscard]] const std::string& name() const { return name_; }
+  [[nodiscard]] const Totals& totals() const { return totals_; }
+
+ private:
+  // {node, GPU} of stream model `id`, or empty when it is not in the cluster.
+  [[nodiscard]] std::vector<std::size_t> placement_of(std::size_t id) const {
+    for (std::size_t k = 0; k < nodes_.size(); ++k) {
+      const auto& ids = nodes_[k].ids;
+      const auto it = std::find(ids.begin(), ids.end(), id);
+      if (it != ids.end()) {
+        const auto m = static_cast<std::size_t>(it - ids.begin());
+        return {k, static_cast<std::size_t>(nodes_[k].plan.assignment[m])};
+      }
+    }
+    return {};
+  }
+
+  Workload node_workload(const std::vector<std::size_t>& ids) const {
+    Workload w = *mix_;
+    w.node.options.assign(static_cast<std::size_t>(f_->gpus), {MigPartition{}});
+    w.models.clear();
+    for (const auto id : ids) {
+      ModelSpec m = mix_->models[tmpl_of_.at(id)];
+      m.name += "-" + std::to_string(id);
+      m.gpu.reset();
+      w.models.push_back(std::move(m));
+    }
+    return w;
+  }
+
+  // A node running `ids`, planned by corun (`assignment` null) or on the GPUs of
+  // `assignment` (its planner chooses each GPU's knobs).
+  Result<Node> make_node(const std::vector<std::size_t>& ids,
+                         const std::vector<std::int32_t>* assignment) {
+    Node n;
+    n.ids = ids;
+    n.w = std::make_unique<Workload>(node_workload(ids));
+    if (ids.empty()) return n;
+    auto s = make_node_session(*n.w, *f_, unit_plans_.get());
+    if (!s) return s.error();
+    n.session = std::move(*s);
+    const NodeLayout layout = node_layouts(*n.w).front();
+    auto p = assignment == nullptr ? n.session->planner->plan(layout)
+                                   : n.session->planner->plan_assignment(layout, *assignment, name_);
+    if (!p) return p.error();
+    n.plan = std::move(*p);
+    return n;
+  }
+
+  // Node k runs `ids` as `assignment` says, or as corun plans them (null).
+  Status adopt(std::size_t k, const std::vector<std::size_t>& ids,
+               const std::vector<std::int32_t>* assignment) {
+    auto n = make_node(ids, assignment);
+    if (!n) return n.error();
+    nodes_[k] = std::move(*n);
+    dirty_[k] = true;
+    return Status{};
+  }
+
+  // The extender's rule: nodes whose plan with the newcomer holds every SLA as predicted,
+  // the one whose predicted utility gains most (ties: the lower node).
+  Result<bool> arrive_corun(std::size_t id, std::size_t tmpl) {
+    tmpl_of_[id] = tmpl;
+    std::optional<std::size_t> best;
+    double best_gain = 0;
+    std::vector<Node> trials(nodes_.size());
+    for (std::size_t k = 0; k < nodes_.size(); ++k) {
+      auto ids = nodes_[k].ids;
+      ids.push_back(id);
+      auto trial = make_node(ids, nullptr);
+      if (!trial) return trial.error();
+      trials[k] = std::move(*trial);
+      if (!trials[k].plan.feasible) continue;
+      const double gain = trials[k].plan.utility - nodes_[k].plan.utility;
+      if (!best || gain > best_gain + 1e-9) {
+        best = k;
+        best_gain = gain;
+      }
+    }
+    if (!best) return false;
+    nodes_[*best] = std::move(trials[*best]);
+    dirty_[*best] = true;
+    return true;
+  }
+
+  // Memory bin-packing or spread over every GPU of the cluster (node-major), by the largest
+  // configuration's memory as the request; the node then plans the knobs of its GPUs.
+  Result<bool> arrive_rule(std::size_t id, std::size_t tmpl) {
+    tmpl_of_[id] = tmpl;
+    std::optional<std::pair<std::size_t, std::size_t>> best;
+    double best_key = 0;
+    const double gpu_bytes = requests_->gpu_bytes;
+    const double req = requests_->template_bytes[tmpl];
+    for (std::size_t k = 0; k < nodes_.size(); ++k) {
+      const auto& ids = nodes_[k].ids;
+      std::vector<double> used(static_cast<std::size_t>(f_->gpus), 0.0);
+      for (std::size_t m = 0; m < ids.size(); ++m) {
+        used[static_cast<std::size_t>(nodes_[k].plan.assignment[m])] +=
+            requests_->template_bytes[tmpl_of_.at(ids[m])];
+      }
+      for (std::size_t g = 0; g < used.size(); ++g) {
+        if (used[g] + req > gpu_bytes) continue;
+        const double key = name_ == "binpack" ? used[g] : -used[g] / gpu_bytes;
+        if (!best || key > best_key + 1e-9) {
+          best = std::make_pair(k, g);
+          best_key = key;
+        }
+      }
+    }
+    if (!best) return false;
+    const std::size_t k = best->first;
+    auto ids = nodes_[k].ids;
+    ids.push_back(id);
+    std::vector<std::int32_t> a = nodes_[k].plan.assignment;
+    a.push_back(static_cast<std::int32_t>(best->second));
+    auto st = adopt(k, ids, &a);
+    if (!st.ok()) return st.error();
+    return true;
+  }
+
+  std::string name_;
+  const Workload* mix_;
+  const MemoryRequests* requests_;
+  const Flags* f_;
+  const Testbed* tb_;
+  std::vector<Node> nodes_;
+  std::vector<bool> dirty_ = std::vector<bool>(nodes_.size(), false);
+  std::map<std::size_t, std::size_t> tmpl_of_;
+  // Per-unit plans of this scheduler's node plans, by model content: an arrival's what-ifs and
+  // a departure's re-plan solve only the GPU sets no earlier plan of this scheduler met (one
+  // cache per scheduler, so that no scheduler's decision time profits from another's). At a
+  // stable address: the nodes' planners refer to it.
+  std::unique_ptr<UnitPlanCache> unit_plans_ = std::make_unique<UnitPlanCache>();
+  Totals totals_;
+};
+
+int run(const Flags& f) {
+  auto mix = load_workload_file(f.file, f.catalog);
+  if (!mix) return report_error(mix.error());
+  if (mix->models.empty()) {
+    return report_error(Error(f.file + ": models: the arrival mix lists no model templates"));
+  }
+  if (!mix->node.single_gpu()) {
+    return report_error(Error(f.file + ": gpus: an arrival mix describes models, not a node "
+                                       "(the cluster's shape comes from --nodes and --gpus)"));
+  }
+  auto testbed = make_testbed(f.testbed);
+  if (!testbed) return report_error(testbed.error());
+  const auto stream = make_stream(f, mix->models.size());
+  const auto requests = memory_requests(*mix, f);
+  if (!requests) return report_error(requests.error());
+
+  std::vector<Cluster> clusters;
+  for (const char* name : {"corun", "binpack", "spread"}) {
+    clusters.emplace_back(name, *mix, *requests, f, **testbed);
+  }
+  for (std::size_t e = 0; e < stream.size(); ++e) {
+    const Event& ev = stream[e];
+    for (auto& c : clusters) {
+      if (ev.arrival) {
+        auto r = c.arrive(ev.id, ev.tmpl);
+        if (!r) return report_error(r.error());
+      } else if (auto st = c.depart(ev.id); !st.ok()) {
+        return report_error(st.error());
+      }
+      c.account();
+    }
+  }
+
+  const double n = static_cast<double>(stream.size());
+  if (f.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& c : clusters) {
+      const Totals& t = c.totals();
+      rows.push_back({{"scheduler", c.name()},
+                      {"gpus_used_mean", t.gpu_sum / n},
+                      {"gpus_used_max", t.gpu_max},
+                      {"sla_violations", t.violations},
+                      {"sla_violations_by_template", t.violations_by_template},
+                      {"utility_mean", t.utility_sum / n},
+                      {"rejected", t.rejected},
+                      {"decision_ms_total", t.decision_ms},
+                      {"placements", t.placed}});
+    }
+    nlohmann::json out = {{"mix", mix->file},         {"nodes", f.nodes},
+                          {"gpus", f.gpus},           {"arrivals", f.arrivals},
+                          {"residents", f.residents}, {"seed", f.seed},
+                          {"events", stream.size()},  {"schedulers", rows}};
+    std::printf("%s\n", out.dump().c_str());
+    return kExitOk;
+  }
+  Table t({"scheduler", "GPUs used (mean)", "GPUs used (max)", "SLA violations (model-intervals)",
+           "mean measured utility", "rejected", "decision ms (total)"});
+  for (const auto& c : clusters) {
+    const Totals& x = c.totals();
+    t.add({c.name(), fixed(x.gpu_sum / n, 2), std::to_string(x.gpu_max),
+           std::to_string(x.violations), fixed(x.utility_sum / n, 3), std::to_string(x.rejected),
+           fixed(x.decision_ms, 0)});
+  }
+  std::printf(
+      "corun eval cluster: %s, %d node(s) x %d %s, %d arrivals (mean %.0f resident), %zu "
+      "events, seed %llu, testbed %s\n%s",
+      mix->file.c_str(), f.nodes, f.gpus, mix->device.display_name.c_str(), f.arrivals,
+      f.residents, stream.size(), static_cast<unsigned long long>(f.seed), f.testbed.c_str(),
+      t.render().c_str());
+  return kExitOk;
+}
+
+const bool registered = register_command({
+    "eval cluster",
+    "Replay model arrivals over a cluster: corun's extender rule vs bin-packing and spread",
+    [](CLI::App& sub) {
+      auto f = std::make_shared<Flags>();
+      sub.add_option("file", f->file, "arrival mix: a workload YAML whose models are templates")
+          ->required();
+      sub.add_option("--nodes", f->nodes, "nodes in the cluster")
+          ->check(CLI::Range(1, 64))
+          ->capture_default_str();
+      sub.add_option("--gpus", f->gpus, "GPUs per node")
+          ->check(CLI::Range(1, 16))
+          ->capture_default_str();
+      sub.add_option("--arrivals", f->arrivals, "model arrivals in the stream")
+          ->check(CLI::Range(1, 100000))
+          ->capture_default_str();
+      sub.add_option("--residents", f->residents,
+                     "mean models in the cluster (mean lifetime in inter-arrival times)")
+          ->check(CLI::Range(0.1, 10000.0))
+          ->capture_default_str();
+      sub.add_option("--seed", f->seed, "seed of the stream, the plans and the measurements")
+          ->capture_default_str();
+      add_measure_flags(sub, *f);
+      return std::function<int()>([f] { return run(*f); });
+    },
+});
+
+}  // namespace
+}  // namespace corun::cli
