@@ -8,6 +8,7 @@
 #include "corun/core/strings.h"
 #include "corun/core/version.h"
 #include "corun/mapping/evaluate.h"
+#include "corun/mapping/guard.h"
 #include "corun/mapping/llm_agent.h"
 #include "corun/mapping/place.h"
 
@@ -84,12 +85,17 @@ const bool registered = register_command({
         const double truth_ms = truth.failed ? INFINITY : truth.makespan_ms;
         // Next to a plan: every co-runner SLA measured while the final mapping's burst runs.
         std::vector<mapping::SlaOutcome> co_slas;
+        // ... and as the guard predicts them for the same burst (the planner's view).
+        std::vector<mapping::SlaOutcome> co_predicted;
         if (problem->corunners() && !truth.failed) {
           auto o = problem->corunners()->during(truth.burst, **testbed);
           if (!o) return report_error(o.error());
           co_slas = std::move(*o);
+          if (const auto* g = problem->guard()) co_predicted = g->predict(truth.burst);
         }
-        const bool optimal = oracle && !truth.failed && truth_ms <= oracle->makespan_ms * 1.01;
+        const bool measured_breach = !mapping::breaches(co_slas).empty();
+        const bool optimal =
+            oracle && !truth.failed && !measured_breach && truth_ms <= oracle->makespan_ms * 1.01;
         if (*json) {
           nlohmann::json j = mapping::placed_json(*problem, *placed);
           j["corun_version"] = std::string(version());
@@ -102,17 +108,31 @@ const bool registered = register_command({
           j["seed"] = scenario->seed;
           if (oracle) {
             j["oracle_makespan_ms"] = oracle->makespan_ms;
+            if (oracle->unconstrained_makespan_ms) {
+              j["unconstrained_oracle_makespan_ms"] = *oracle->unconstrained_makespan_ms;
+            }
             j["optimal"] = optimal;
           }
           if (problem->corunners()) {
-            nlohmann::json cs = nlohmann::json::array();
-            for (const auto& o : co_slas) cs.push_back(mapping::sla_outcome_json(o));
+            const auto list = [](const std::vector<mapping::SlaOutcome>& outcomes) {
+              nlohmann::json cs = nlohmann::json::array();
+              for (const auto& o : outcomes) cs.push_back(mapping::to_json(o));
+              return cs;
+            };
+            nlohmann::json excluded = nlohmann::json::array();
+            for (const auto& e : d->excluded) {
+              excluded.push_back(
+                  {{"mapping", problem->describe(e.mapping)}, {"predicted", list(e.predicted)}});
+            }
             j["corunners"] = {{"plan", problem->corunners()->plan.plan_file},
                               {"testbed", problem->corunners()->testbed},
                               {"burst_sm_util", truth.burst.sm_util},
                               {"burst_bw_util", truth.burst.bw_util},
                               {"burst_ms", truth.burst.end_ms - truth.burst.start_ms},
-                              {"slas_measured", cs}};
+                              {"slas_measured", list(co_slas)},
+                              {"slas_predicted", list(co_predicted)},
+                              {"excluded", excluded}};
+            if (const auto* g = problem->guard()) j["corunners"]["predictor"] = g->source();
           }
           std::printf("%s\n", j.dump(2).c_str());
           return kExitOk;
@@ -138,13 +158,22 @@ const bool registered = register_command({
                       optimal ? "optimal" : "not optimal");
         }
         std::printf("\n");
-        for (const auto& o : co_slas) {
-          std::printf("  co-runner %s: %s measured %s alone, %s during the burst (SLA %s)%s\n",
+        for (std::size_t k = 0; k < co_slas.size(); ++k) {
+          const auto& o = co_slas[k];
+          const std::string predicted =
+              k < co_predicted.size() ? ", predicted " + fixed(co_predicted[k].during, 1) : "";
+          std::printf("  co-runner %s: %s measured %s alone, %s during the burst%s (SLA %s)%s\n",
                       o.model.c_str(), o.metric.c_str(), fixed(o.alone, 1).c_str(),
-                      fixed(o.during, 1).c_str(), fixed(o.sla, 1).c_str(),
+                      fixed(o.during, 1).c_str(), predicted.c_str(), fixed(o.sla, 1).c_str(),
                       o.breached         ? ": BREACHED by the burst"
                       : o.breached_alone ? ": already breached without the tools"
                                          : "");
+        }
+        for (const auto& e : d->excluded) {
+          std::string why;
+          for (const auto& o : e.predicted) why += (why.empty() ? "" : "; ") + o.describe();
+          std::printf("  excluded %s: predicted to break %s\n",
+                      problem->describe(e.mapping).c_str(), why.c_str());
         }
         return kExitOk;
       });

@@ -36,6 +36,41 @@ std::string fmt_ms(double ms) {
   return buf;
 }
 
+// The current mapping's burst is predicted to break a co-runner's SLA: measure every way of
+// taking load off the GPU (each GPU tool moved to the CPU, and all of them at once, which
+// puts nothing on the GPU and so protects every co-runner), then move to the fastest mapping
+// measured so far that is predicted to protect them.
+AgentAction protect_corunners(const Observation& o) {
+  const Mapping& cur = *o.current;
+  AgentAction a;
+  Mapping off_gpu = cur;
+  for (std::size_t i = 0; i < cur.size(); ++i) {
+    if (!on_gpu(cur[i])) continue;
+    off_gpu[i] = Placement::kCpu;
+    Mapping moved = cur;
+    moved[i] = Placement::kCpu;
+    if (!o.find_mapping(moved)) a.probes.push_back(ProbeRequest::move(i, Placement::kCpu));
+  }
+  if (!o.find_mapping(off_gpu)) a.probes.push_back(ProbeRequest::of(off_gpu));
+  const std::string broken = o.current_stat->predicted_breaches.front().describe();
+  if (!a.probes.empty()) {
+    a.reason = "the current mapping is predicted to break " + broken + ": measure " +
+               std::to_string(a.probes.size()) + " ways of taking tools off the GPU";
+    return a;
+  }
+  for (const MappingStat& s : o.mappings) {  // fastest mean first
+    if (s.makespan_ms.n == 0 || s.failures > 0 || !s.protects_corunners()) continue;
+    a.mapping = s.mapping;
+    a.reason = "the current mapping is predicted to break " + broken +
+               ": move to the fastest mapping predicted to protect every co-runner (" +
+               fmt_ms(s.makespan_ms.mean) + ")";
+    return a;
+  }
+  a.done = true;
+  a.reason = "no measured mapping is predicted to protect the co-runners";
+  return a;
+}
+
 }  // namespace
 
 Result<AgentAction> BuiltinAgent::act(const Observation& o) {
@@ -46,6 +81,9 @@ Result<AgentAction> BuiltinAgent::act(const Observation& o) {
     return a;
   }
   const Mapping& cur = *o.current;
+  if (o.current_stat && o.current_stat->failures == 0 && !o.current_stat->protects_corunners()) {
+    return protect_corunners(o);
+  }
   const bool ample = vram_ample(o);
   const bool cur_ok =
       o.current_stat && o.current_stat->makespan_ms.n > 0 && o.current_stat->failures == 0;
@@ -67,6 +105,8 @@ Result<AgentAction> BuiltinAgent::act(const Observation& o) {
       if (std::isfinite(base) && own > 1.1 * base) return false;
     }
     if (const MappingStat* s = o.find_mapping(*v); s && s->failures > 0) return false;
+    // Predicted to break a co-running model's SLA: excluded, however fast.
+    if (const MappingStat* s = o.find_mapping(*v); s && !s->protects_corunners()) return false;
     return true;
   };
 
@@ -254,6 +294,22 @@ Result<PolicyResult> AgentPolicy::decide(TrialRunner& runner, std::uint64_t seed
   if (!final_mapping) final_mapping = monitor.current();
   if (!final_mapping) {
     return Error("agent '" + std::string(agent_->name()) + "' never proposed a valid mapping");
+  }
+  const Observation last = monitor.observe();
+  for (const MappingStat& s : last.mappings) {
+    if (!s.protects_corunners()) r.excluded.push_back({s.mapping, s.predicted_breaches});
+  }
+  // The policy keeps the last word on the co-runners as the executor does on validity: a final
+  // mapping predicted to break one gives way to the fastest measured one predicted not to.
+  if (const MappingStat* s = last.find_mapping(*final_mapping); s && !s->protects_corunners()) {
+    for (const MappingStat& alt : last.mappings) {
+      if (alt.makespan_ms.n == 0 || alt.failures > 0 || !alt.protects_corunners()) continue;
+      r.log.push_back("final mapping predicted to break " +
+                      s->predicted_breaches.front().describe() +
+                      ": kept the fastest measured mapping predicted to protect the co-runners");
+      final_mapping = alt.mapping;
+      break;
+    }
   }
   r.mapping = *final_mapping;
   r.executions = runner.executions();

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+
+#include "corun/mapping/guard.h"
 
 namespace corun::mapping {
 
@@ -47,30 +50,37 @@ std::string SlaOutcome::describe() const {
   return buf;
 }
 
-Result<std::vector<SlaOutcome>> CoRunners::during(const BurstLoad& burst, const Testbed& tb) const {
-  Measurement with = measured;
-  if (burst.any()) {
-    Conditions c;
-    c.interference.sm_util = burst.sm_util;
-    c.interference.bandwidth_util = burst.bw_util;
-    with = tb.measure(plan.workload, config, MeasureOptions(window_s, seed, c));
-    if (!with.ok()) {
-      return Error(plan.plan_file +
-                   ": the co-running plan did not run next to the tools: " + with.error);
-    }
-  }
+double SlaOutcome::excess() const {
+  if (sla == 0) return 0;
+  return metric == "min_throughput" ? 1 - during / sla : during / sla - 1;
+}
+
+nlohmann::json to_json(const SlaOutcome& o) {
+  return {{"model", o.model},
+          {"metric", o.metric},
+          {"sla", o.sla},
+          {"alone", o.alone},
+          {"during", o.during},
+          {"excess", o.excess()},
+          {"breached", o.breached},
+          {"breached_alone", o.breached_alone},
+          {"describe", o.describe()}};
+}
+
+std::vector<SlaOutcome> compare_slas(const Workload& workload, std::span<const ModelMetrics> alone,
+                                     std::span<const ModelMetrics> during) {
   std::vector<SlaOutcome> out;
-  for (std::size_t k = 0; k < with.models.size(); ++k) {
-    const ModelMetrics& now = with.models[k];
-    const ModelMetrics& before = measured.models[k];
-    const Sla& sla = plan.workload.models[now.model].sla;
-    const auto add = [&](const char* metric, const std::optional<double>& bound, double alone,
-                         double during_value, bool lower_is_bad) {
+  for (std::size_t k = 0; k < during.size() && k < alone.size(); ++k) {
+    const ModelMetrics& now = during[k];
+    const ModelMetrics& before = alone[k];
+    const Sla& sla = workload.models[now.model].sla;
+    const auto add = [&](const char* metric, const std::optional<double>& bound, double was,
+                         double is, bool lower_is_bad) {
       if (!bound) return;
-      SlaOutcome o{now.name, metric, *bound, alone, during_value, false, false};
+      SlaOutcome o{now.name, metric, *bound, was, is, false, false};
       const auto violates = [&](double v) { return lower_is_bad ? v < *bound : v > *bound; };
-      o.breached_alone = violates(alone);
-      o.breached = violates(during_value) && !o.breached_alone;
+      o.breached_alone = violates(was);
+      o.breached = violates(is) && !o.breached_alone;
       out.push_back(std::move(o));
     };
     add("latency_ms_p95", sla.latency_ms_p95, before.latency_ms_p95, now.latency_ms_p95, false);
@@ -83,12 +93,35 @@ Result<std::vector<SlaOutcome>> CoRunners::during(const BurstLoad& burst, const 
   return out;
 }
 
+Result<std::vector<SlaOutcome>> CoRunners::during(const BurstLoad& burst, const Testbed& tb) const {
+  Measurement with = measured;
+  if (burst.any()) {
+    Conditions c;
+    c.interference.sm_util = burst.sm_util;
+    c.interference.bandwidth_util = burst.bw_util;
+    with = tb.measure(plan.workload, config, MeasureOptions(window_s, seed, c));
+    if (!with.ok()) {
+      return Error(plan.plan_file +
+                   ": the co-running plan did not run next to the tools: " + with.error);
+    }
+  }
+  return compare_slas(plan.workload, measured.models, with.models);
+}
+
 std::vector<SlaOutcome> breaches(const std::vector<SlaOutcome>& outcomes) {
   std::vector<SlaOutcome> out;
   for (const SlaOutcome& o : outcomes) {
     if (o.breached) out.push_back(o);
   }
   return out;
+}
+
+double worst_excess(const std::vector<SlaOutcome>& outcomes) {
+  double worst = 0;
+  for (const SlaOutcome& o : outcomes) {
+    if (o.breached) worst = std::max(worst, o.excess());
+  }
+  return worst;
 }
 
 Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::path& plan_file,
@@ -98,8 +131,17 @@ Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::p
                                                         std::uint64_t seed) {
   auto plan = exporting::load_plan_input(plan_file, workload_file, catalog);
   if (!plan) return plan.error();
-  auto c = CoRunners::measure(std::move(*plan), testbed, seed);
+  return guarded_corunners(std::move(*plan), testbed, seed);
+}
+
+Result<std::shared_ptr<const CoRunners>> guarded_corunners(exporting::PlanInput plan,
+                                                           const Testbed& testbed,
+                                                           std::uint64_t seed) {
+  auto c = CoRunners::measure(std::move(plan), testbed, seed);
   if (!c) return c.error();
+  auto guard = CoRunnerGuard::fit(*c, testbed);
+  if (!guard) return guard.error();
+  c->guard = std::make_shared<const CoRunnerGuard>(std::move(*guard));
   return std::make_shared<const CoRunners>(std::move(*c));
 }
 

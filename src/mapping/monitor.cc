@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "corun/core/rng.h"
+#include "corun/mapping/guard.h"
 
 namespace corun::mapping {
 
@@ -195,10 +196,16 @@ nlohmann::json to_json(const Observation& o) {
   }
   j["tools"] = tools;
   auto stat_json = [&](const MappingStat& s) {
-    return nlohmann::json{{"mapping", mapping_json(s.mapping, o.nodes)},
-                          {"mean_ms", round3(s.makespan_ms.mean)},
-                          {"runs", s.makespan_ms.n},
-                          {"failures", s.failures}};
+    nlohmann::json sj = {{"mapping", mapping_json(s.mapping, o.nodes)},
+                         {"mean_ms", round3(s.makespan_ms.mean)},
+                         {"runs", s.makespan_ms.n},
+                         {"failures", s.failures}};
+    if (!s.protects_corunners()) {
+      nlohmann::json b = nlohmann::json::array();
+      for (const auto& x : s.predicted_breaches) b.push_back(x.describe());
+      sj["predicted_corunner_breaches"] = b;
+    }
+    return sj;
   };
   j["current"] = o.current_stat ? stat_json(*o.current_stat) : nlohmann::json(nullptr);
   nlohmann::json measured = nlohmann::json::array();
@@ -259,7 +266,7 @@ void Monitor::record(const Mapping& m, const RunResult& r, bool proposal) {
   auto it = std::find_if(mappings_.begin(), mappings_.end(),
                          [&](const MappingStat& s) { return s.mapping == m; });
   if (it == mappings_.end()) {
-    mappings_.push_back(MappingStat{m, {}, 0, {}, 0, 0});
+    mappings_.push_back(MappingStat{m, {}, 0, {}, 0, 0, {}});
     it = mappings_.end() - 1;
   }
   if (r.failed) {
@@ -276,6 +283,12 @@ void Monitor::record(const Mapping& m, const RunResult& r, bool proposal) {
   }
   if (proposal) ++it->proposals;
   it->last_round = round_;
+  if (const CoRunnerGuard* g = problem_->guard(); g != nullptr && !r.failed) {
+    auto predicted = predicted_breaches(*g, r.burst);
+    if (worst_excess(predicted) > worst_excess(it->predicted_breaches)) {
+      it->predicted_breaches = std::move(predicted);
+    }
+  }
   for (std::size_t i = 0; i < r.tools.size(); ++i) {
     const ToolRun& t = r.tools[i];
     if (t.status != ToolRun::Status::kDone) continue;

@@ -80,11 +80,4 @@ nlohmann::json placed_json(const PlacementProblem& problem, const Placed& placed
   return j;
 }
 
-nlohmann::json sla_outcome_json(const SlaOutcome& o) {
-  return {{"model", o.model},   {"metric", o.metric},
-          {"sla", o.sla},       {"alone", o.alone},
-          {"during", o.during}, {"breached", o.breached},
-          {"breached_alone", o.breached_alone}};
-}
-
 }  // namespace corun::mapping

@@ -594,6 +594,7 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
   const PlaceRequest& req = std::get<PlaceRequest>(parsed);
   Workload workload;
   std::optional<Decision> in_force;
+  json entries = json::array();
   {
     MutexLock lock(state_mutex_);
     if (!registry_.empty()) {
@@ -605,13 +606,16 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
                       ""});
       }
       workload = registry_.workload(device_);
+      for (const auto& e : registry_.entries()) entries.push_back({e.name, e.spec});
     }
   }
   // Without registered models the tools have the GPU to themselves.
   std::shared_ptr<const mapping::CoRunners> co;
   const std::int64_t plan_id = in_force ? in_force->id : 0;
   if (in_force) {
-    auto c = plan_corunners(workload, in_force->config, plan_id, *twin_, req.scenario.seed);
+    const std::string key = std::to_string(plan_id) + "|" + std::to_string(req.scenario.seed) +
+                            "|" + device_.name + "|" + entries.dump();
+    auto c = cached_corunners(key, workload, in_force->config, plan_id, req.scenario.seed);
     if (!c) return error({503, "corunners_failed", c.error().what(), ""});
     co = *c;
   }
@@ -630,6 +634,23 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
   answer["decision_ms"] =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return json_response(200, answer);
+}
+
+Result<std::shared_ptr<const mapping::CoRunners>> Service::cached_corunners(
+    const std::string& key, const Workload& workload, const JointConfig& config,
+    std::int64_t plan_id, std::uint64_t seed) {
+  {
+    MutexLock lock(corunners_mutex_);
+    for (const auto& [k, co] : corunners_cache_) {
+      if (k == key) return co;
+    }
+  }
+  auto c = plan_corunners(workload, config, plan_id, *twin_, seed);
+  if (!c) return c;
+  MutexLock lock(corunners_mutex_);
+  if (corunners_cache_.size() >= kCoRunnersCached) corunners_cache_.pop_front();
+  corunners_cache_.emplace_back(key, *c);
+  return c;
 }
 
 // ---------------------------------------------------------------------------------------------

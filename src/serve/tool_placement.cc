@@ -97,15 +97,12 @@ Result<std::shared_ptr<const mapping::CoRunners>> plan_corunners(const Workload&
     plan.models.push_back({m, l, workload.models[m].settings(l)});
   }
   if (plan.models.empty()) return std::shared_ptr<const mapping::CoRunners>();
-  auto co = mapping::CoRunners::measure(std::move(plan), twin, seed);
-  if (!co) return co.error();
-  return std::shared_ptr<const mapping::CoRunners>(
-      std::make_shared<mapping::CoRunners>(std::move(*co)));
+  return mapping::guarded_corunners(std::move(plan), twin, seed);
 }
 
 double sla_headroom(const mapping::SlaOutcome& o) {
   if (o.sla <= 0) return 0;
-  return o.metric == "min_throughput" ? o.during / o.sla - 1 : 1 - o.during / o.sla;
+  return -o.excess();
 }
 
 json placement_answer_json(const mapping::PlacementProblem& problem, const PlaceRequest& request,
@@ -123,7 +120,7 @@ json placement_answer_json(const mapping::PlacementProblem& problem, const Place
     const mapping::BurstLoad& burst = placed.truth.burst;
     json slas = json::array();
     for (const auto& o : during) {
-      json row = mapping::sla_outcome_json(o);
+      json row = mapping::to_json(o);
       row["headroom"] = sla_headroom(o);
       slas.push_back(std::move(row));
     }

@@ -38,11 +38,12 @@ struct Rows {
 
 // Appends the rows of model m for `targets` (all must be finite) to `rows`.
 void collect(const FeatureMap& fm, std::size_t m, const std::vector<Target>& targets,
-             Target feature_target, std::span<const profile::SampleRecord> corun, std::size_t head,
-             Rows& rows) {
+             Target feature_target, std::span<const profile::SampleRecord> corun,
+             std::span<const Totals> cotenants, std::size_t head, Rows& rows) {
   const bool ratio = predicts_ratio(fm.kind());
   std::vector<float> buf(fm.dim(m));
-  for (const auto& s : corun) {
+  for (std::size_t i = 0; i < corun.size(); ++i) {
+    const profile::SampleRecord& s = corun[i];
     if (m >= s.config.size() || s.config[m] == kAbsent || !s.measurement.ok()) continue;
     const ModelMetrics* mm = find_metrics(s.measurement, m);
     if (mm == nullptr || !mm->ok()) continue;
@@ -57,7 +58,9 @@ void collect(const FeatureMap& fm, std::size_t m, const std::vector<Target>& tar
       y.push_back(v);
     }
     if (!ok) continue;
-    fm.fill(m, s.config, fm.totals(s.config), feature_target, buf.data());
+    Totals totals = fm.totals(s.config);
+    if (i < cotenants.size()) totals += cotenants[i];
+    fm.fill(m, s.config, totals, feature_target, buf.data());
     rows.x.insert(rows.x.end(), buf.begin(), buf.end());
     rows.y.insert(rows.y.end(), y.begin(), y.end());
     rows.head.push_back(head);
@@ -161,9 +164,17 @@ nlohmann::json error_json(const ErrorQuantiles& e, Target t) {
 
 Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& standalone,
                                  std::span<const profile::SampleRecord> corun, const FitOptions& o,
-                                 Provenance provenance) {
+                                 Provenance provenance, std::span<const Totals> cotenants) {
   auto fm = FeatureMap::build(o.kind, w, standalone);
   if (!fm) return fm.error();
+  if (!cotenants.empty() && cotenants.size() != corun.size()) {
+    return Error("co-tenant loads: " + std::to_string(cotenants.size()) + " for " +
+                 std::to_string(corun.size()) + " co-run samples");
+  }
+  if (o.kind == SurrogateKind::kJoint && std::any_of(cotenants.begin(), cotenants.end(),
+                                                     [](const Totals& c) { return c.count > 0; })) {
+    return Error("a joint surrogate has no aggregate state to add a co-tenant's load to");
+  }
   if (o.monotone && (o.regressor == RegressorKind::kMlp ||
                      (o.kind != SurrogateKind::kMeanField && o.kind != SurrogateKind::kPairwise))) {
     // The cross-model regressor shares one output between latencies and throughput, which
@@ -210,7 +221,7 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
         const std::size_t before = rows.n;
         const bool withheld = std::find(o.withheld_models.begin(), o.withheld_models.end(), m) !=
                               o.withheld_models.end();
-        if (!withheld) collect(*fm, m, h.targets, t, corun, s.heads_.size(), rows);
+        if (!withheld) collect(*fm, m, h.targets, t, corun, cotenants, s.heads_.size(), rows);
         h.train_rows = rows.n - before;
         s.heads_.push_back(std::move(h));
       }
@@ -257,7 +268,7 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
     h.model = m;
     h.targets = family_targets(w.models[m].arch.family);
     Rows rows;
-    collect(*fm, m, h.targets, h.targets.front(), corun, 0, rows);
+    collect(*fm, m, h.targets, h.targets.front(), corun, cotenants, 0, rows);
     if (rows.n == 0) {
       return Error("no usable co-run rows for model '" + w.models[m].name +
                    "' (every sample failed or left it out)");
@@ -671,10 +682,7 @@ void CompiledSurrogate::predict_given(std::size_t m, std::size_t l, const Totals
   }
   std::fill_n(out.begin(), kTargetCount, std::numeric_limits<float>::quiet_NaN());
   if (ratio_ && !features_.standalone_ok(m, l)) return;
-  const Totals self = features_.contribution(m, l);
-  const Totals all{others.count + self.count,     others.sm + self.sm,
-                   others.bw + self.bw,           others.vram_gb + self.vram_gb,
-                   others.power_w + self.power_w, others.occupancy + self.occupancy};
+  const Totals all = others + features_.contribution(m, l);
   ws.config[m] = static_cast<std::int32_t>(l);  // fill() reads only the model's own entry
   for (std::size_t hi = 0; hi < heads_.size(); ++hi) {
     const CHead& h = heads_[hi];

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,9 +34,22 @@ struct SlaOutcome {
   /// burst broke it.
   bool breached = false;
 
+  /// @brief How far `during` is past the bound, as a fraction of it (0.14: 14 % above a
+  /// latency bound or below a throughput floor); 0 or less when it holds.
+  [[nodiscard]] double excess() const;
   /// @brief "chat ttft_ms_p95 912.3 > 800 (+14.0 %)".
   [[nodiscard]] std::string describe() const;
 };
+
+/// @brief {model, metric, sla, alone, during, excess, breached, breached_alone, describe}.
+nlohmann::json to_json(const SlaOutcome& outcome);
+
+/// @brief Every SLA of every model in `during` against its value in `alone` (same models, same
+/// order): one outcome per bound the workload sets.
+std::vector<SlaOutcome> compare_slas(const Workload& workload, std::span<const ModelMetrics> alone,
+                                     std::span<const ModelMetrics> during);
+
+class CoRunnerGuard;
 
 /// @brief A planned co-running workload and what the testbed measured for it without tools.
 /// Immutable after measure(); safe to share between threads.
@@ -45,6 +60,9 @@ struct CoRunners {
   std::uint64_t seed = 1;            ///< of the measurements
   double window_s = 10;              ///< measurement window, seconds
   std::string testbed;               ///< name of the testbed that measured it
+  /// The planner's prediction of the co-runners' SLAs during a tool burst (nullptr: none was
+  /// fitted); never consulted to score.
+  std::shared_ptr<const CoRunnerGuard> guard;
 
   /// @brief Measures `plan` on `testbed` (noise seeded by `seed`). A measurement that fails
   /// (out of memory, an error) is an error naming the plan: a plan that cannot run has no
@@ -73,15 +91,28 @@ struct CoRunners {
 /// @brief The breached entries of `outcomes`.
 std::vector<SlaOutcome> breaches(const std::vector<SlaOutcome>& outcomes);
 
+/// @brief The largest excess() among the breached entries of `outcomes`; 0 when none is.
+double worst_excess(const std::vector<SlaOutcome>& outcomes);
+
 /// @brief Reads `plan_file` (any format exporting::parse_plan_input reads; `workload_file`
-/// overrides the workload it names) and measures it on `testbed`.
+/// overrides the workload it names), measures it on `testbed`, and guards it with a MeanField
+/// surrogate profiled on `testbed` (CoRunnerGuard::fit, seeded by `seed`).
 Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::path& plan_file,
                                                         const std::string& workload_file,
                                                         const Catalog& catalog,
                                                         const Testbed& testbed, std::uint64_t seed);
 
+/// @brief Measures `plan` on `testbed` (noise seeded by `seed`) and guards it with a MeanField
+/// surrogate profiled on `testbed` (CoRunnerGuard::fit): what load_corunners() does once the
+/// plan is read, for a plan obtained otherwise (the service's plan in force). Deterministic by
+/// seed; costs a surrogate fit (about a second for five models on the simulator).
+/// Thread-safety: reentrant when `testbed` is.
+Result<std::shared_ptr<const CoRunners>> guarded_corunners(exporting::PlanInput plan,
+                                                           const Testbed& testbed,
+                                                           std::uint64_t seed);
+
 /// @brief The co-runners `scenario` names (`co_running:`, paths relative to its file), measured
-/// on `testbed` with the scenario's seed; nullptr when it names none.
+/// and guarded as load_corunners() does with the scenario's seed; nullptr when it names none.
 Result<std::shared_ptr<const CoRunners>> scenario_corunners(const Scenario& scenario,
                                                             const Catalog& catalog,
                                                             const Testbed& testbed);

@@ -8,6 +8,10 @@
 // makespan over every valid mapping, failures excluded. The mapping is optimal when it did not
 // fail and its true makespan is at most (1 + tolerance) x the oracle's, tolerance 1 %. Noise
 // only affects what the exploring policies observe, never the judgement.
+//
+// Next to a co-running plan the oracle is CONSTRAINED: the smallest makespan among the
+// mappings whose burst the plan's testbed measures as breaking no co-runner's SLA (ground
+// truth, never a prediction); an optimal mapping must also break none, as measured.
 
 #include <cstdint>
 #include <memory>
@@ -28,10 +32,16 @@ struct Oracle {
   Mapping mapping;
   double makespan_ms = 0;
   std::uint64_t mappings = 0;  ///< valid mappings examined
+  /// Next to a co-running plan: the best makespan ignoring the co-runners (the unconstrained
+  /// optimum), and how many mappings' bursts the testbed measured to find the constrained one.
+  std::optional<double> unconstrained_makespan_ms;
+  std::uint64_t bursts_measured = 0;
 };
 
 /// @brief Runs every valid mapping without noise; errors when there are more than
-/// `max_mappings` or when every mapping fails.
+/// `max_mappings` or when every mapping fails. With a co-running plan, measures the bursts of
+/// the mappings in increasing makespan order on the plan's testbed and returns the first that
+/// breaks no co-runner's SLA (an error when none does, or the testbed fails).
 Result<Oracle> brute_force_oracle(const PlacementProblem& problem,
                                   std::uint64_t max_mappings = 1000000);
 
@@ -54,6 +64,10 @@ struct PlacementRow {
   /// Next to a co-running plan: the co-runners' SLAs breached while the final mapping's burst
   /// runs, MEASURED on the plan's testbed (nullopt: no co-running plan). Ground truth only.
   std::optional<std::vector<SlaOutcome>> corunner_breaches;
+  /// The same SLAs as the co-runner guard PREDICTS them for that burst (nullopt: no guard).
+  std::optional<std::vector<SlaOutcome>> predicted_corunner_breaches;
+  std::optional<double> unconstrained_oracle_makespan_ms;  ///< next to a co-running plan
+  std::size_t excluded = 0;  ///< mappings the policy set aside to protect the co-runners
 };
 
 nlohmann::json to_json(const PlacementRow& row);
@@ -70,6 +84,11 @@ struct EvalOptions {
 /// noise-free run) occupies the GPU; nullopt when `problem` has no co-running plan.
 Result<std::optional<std::vector<SlaOutcome>>> measure_corunners_during(
     const PlacementProblem& problem, const Mapping& mapping);
+
+/// @brief The co-runners' SLAs the guard PREDICTS broken by `mapping`'s noise-free burst;
+/// nullopt when `problem` has no guard.
+std::optional<std::vector<SlaOutcome>> predict_corunners_during(const PlacementProblem& problem,
+                                                                const Mapping& mapping);
 
 /// @brief Judges one policy's decision on one problem against its oracle.
 PlacementRow judge(const PlacementProblem& problem, const Oracle& oracle, Policy& policy,

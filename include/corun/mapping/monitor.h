@@ -91,6 +91,12 @@ struct MappingStat {
   std::vector<std::size_t> failed_nodes;  ///< nodes that ran out of VRAM in some run of it
   std::uint64_t proposals = 0;            ///< times an agent proposed it (as opposed to probing it)
   int last_round = 0;
+  /// Next to a co-running plan: the co-runners' SLAs its burst is PREDICTED to break (the
+  /// guard's verdict on its worst run so far); empty when it is predicted to protect them.
+  std::vector<SlaOutcome> predicted_breaches;
+
+  /// @brief Whether no run of it is predicted to break a co-runner's SLA.
+  [[nodiscard]] bool protects_corunners() const { return predicted_breaches.empty(); }
 };
 
 /// @brief Paired comparison of a variant against a baseline, each pair measured in one round

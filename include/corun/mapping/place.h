@@ -56,8 +56,4 @@ std::string_view to_string(ToolRun::Status s);
 /// Thread-safety: pure function.
 nlohmann::json placed_json(const PlacementProblem& problem, const Placed& placed);
 
-/// @brief One co-runner SLA outcome: model, metric, sla, alone, during, breached,
-/// breached_alone. Thread-safety: pure function.
-nlohmann::json sla_outcome_json(const SlaOutcome& o);
-
 }  // namespace corun::mapping

@@ -39,12 +39,20 @@ class TrialRunner {
   std::uint64_t executions_ = 0;
 };
 
+/// @brief A mapping a policy ran and set aside because its burst is predicted to break a
+/// co-running model's SLA.
+struct Exclusion {
+  Mapping mapping;
+  std::vector<SlaOutcome> predicted;  ///< the SLAs predicted broken, and by how much
+};
+
 /// @brief What a policy decided and what it cost.
 struct PolicyResult {
   Mapping mapping;
   std::uint64_t executions = 0;                 ///< DAG runs spent exploring
   std::optional<double> predicted_makespan_ms;  ///< the policy's own model, when it has one
   std::vector<std::string> log;                 ///< decisions and fallbacks, in order
+  std::vector<Exclusion> excluded;  ///< set aside to protect the co-runners (agent), fastest first
 };
 
 /// @brief A placement policy. decide() may be called for many problems in turn; policies keep

@@ -61,6 +61,11 @@ class PlacementProblem {
   [[nodiscard]] double vram_budget_bytes() const { return vram_budget_bytes_; }
   /// @brief The co-running models (nullptr: the GPU runs only the tools and the background).
   [[nodiscard]] const std::shared_ptr<const CoRunners>& corunners() const { return corunners_; }
+  /// @brief The planner's prediction of the co-runners' SLAs during a burst (nullptr: no
+  /// co-running plan, or none fitted); what exploring policies may consult, never the testbed.
+  [[nodiscard]] const CoRunnerGuard* guard() const {
+    return corunners_ ? corunners_->guard.get() : nullptr;
+  }
 
   /// @brief Placements node `i` may take, in enum order: {cpu} when the tool has no GPU
   /// implementation or its footprint alone exceeds the budget, else all three.

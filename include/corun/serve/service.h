@@ -10,12 +10,14 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "corun/catalog/catalog.h"
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
+#include "corun/mapping/corunners.h"
 #include "corun/mapping/tools.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/controller.h"
@@ -123,6 +125,13 @@ class Service final : public HttpHandler {
   /// POST /v1/tools/place: places the body's tool DAG next to the plan in force with
   /// mapping::place() (what `corun map --plan` runs); nothing in the service changes.
   HttpResponse post_tools_place(const RouteCall& call);
+  /// The plan in force's co-runners, measured and guarded (plan_corunners), from the cache when
+  /// `key` (plan id, served models' entries, seed, device) was built before; else built and
+  /// cached. The build (a surrogate fit, about a second) runs without the lock: two requests
+  /// that miss together both build, and the results are equal (deterministic by seed).
+  Result<std::shared_ptr<const mapping::CoRunners>> cached_corunners(
+      const std::string& key, const Workload& workload, const JointConfig& config,
+      std::int64_t plan_id, std::uint64_t seed) CORUN_EXCLUDES(corunners_mutex_);
 
   void flusher_loop();
   void flush_telemetry();
@@ -144,6 +153,13 @@ class Service final : public HttpHandler {
   /// the service knows of its GPU: it measures the plan in force's load for a tool placement
   /// and predicts the co-runners' SLAs during the tools' burst. measure() is thread-safe.
   std::unique_ptr<Testbed> twin_;
+  /// The co-runners of the last placements' plans (most recent last, at most
+  /// kCoRunnersCached), keyed as cached_corunners() says: a placement on an unchanged plan
+  /// reuses the guard's fit instead of paying it again.
+  static constexpr std::size_t kCoRunnersCached = 4;
+  Mutex corunners_mutex_;
+  std::deque<std::pair<std::string, std::shared_ptr<const mapping::CoRunners>>> corunners_cache_
+      CORUN_GUARDED_BY(corunners_mutex_);
 
   /// Serialises mutations (registration, removal, demand) with their durable writes, so that
   /// the store and memory agree. Never held by telemetry handlers.

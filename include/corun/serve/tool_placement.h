@@ -48,9 +48,12 @@ std::variant<PlaceRequest, ApiError> parse_place_request(const nlohmann::json& b
                                                          const std::string& device);
 
 /// @brief The models co-running under a plan of the service: `config` (one local index per
-/// model of `workload`, kAbsent: not run) read as `corun map --plan` reads a served plan, and
-/// measured on `twin` with `seed`, exactly as mapping::load_corunners measures a plan file.
-/// `plan_id` names the plan in errors ("plan 7"). nullptr when the plan runs no model.
+/// model of `workload`, kAbsent: not run) read as `corun map --plan` reads a served plan,
+/// measured on `twin` with `seed` and guarded by a MeanField surrogate fitted on `twin`
+/// (mapping::guarded_corunners), exactly as mapping::load_corunners measures and guards a plan
+/// file, so that the agent sets aside the same mappings as `corun map`. `plan_id` names the
+/// plan in errors ("plan 7"). nullptr when the plan runs no model. Costs a surrogate fit
+/// (about a second): the service caches the result per plan.
 /// Thread-safety: reentrant when `twin` is (the simulator is).
 Result<std::shared_ptr<const mapping::CoRunners>> plan_corunners(const Workload& workload,
                                                                   const JointConfig& config,

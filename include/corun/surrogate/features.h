@@ -41,6 +41,18 @@ struct Totals {
   double vram_gb = 0;
   double power_w = 0;
   double occupancy = 0;
+
+  /// @brief Adds another workload's (or a group's) contribution, field by field.
+  Totals& operator+=(const Totals& o) {
+    count += o.count;
+    sm += o.sm;
+    bw += o.bw;
+    vram_gb += o.vram_gb;
+    power_w += o.power_w;
+    occupancy += o.occupancy;
+    return *this;
+  }
+  friend Totals operator+(Totals a, const Totals& b) { return a += b; }
 };
 
 /// @brief Turns (model, candidate joint configuration) into a feature vector. Everything that

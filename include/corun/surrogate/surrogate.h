@@ -96,9 +96,14 @@ class Surrogate {
  public:
   /// @brief Fits on co-run samples (one row per running model per sample; failed rows are
   /// skipped). Deterministic in options.seed.
+  /// @param cotenants empty, or one entry per co-run sample: load outside the workload that
+  /// shared the GPU while the sample was measured (a synthetic co-tenant), added to the
+  /// sample's aggregate as one more co-runner would be. Joint surrogates have no aggregate and
+  /// refuse a non-zero entry.
   static Result<Surrogate> fit(const Workload& w, const StandaloneTable& standalone,
                                std::span<const profile::SampleRecord> corun,
-                               const FitOptions& options, Provenance provenance);
+                               const FitOptions& options, Provenance provenance,
+                               std::span<const Totals> cotenants = {});
 
   [[nodiscard]] SurrogateKind kind() const { return kind_; }
   [[nodiscard]] RegressorKind regressor_kind() const { return regressor_kind_; }

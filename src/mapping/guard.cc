@@ -1,0 +1,192 @@
+#include "corun/mapping/guard.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "corun/core/rng.h"
+#include "corun/profile/campaign.h"
+#include "corun/surrogate/targets.h"
+#include "corun/testbed/gpu_model.h"
+
+namespace corun::mapping {
+namespace {
+
+using surrogate::Target;
+using surrogate::Totals;
+
+// Seed stream of the co-tenant campaign (distinct from the co-run campaign's).
+constexpr std::uint64_t kCoTenantStream = 0xc07e;
+
+// One CompiledSurrogate shared by every caller; each call brings its own workspace, so that
+// concurrent predictions never share scratch buffers.
+class SurrogatePredictor final : public AggregatePredictor {
+ public:
+  explicit SurrogatePredictor(surrogate::CompiledSurrogate s) : s_(std::move(s)) {}
+
+  void predict(std::size_t m, std::size_t l, const Totals& others,
+               std::span<double> out) const override {
+    auto ws = s_.make_workspace();
+    std::array<float, surrogate::kTargetCount> v{};
+    s_.predict_given(m, l, others, v, ws);
+    for (std::size_t t = 0; t < v.size() && t < out.size(); ++t) out[t] = v[t];
+  }
+  [[nodiscard]] Totals contribution(std::size_t m, std::size_t l) const override {
+    return s_.contribution(m, l);
+  }
+
+ private:
+  surrogate::CompiledSurrogate s_;
+};
+
+// The measured value of target t scaled by the predicted slowdown; the raw prediction when
+// nothing was measured (or the surrogate cannot say for the plan alone).
+double anchored(double measured, double with_burst, double without) {
+  if (!std::isfinite(with_burst)) return measured;
+  if (std::isfinite(measured) && measured > 0 && std::isfinite(without) && without > 0) {
+    return measured * with_burst / without;
+  }
+  return with_burst;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const AggregatePredictor>> surrogate_predictor(
+    surrogate::CompiledSurrogate compiled) {
+  if (!compiled.mean_field()) {
+    return Error(
+        "a joint surrogate has no aggregate state to add the tools to: protect the co-runners "
+        "with a meanfield, pairwise or crossmodel surrogate",
+        Error::Kind::kInvalidInput);
+  }
+  return std::shared_ptr<const AggregatePredictor>(
+      std::make_shared<SurrogatePredictor>(std::move(compiled)));
+}
+
+CoRunnerGuard::CoRunnerGuard(const CoRunners& co, std::shared_ptr<const AggregatePredictor> p,
+                             std::string source)
+    : predictor_(std::move(p)),
+      workload_(co.plan.workload),
+      config_(co.config),
+      alone_(co.measured.models),
+      source_(std::move(source)) {
+  const Device& d = workload_.device;
+  dynamic_power_w_ = std::max(0.0, d.tdp_w - d.idle_power_w);
+  const gpu::DeviceModel dev = gpu::device_model(d);
+  bw_to_datasheet_ = dev.peak_dram_bytes_s > 0 ? dev.dram_bytes_s / dev.peak_dram_bytes_s : 1;
+}
+
+Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& testbed,
+                                         const GuardFitOptions& o) {
+  const Workload& w = co.plan.workload;
+  const std::string where = co.plan.plan_file + ": co-runner surrogate";
+  const auto alone = profile::measure_plan(w, testbed, profile::Plan::kStandalone,
+                                           o.standalone_repeats, co.seed, co.window_s);
+  auto table = surrogate::StandaloneTable::from_samples(w, alone);
+  if (!table) return table.error().wrap(where);
+  const std::uint64_t budget = o.corun_budget > 0 ? o.corun_budget : 20 * w.models.size();
+  auto corun =
+      profile::measure_plan(w, testbed, profile::Plan::kMeanField, budget, co.seed, co.window_s);
+  // The workload's own co-runs never load the GPU the way a tool burst does (a whole GPU's
+  // worth of SMs on top of the plan): profile the plan in force again next to a synthetic
+  // co-tenant of random SM share and bandwidth, entered in the aggregate as a burst will be.
+  const CoRunnerGuard shape(co, nullptr, "");
+  std::vector<Totals> cotenants(corun.size());  // the plain co-runs: none
+  const std::uint64_t stream = derive_seed(co.seed, {kCoTenantStream});
+  Rng rng(stream);
+  const std::uint64_t loaded = o.cotenant_budget > 0 ? o.cotenant_budget : budget;
+  for (std::uint64_t i = 0; i < loaded; ++i) {
+    profile::SampleRecord r;
+    r.index = budget + i;
+    r.config = co.config;
+    r.measurement_seed = derive_seed(stream, {i});
+    Conditions c;
+    c.interference.sm_util = rng.uniform();
+    c.interference.bandwidth_util = o.max_cotenant_bw_util * rng.uniform();
+    r.measurement =
+        testbed.measure(w, r.config, MeasureOptions(co.window_s, r.measurement_seed, c));
+    cotenants.push_back(shape.cotenant(c.interference.sm_util, c.interference.bandwidth_util));
+    corun.push_back(std::move(r));
+  }
+  surrogate::FitOptions fit;
+  fit.kind = o.kind;
+  fit.regressor = o.regressor;
+  // Monotone in the others' aggregate, as `corun run` fits it: adding the tools to the
+  // aggregate can then never be predicted to help a co-runner.
+  fit.monotone = o.regressor != surrogate::RegressorKind::kMlp;
+  fit.seed = co.seed;
+  // The guard uses point predictions anchored on the plan's measurement, not the error model.
+  fit.calibration_folds = 0;
+  surrogate::Provenance prov;
+  prov.testbed = std::string(testbed.name());
+  prov.device = w.device.name;
+  prov.seed = co.seed;
+  prov.workload_hash = w.hash;
+  prov.workload_name = w.file;
+  prov.standalone_measurements = table->measurements();
+  prov.corun_samples = corun.size();
+  auto s = surrogate::Surrogate::fit(w, *table, corun, fit, prov, cotenants);
+  if (!s) return s.error().wrap(where);
+  const std::string source = "meanfield " + std::string(surrogate::to_string(o.regressor)) +
+                             " fitted on " + prov.testbed + " (seed " + std::to_string(co.seed) +
+                             ", " + std::to_string(prov.standalone_measurements) +
+                             " standalone measurements, " + std::to_string(budget) + " co-runs, " +
+                             std::to_string(loaded) + " next to a synthetic co-tenant)";
+  return from_surrogate(co, *s, source);
+}
+
+Result<CoRunnerGuard> CoRunnerGuard::from_surrogate(const CoRunners& co,
+                                                    const surrogate::Surrogate& s,
+                                                    std::string source) {
+  auto compiled = surrogate::CompiledSurrogate::compile(s, co.plan.workload);
+  if (!compiled) return compiled.error().wrap(co.plan.plan_file + ": co-runner surrogate");
+  auto p = surrogate_predictor(std::move(*compiled));
+  if (!p) return p.error().wrap(co.plan.plan_file + ": co-runner surrogate");
+  return CoRunnerGuard(co, std::move(*p), std::move(source));
+}
+
+Totals CoRunnerGuard::cotenant(double sm_util, double bw_util) const {
+  const double sm = std::clamp(sm_util, 0.0, 1.0);
+  const double bw = std::clamp(bw_util, 0.0, 1.0);
+  if (sm <= 0 && bw <= 0) return {};
+  return {1.0, sm, bw * bw_to_datasheet_, 0.0, sm * dynamic_power_w_, 1.0};
+}
+
+Totals CoRunnerGuard::burst_contribution(const BurstLoad& burst) const {
+  return burst.any() ? cotenant(burst.sm_util, burst.bw_util) : Totals{};
+}
+
+std::vector<SlaOutcome> CoRunnerGuard::predict(const BurstLoad& burst) const {
+  std::vector<ModelMetrics> during = alone_;
+  if (burst.any()) {
+    const Totals tools = burst_contribution(burst);
+    std::array<double, surrogate::kTargetCount> with{}, without{};
+    for (ModelMetrics& m : during) {
+      if (!m.ok()) continue;
+      Totals others;
+      for (std::size_t j = 0; j < config_.size(); ++j) {
+        if (j == m.model || config_[j] == kAbsent) continue;
+        others += predictor_->contribution(j, static_cast<std::size_t>(config_[j]));
+      }
+      const auto l = static_cast<std::size_t>(config_[m.model]);
+      predictor_->predict(m.model, l, others, without);
+      predictor_->predict(m.model, l, others + tools, with);
+      const auto at = [&](Target t) { return static_cast<std::size_t>(t); };
+      const auto scale = [&](Target t, double measured) {
+        return anchored(measured, with[at(t)], without[at(t)]);
+      };
+      m.latency_ms_p95 = scale(Target::kLatencyP95, m.latency_ms_p95);
+      m.throughput = scale(Target::kThroughput, m.throughput);
+      if (m.ttft_ms_p95) m.ttft_ms_p95 = scale(Target::kTtftP95, *m.ttft_ms_p95);
+      if (m.tpot_ms_p95) m.tpot_ms_p95 = scale(Target::kTpotP95, *m.tpot_ms_p95);
+    }
+  }
+  return compare_slas(workload_, alone_, during);
+}
+
+std::vector<SlaOutcome> predicted_breaches(const CoRunnerGuard& guard, const BurstLoad& burst) {
+  return breaches(guard.predict(burst));
+}
+
+}  // namespace corun::mapping
