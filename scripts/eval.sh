@@ -10,6 +10,8 @@ echo "== eval placement: 13 scenarios (docs/results/placement.md)"
 echo "== eval placement: 100 generated scenarios"
 "$corun" eval placement --random 100 --random-seed 1000 --threads 2 --json \
   >out/eval/placement-random.json
+echo "== plans that leave room for a declared tool burst (docs/results/placement.md)"
+scripts/eval-tools-burst.sh "$corun" >out/eval/tools-burst.md
 echo "== tools profile"
 "$corun" tools profile --json >out/eval/tools-profile.json
 echo "== eval surrogate: MeanField vs joint and pairwise, N = 2..6 (docs/results/surrogate.md)"

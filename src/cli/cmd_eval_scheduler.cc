@@ -250,6 +250,9 @@ const bool registered = register_command({
           if (auto st = require_one_gpu(*w, "eval scheduler"); !st.ok()) {
             return report_error(st.error());
           }
+          if (auto st = require_no_tools(*w, "eval scheduler"); !st.ok()) {
+            return report_error(st.error());
+          }
           auto text = read_file(file);
           if (!text) return report_error(text.error());
           texts[w->file] = *text;

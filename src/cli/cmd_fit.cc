@@ -65,7 +65,7 @@ const bool registered = register_command({
         options.calibration_folds = f->folds;
         data->provenance.seed = f->seed;
         auto s = surrogate::Surrogate::fit(data->workload, data->standalone, data->corun, options,
-                                           data->provenance);
+                                           data->provenance, data->cotenants);
         if (!s) return report_error(s.error());
         if (auto st = s->save(f->out); !st.ok()) return report_error(st.error());
         nlohmann::json heads = nlohmann::json::array();

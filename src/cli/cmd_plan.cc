@@ -1,24 +1,75 @@
 // corun plan FILE --surrogate MODEL.json --solver S: one planning decision for a workload as it
 // is now — the plan, what the surrogate predicts for it, the margins kept, search statistics,
-// and with --measure what the testbed observes when the plan runs.
+// and with --measure what the testbed observes when the plan runs. A workload that declares a
+// recurring tool burst (`tools:`) is planned to hold every SLA during the burst too, and
+// --measure runs the plan a second time with the burst on the GPU.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
 
 #include "command.h"
 #include "common.h"
 #include "node_report.h"
+#include "corun/core/strings.h"
+#include "corun/mapping/declared_burst.h"
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/infeasibility.h"
 #include "corun/runtime/node_plan.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/runtime/surrogate_source.h"
+#include "corun/surrogate/cotenant.h"
 
 namespace corun::cli {
 namespace {
 
 struct Flags : PlanFlags {
   bool measure = false;
+  bool ignore_tools = false;
+  std::vector<double> tool_shares{std::begin(mapping::kToolGpuShares),
+                                  std::end(mapping::kToolGpuShares)};
 };
+
+// One planning decision and everything it refers to (the problem holds references).
+struct Attempt {
+  std::optional<mapping::DeclaredBurst> burst;
+  std::unique_ptr<SurrogateSource> source;
+  std::unique_ptr<Predictor> predictor;
+  std::vector<double> margins;
+  std::unique_ptr<PlanProblem> problem;
+  DegradedPlan degraded;
+
+  [[nodiscard]] bool feasible() const { return degraded.result.feasible && degraded.why.empty(); }
+};
+
+// Whether a plan made with the burst in the predictions leaves the burst room: every SLA holds
+// at its margin; or, when some cannot even without the burst (the steady plan gives them up,
+// `steady`), the burst gives up no other, and each given-up SLA still holds at the point
+// prediction (no margin) during the burst: the burst costs nothing the steady plan had.
+bool leaves_room(const Workload& w, const Attempt& a, const Attempt& steady) {
+  if (a.feasible()) return true;
+  if (!a.degraded.result.feasible) return false;
+  const PlanResult& r = a.degraded.result;
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    const bool given_up = m < a.degraded.best_effort.size() && a.degraded.best_effort[m];
+    if (!given_up || r.config[m] == kAbsent) continue;
+    const bool steady_gave_up =
+        m < steady.degraded.best_effort.size() && steady.degraded.best_effort[m];
+    if (!steady_gave_up || !meets_sla(w.models[m], r.predicted[m], Margin{})) return false;
+  }
+  return true;
+}
+
+nlohmann::json burst_json(const mapping::DeclaredBurst& b, bool planned_for,
+                          const std::vector<double>& tried, bool room) {
+  return {{"scenario", b.scenario_file}, {"calls", b.calls}, {"room", room},
+          {"every_s", b.every_s},        {"gpu_share", b.gpu_share},
+          {"shares_tried", tried},       {"makespan_ms", b.makespan_ms},
+          {"sm_util", b.load.sm_util},   {"bw_util", b.load.bw_util},
+          {"duty", b.duty()},            {"planned_for", planned_for}};
+}
 
 // A node (several GPUs or MIG slices): where each model runs and its knobs, jointly.
 int plan_node(const Flags& f, const Workload& w) {
@@ -80,13 +131,44 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--window", f->window_s, "measurement window in seconds")
           ->capture_default_str();
-      sub.add_flag("--measure", f->measure, "also run the plan on the testbed and report it");
+      sub.add_flag("--measure", f->measure,
+                   "also run the plan on the testbed and report it (with a declared tool burst: "
+                   "also while the burst runs)");
+      sub.add_option("--tool-shares", f->tool_shares,
+                     "SM shares the declared tool burst may be confined to (MPS), tried largest "
+                     "first until a plan holds every SLA during the burst")
+          ->delimiter(',')
+          ->capture_default_str();
+      sub.add_flag("--ignore-tools", f->ignore_tools,
+                   "plan as if the workload declared no tool burst (--measure still measures "
+                   "the plan during it): what leaving room for the burst costs and buys");
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
       sub.add_flag("--json", f->json, "print JSON");
       return std::function<int()>([f] {
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
         if (!w->node.single_gpu()) return plan_node(*f, *w);
+        std::optional<mapping::ToolCatalog> tools;
+        if (w->tools) {
+          auto catalog = load_catalog(f->catalog);
+          if (!catalog) return report_error(catalog.error());
+          auto t = mapping::tool_catalog(**catalog);
+          if (!t) return report_error(t.error());
+          tools = std::move(*t);
+          // Read the scenario before anything else is loaded: a bad reference is bad input.
+          if (auto b = mapping::declared_burst(*w, *tools); !b) return report_error(b.error());
+        }
+        for (double share : f->tool_shares) {
+          if (!(share > 0 && share <= 1)) {
+            return report_error(Error("--tool-shares: " + format_number(share) +
+                                          " is not a share of the SMs in (0, 1]",
+                                      Error::Kind::kInvalidInput));
+          }
+        }
+        if (f->tool_shares.empty()) {
+          return report_error(
+              Error("--tool-shares: needs at least one share", Error::Kind::kInvalidInput));
+        }
         if (f->model.empty()) {
           return report_error(Error("--surrogate is required to plan one GPU (corun fit writes one)",
                                     Error::Kind::kInvalidInput));
@@ -100,33 +182,89 @@ const bool registered = register_command({
         if (auto st = s->check_workload(*w); !st.ok()) {
           return report_error(st.error().wrap(f->model + " does not fit " + f->file));
         }
-        SurrogateSource source(std::move(*s), **testbed, {3, f->window_s, f->seed});
-        auto predictor = source.predictor_for(*w);
-        if (!predictor) return report_error(predictor.error());
         std::vector<bool> active;
         for (const auto& m : w->models) active.push_back(m.active);
-        const std::vector<double> margins = source.margins(*w);
-        PlanProblem problem(*w, active, **predictor, margins);
-        auto degraded = solve_degrading(problem, **solver, {f->seed, f->threads, std::nullopt});
-        if (!degraded) return report_error(degraded.error());
-        const PlanResult* r = &degraded->result;
+        // Without a burst to plan for, one decision. With one, the tools' SM share goes down
+        // the ladder until a plan holds every SLA during the burst (the largest such share
+        // leaves the tools the most GPU); the last attempt stands when none does.
+        std::vector<double> shares = f->tool_shares;
+        std::sort(shares.begin(), shares.end(), std::greater<>());
+        if (!w->tools || f->ignore_tools) shares = {1.0};
+        // One decision: with the burst at `share` of the SMs in the predictions (`planned`),
+        // or without it.
+        auto attempt = [&](double share, bool planned) -> Result<std::unique_ptr<Attempt>> {
+          auto a = std::make_unique<Attempt>();
+          SurrogateSourceOptions so{3, f->window_s, f->seed};
+          if (w->tools) {
+            auto b = mapping::declared_burst(*w, *tools, share);
+            if (!b) return b.error();
+            a->burst = *b;
+            if (planned) so.burst = surrogate::cotenant_totals(w->device, b->interference());
+          }
+          a->source = std::make_unique<SurrogateSource>(*s, **testbed, so);
+          auto predictor = a->source->predictor_for(*w);
+          if (!predictor) return predictor.error();
+          a->predictor = std::move(*predictor);
+          a->margins = a->source->margins(*w);
+          a->problem = std::make_unique<PlanProblem>(*w, active, *a->predictor, a->margins);
+          auto degraded =
+              solve_degrading(*a->problem, **solver, {f->seed, f->threads, std::nullopt});
+          if (!degraded) return degraded.error();
+          a->degraded = std::move(*degraded);
+          return a;
+        };
+        const bool plan_burst = w->tools && !f->ignore_tools;
+        std::unique_ptr<Attempt> steady;
+        if (plan_burst) {
+          auto a = attempt(1.0, false);
+          if (!a) return report_error(a.error());
+          steady = std::move(*a);
+        }
+        std::vector<double> tried;
+        std::unique_ptr<Attempt> chosen;
+        bool room = false;
+        for (double share : shares) {
+          auto a = attempt(share, plan_burst);
+          if (!a) return report_error(a.error());
+          tried.push_back(share);
+          chosen = std::move(*a);
+          room = plan_burst && leaves_room(*w, *chosen, *steady);
+          if (!plan_burst || room) break;
+        }
+        const std::optional<mapping::DeclaredBurst>& burst = chosen->burst;
+        const SurrogateSource& source = *chosen->source;
+        const PlanProblem& problem = *chosen->problem;
+        const std::vector<double>& margins = chosen->margins;
+        const PlanResult* r = &chosen->degraded.result;
         std::vector<std::string> why;
-        for (const auto& i : degraded->why) why.push_back(i.message());
+        for (const auto& i : chosen->degraded.why) why.push_back(i.message());
 
-        std::optional<Measurement> measured;
-        if (f->measure) measured = (*testbed)->measure(*w, r->config, {f->window_s, f->seed});
-        double measured_utility = 0;
-        std::size_t breaches = 0;
+        std::optional<Measurement> measured, during;
+        if (f->measure) {
+          measured = (*testbed)->measure(*w, r->config, {f->window_s, f->seed});
+          if (burst) {
+            // Same seed: only the tools' load differs from the steady measurement.
+            Conditions c;
+            c.interference = burst->interference();
+            during = (*testbed)->measure(*w, r->config, MeasureOptions(f->window_s, f->seed, c));
+          }
+        }
+        double measured_utility = 0, during_utility = 0;
+        std::size_t breaches = 0, during_breaches = 0;
         nlohmann::json models = nlohmann::json::array();
-        Table t({"model", "config", "predicted", "margin", "SLA", measured ? "measured" : "",
-                 measured ? "status" : ""});
+        std::vector<std::string> header = {"model", "config", "predicted", "margin", "SLA"};
+        if (measured) header.insert(header.end(), {"measured", "status"});
+        if (during) header.insert(header.end(), {"during tools", "status"});
+        Table t(header);
         for (std::size_t m = 0; m < w->models.size(); ++m) {
           const ModelSpec& spec = w->models[m];
           nlohmann::json jm = {{"name", spec.name}, {"active", spec.active}};
           if (r->config[m] == kAbsent) {
             jm["config"] = nullptr;
             models.push_back(std::move(jm));
-            t.add({spec.name, "(not running)", "-", "-", "-", "", ""});
+            std::vector<std::string> row = {spec.name, "(not running)", "-", "-", "-"};
+            row.resize(header.size());
+            t.add(row);
             continue;
           }
           const auto l = r->config[m];
@@ -134,29 +272,35 @@ const bool registered = register_command({
           jm["local_index"] = l;
           jm["predicted"] = predicted_json(spec, r->predicted[m]);
           jm["margin"] = margins[m];
-          std::string meas = "", status = "";
-          if (measured) {
+          std::vector<std::string> row = {spec.name, spec.describe(static_cast<std::size_t>(l)),
+                                          predicted_headline(spec, r->predicted[m]),
+                                          "+" + fixed(100 * margins[m], 0) + "%", sla_text(spec)};
+          // One measurement of model m: its JSON under `key`, its table cells, its verdict.
+          auto judge = [&](const Measurement& x, const std::string& key, double& utility,
+                           std::size_t& count) {
             const ModelMetrics* mm = nullptr;
-            for (const auto& x : measured->models) mm = x.model == m ? &x : mm;
-            if (mm != nullptr) {
-              const bool ok = measured_meets_sla(spec, *mm);
-              breaches += ok ? 0 : 1;
-              if (mm->ok()) {
-                measured_utility += problem.model_utility(m, l, as_predicted(*mm));
-                jm["measured"] = predicted_json(spec, as_predicted(*mm));
-                meas = predicted_headline(spec, as_predicted(*mm));
-              } else {
-                jm["measured"] = {{"error", mm->error}};
-                meas = mm->error;
-              }
-              jm["meets_sla"] = ok;
-              status = ok ? "ok" : "BREACH";
+            for (const auto& y : x.models) mm = y.model == m ? &y : mm;
+            if (mm == nullptr) {
+              row.insert(row.end(), {"", ""});
+              return;
             }
-          }
+            const bool ok = measured_meets_sla(spec, *mm);
+            count += ok ? 0 : 1;
+            if (mm->ok()) {
+              utility += problem.model_utility(m, l, as_predicted(*mm));
+              jm[key] = predicted_json(spec, as_predicted(*mm));
+              row.push_back(predicted_headline(spec, as_predicted(*mm)));
+            } else {
+              jm[key] = {{"error", mm->error}};
+              row.push_back(mm->error);
+            }
+            jm[key == "measured" ? "meets_sla" : "meets_sla_during_tools"] = ok;
+            row.push_back(ok ? "ok" : "BREACH");
+          };
+          if (measured) judge(*measured, "measured", measured_utility, breaches);
+          if (during) judge(*during, "measured_during_tools", during_utility, during_breaches);
           models.push_back(std::move(jm));
-          t.add({spec.name, spec.describe(static_cast<std::size_t>(l)),
-                 predicted_headline(spec, r->predicted[m]), "+" + fixed(100 * margins[m], 0) + "%",
-                 sla_text(spec), meas, status});
+          t.add(row);
         }
         nlohmann::json out = {
             {"workload", w->file},
@@ -175,11 +319,16 @@ const bool registered = register_command({
               {"candidates", count_json(problem.candidate_count())},
               {"candidates_exact", problem.candidate_count().exact()}}},
             {"standalone_remeasured", source.measurements_taken()}};
+        if (burst) out["tools"] = burst_json(*burst, !f->ignore_tools, tried, room);
         if (measured) {
           out["measured"] = {{"testbed", measured->testbed},
                              {"utility", measured_utility},
                              {"sla_violations", breaches},
                              {"gpu", to_json(*measured)["gpu"]}};
+        }
+        if (during) {
+          out["measured"]["during_tools"] = {{"utility", during_utility},
+                                             {"sla_violations", during_breaches}};
         }
         if (f->json) {
           std::printf("%s\n", out.dump().c_str());
@@ -190,6 +339,26 @@ const bool registered = register_command({
                                                  : "INFEASIBLE (degraded plan shown)",
                       r->utility);
           for (const auto& line : why) std::printf("infeasible: %s\n", line.c_str());
+          if (burst) {
+            std::printf("tools: %s, %zu calls every %s s: %.0f ms on the GPU at SM %.2f, "
+                        "bandwidth %.2f (%.1f %% of the time), %s\n",
+                        burst->scenario_file.c_str(), burst->calls,
+                        format_number(burst->every_s).c_str(), burst->makespan_ms,
+                        burst->load.sm_util, burst->load.bw_util, 100 * burst->duty(),
+                        f->ignore_tools ? "NOT planned for (--ignore-tools)"
+                                        : "planned for (the predictions above include it)");
+            if (!f->ignore_tools) {
+              std::string list;
+              for (double x : tried) list += (list.empty() ? "" : ", ") + format_number(x);
+              std::printf("tools' SM share: %s (MPS active-thread percentage %.0f for the tool "
+                          "server; shares tried: %s): %s\n",
+                          format_number(burst->gpu_share).c_str(), 100 * burst->gpu_share,
+                          list.c_str(),
+                          room ? "room left: the burst gives up no SLA the steady plan holds"
+                               : "NO ROOM: at every share tried the burst breaks an SLA the "
+                                 "steady plan holds");
+            }
+          }
           std::printf("%s", t.render().c_str());
           std::printf("search: %llu of %s candidates evaluated in %.1f ms%s\n",
                       static_cast<unsigned long long>(r->stats.evaluated),
@@ -199,9 +368,13 @@ const bool registered = register_command({
             std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n",
                         measured->testbed.c_str(), measured_utility, breaches);
           }
+          if (during) {
+            std::printf("measured during the tool burst: utility %.3f, %zu SLA violation(s)\n",
+                        during_utility, during_breaches);
+          }
         }
         if (!r->feasible || !why.empty()) return kExitFailure;
-        return breaches == 0 ? kExitOk : kExitFailure;
+        return breaches == 0 && during_breaches == 0 ? kExitOk : kExitFailure;
       });
     },
 });

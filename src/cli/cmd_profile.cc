@@ -24,10 +24,14 @@ const bool registered = register_command({
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "workload YAML")->required();
-      sub.add_option("--plan", f->plan, "standalone | meanfield | joint")->capture_default_str();
+      sub.add_option("--plan", f->plan,
+                     "standalone | meanfield | joint | cotenant (meanfield draws next to a "
+                     "synthetic co-tenant: for workloads that declare a tool burst)")
+          ->capture_default_str();
       sub.add_option("--budget", f->budget,
-                     "joint configurations to measure (meanfield, joint; the standalone plan "
-                     "measures every local configuration of every model, --repeats times)");
+                     "joint configurations to measure (meanfield, joint, cotenant; the "
+                     "standalone plan measures every local configuration of every model, "
+                     "--repeats times)");
       sub.add_option("--repeats", f->repeats,
                      "standalone plan: passes over every local configuration, averaged")
           ->check(CLI::Range(1, 100))
@@ -47,7 +51,7 @@ const bool registered = register_command({
         if (!plan || *plan == profile::Plan::kOnline) {
           return report_error(Error("--plan: unknown plan '" + f->plan + "'" +
                                     did_you_mean(f->plan, profile::plan_names()) +
-                                    " (standalone, meanfield, joint)"));
+                                    " (standalone, meanfield, joint, cotenant)"));
         }
         if (*plan != profile::Plan::kStandalone && f->budget == 0) {
           return report_error(Error("--budget: a " + f->plan +

@@ -104,6 +104,7 @@ const bool registered = register_command({
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
         if (auto st = require_one_gpu(*w, "run"); !st.ok()) return report_error(st.error());
+        if (auto st = require_no_tools(*w, "run"); !st.ok()) return report_error(st.error());
         auto text = read_file(f->file);
         if (!text) return report_error(text.error());
         auto testbed = make_testbed(f->testbed);

@@ -37,6 +37,16 @@ Status require_one_gpu(const Workload& w, std::string_view verb) {
                Error::Kind::kInvalidInput);
 }
 
+Status require_no_tools(const Workload& w, std::string_view verb) {
+  if (!w.tools) return Status();
+  return Error(w.file + ":" + std::to_string(w.tools->line) + ": tools: 'corun " +
+                   std::string(verb) +
+                   "' measures steady windows only and cannot hold a plan through a declared "
+                   "tool burst; plan this workload with 'corun plan --measure', which plans and "
+                   "measures it during the burst",
+               Error::Kind::kInvalidInput);
+}
+
 Result<JointConfig> parse_config_flag(const Workload& w, const std::string& config,
                                       const std::string& only) {
   JointConfig c(w.models.size(), 0);

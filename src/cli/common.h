@@ -28,6 +28,10 @@ Result<Workload> load_workload_file(const std::string& path, const std::string& 
 /// error (bad input) naming the file, the node and the verbs that plan a node.
 Status require_one_gpu(const Workload& w, std::string_view verb);
 
+/// @brief Refuses a workload that declares a recurring tool burst (`tools:`) in a verb that
+/// does not plan for one: an error (bad input) naming the file, the line and what does.
+Status require_no_tools(const Workload& w, std::string_view verb);
+
 /// @brief Parses "--config cam0.imgsz=640,chat.precision=awq" into a joint configuration.
 /// Models not named start at their first local configuration; `only` (comma list of model
 /// names, empty = all) marks the others absent.

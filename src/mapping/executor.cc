@@ -59,6 +59,9 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
   const double cores = std::max(1, p.device().cpu.cores);
   const gpu::DeviceModel& dev = p.gpu();
   const gpu::Load& bg = p.background();
+  // The tools' MPS partition (PlacementProblem::set_tool_gpu_share); unconfined at 1.
+  const bool confined = p.tool_gpu_share() < 1;
+  const double partition = p.tool_gpu_share() * dev.sms;
   const double bg_cpu = sc.background.cpu_busy_cores / cores;
 
   const double sigma = options.noise ? sc.noise : 0.0;
@@ -244,6 +247,12 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
       }
     }
     const double cpu_stretch = std::max({1.0, cpu_share, cpu_bw});
+    // Tools squeezed into their partition run slower, and draw bandwidth and power at the
+    // same reduced pace.
+    const double pace = confined && tools.sms > partition ? partition / tools.sms : 1.0;
+    tools.bw *= pace;
+    tools.activity *= pace;
+    tools.mem_util *= pace;
     const double clock =
         tools.active > 0 ? gpu::power_capped_clock(dev, bg.activity + tools.activity,
                                                    bg.mem_util + tools.mem_util * dev.dram_bytes_s /
@@ -265,11 +274,19 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
           const gpu::Shape& sh = p.cost(i).segments[segment_[i]].shape;
           gpu::Load others = bg;
           others.active += tools.active - 1;
-          others.sms += tools.sms - sh.sms;
-          others.bw += tools.bw - sh.bw_demand;
+          others.bw += tools.bw - sh.bw_demand * pace;
           others.press += tools.press - sh.l2_pressure;
+          double cap = dev.sms;
+          if (confined) {
+            // One MPS client of share x SMs for every tool: each gets the partition in
+            // proportion to what it asks, and the tools hold at most the partition.
+            cap = partition * sh.sms / std::max(tools.sms, partition);
+            others.sms += std::min(tools.sms, partition) - std::min(cap, sh.sms);
+          } else {
+            others.sms += tools.sms - sh.sms;
+          }
           const double slowed =
-              gpu::contended(sh, gpu::environment(sh, dev.sms, 1, others, dev, clock)).total_s;
+              gpu::contended(sh, gpu::environment(sh, cap, 1, others, dev, clock)).total_s;
           rate = slowed > 0 ? sh.alone_s / slowed : 1;
           break;
         }
@@ -288,7 +305,8 @@ double Executor::simulate(std::span<const Placement> mapping, const RunOptions& 
     }
     if (tools.active > 0) {
       // The tools' load on the GPU while they compute, integrated over the burst.
-      const double sm = std::min(1.0, tools.sms / dev.sms);
+      const double held = confined ? std::min(tools.sms, partition) : tools.sms;
+      const double sm = std::min(1.0, held / dev.sms);
       if (!burst_started) burst_.start_ms = t * 1e3;
       burst_started = true;
       burst_.end_ms = (t + dt) * 1e3;

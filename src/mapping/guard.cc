@@ -7,8 +7,8 @@
 
 #include "corun/core/rng.h"
 #include "corun/profile/campaign.h"
+#include "corun/surrogate/cotenant.h"
 #include "corun/surrogate/targets.h"
-#include "corun/testbed/gpu_model.h"
 
 namespace corun::mapping {
 namespace {
@@ -70,12 +70,7 @@ CoRunnerGuard::CoRunnerGuard(const CoRunners& co, std::shared_ptr<const Aggregat
       workload_(co.plan.workload),
       config_(co.config),
       alone_(co.measured.models),
-      source_(std::move(source)) {
-  const Device& d = workload_.device;
-  dynamic_power_w_ = std::max(0.0, d.tdp_w - d.idle_power_w);
-  const gpu::DeviceModel dev = gpu::device_model(d);
-  bw_to_datasheet_ = dev.peak_dram_bytes_s > 0 ? dev.dram_bytes_s / dev.peak_dram_bytes_s : 1;
-}
+      source_(std::move(source)) {}
 
 Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& testbed,
                                          const GuardFitOptions& o) {
@@ -91,7 +86,6 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
   // The workload's own co-runs never load the GPU the way a tool burst does (a whole GPU's
   // worth of SMs on top of the plan): profile the plan in force again next to a synthetic
   // co-tenant of random SM share and bandwidth, entered in the aggregate as a burst will be.
-  const CoRunnerGuard shape(co, nullptr, "");
   std::vector<Totals> cotenants(corun.size());  // the plain co-runs: none
   const std::uint64_t stream = derive_seed(co.seed, {kCoTenantStream});
   Rng rng(stream);
@@ -106,7 +100,7 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
     c.interference.bandwidth_util = o.max_cotenant_bw_util * rng.uniform();
     r.measurement =
         testbed.measure(w, r.config, MeasureOptions(co.window_s, r.measurement_seed, c));
-    cotenants.push_back(shape.cotenant(c.interference.sm_util, c.interference.bandwidth_util));
+    cotenants.push_back(surrogate::cotenant_totals(w.device, c.interference));
     corun.push_back(std::move(r));
   }
   surrogate::FitOptions fit;
@@ -147,10 +141,7 @@ Result<CoRunnerGuard> CoRunnerGuard::from_surrogate(const CoRunners& co,
 }
 
 Totals CoRunnerGuard::cotenant(double sm_util, double bw_util) const {
-  const double sm = std::clamp(sm_util, 0.0, 1.0);
-  const double bw = std::clamp(bw_util, 0.0, 1.0);
-  if (sm <= 0 && bw <= 0) return {};
-  return {1.0, sm, bw * bw_to_datasheet_, 0.0, sm * dynamic_power_w_, 1.0};
+  return surrogate::cotenant_totals(workload_.device, {sm_util, bw_util});
 }
 
 Totals CoRunnerGuard::burst_contribution(const BurstLoad& burst) const {

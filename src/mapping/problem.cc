@@ -111,6 +111,11 @@ std::vector<std::string> PlacementProblem::ids() const {
   return out;
 }
 
+void PlacementProblem::set_tool_gpu_share(double share) {
+  CORUN_CHECK(share > 0 && share <= 1);
+  tool_gpu_share_ = share;
+}
+
 Status PlacementProblem::validate(std::span<const Placement> mapping) const {
   if (mapping.size() != nodes_.size()) {
     return Error("mapping has " + std::to_string(mapping.size()) + " placements for " +

@@ -10,7 +10,9 @@ SampleRecord measure_sample(const Workload& w, const ConfigSpace& space, const T
   r.index = index;
   r.config = plan_sample(w, space, plan, seed, index);
   r.measurement_seed = measurement_seed(plan, seed, index);
-  r.measurement = testbed.measure(w, r.config, {window_s, r.measurement_seed});
+  Conditions c;
+  c.interference = plan_cotenant(plan, seed, index);
+  r.measurement = testbed.measure(w, r.config, MeasureOptions(window_s, r.measurement_seed, c));
   return r;
 }
 

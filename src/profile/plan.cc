@@ -14,6 +14,7 @@ namespace {
 constexpr std::uint64_t kStreamStratified = 0x5354524154ULL;
 constexpr std::uint64_t kStreamUniform = 0x554e49464fULL;
 constexpr std::uint64_t kStreamMeasure = 0x4d45415355ULL;
+constexpr std::uint64_t kStreamCoTenant = 0x434f54454eULL;
 
 // Redraws allowed for a co-run sample that does not fit in VRAM before keeping the last draw
 // (whose failure is then recorded as data).
@@ -55,19 +56,23 @@ std::string_view to_string(Plan p) {
       return "joint";
     case Plan::kOnline:
       return "online";
+    case Plan::kCoTenant:
+      return "cotenant";
   }
   return "unknown";
 }
 
 std::optional<Plan> parse_plan(std::string_view s) {
-  for (Plan p : {Plan::kStandalone, Plan::kMeanField, Plan::kJoint, Plan::kOnline}) {
+  for (Plan p :
+       {Plan::kStandalone, Plan::kMeanField, Plan::kJoint, Plan::kOnline, Plan::kCoTenant}) {
     if (to_string(p) == s) return p;
   }
   return std::nullopt;
 }
 
 const std::vector<std::string>& plan_names() {
-  static const std::vector<std::string> names = {"standalone", "meanfield", "joint"};
+  static const std::vector<std::string> names = {"standalone", "meanfield", "joint",
+                                                  "cotenant"};
   return names;
 }
 
@@ -97,7 +102,9 @@ JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, 
     }
     CORUN_CHECK_MSG(false, "standalone sample index past the end of the plan");
   }
-  if (plan == Plan::kMeanField) {
+  if (plan == Plan::kMeanField || plan == Plan::kCoTenant) {
+    // A co-tenant campaign strides the configurations as MeanField does, on its own stream.
+    if (plan == Plan::kCoTenant) seed = derive_seed(seed, {kStreamCoTenant});
     for (std::size_t m = 0; m < n; ++m) {
       const std::size_t count = space.local_counts()[m];
       if (count > kMaxStratifiedLocal) {
@@ -129,6 +136,15 @@ std::vector<JointConfig> plan_samples(const Workload& w, Plan plan, std::uint64_
   out.reserve(size);
   for (std::uint64_t i = 0; i < size; ++i) out.push_back(plan_sample(w, space, plan, seed, i));
   return out;
+}
+
+Interference plan_cotenant(Plan plan, std::uint64_t seed, std::uint64_t index) {
+  Interference i;
+  if (plan != Plan::kCoTenant) return i;
+  Rng rng(derive_seed(seed, {kStreamCoTenant, index}));
+  i.sm_util = rng.uniform();
+  i.bandwidth_util = kMaxCoTenantBandwidth * rng.uniform();
+  return i;
 }
 
 std::uint64_t measurement_seed(Plan plan, std::uint64_t seed, std::uint64_t index) {

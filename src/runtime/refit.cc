@@ -53,12 +53,16 @@ void BackgroundRefit::start() {
   if (job_.valid()) return;
   std::vector<profile::SampleRecord> rows = data_.corun;
   rows.insert(rows.end(), online_.begin(), online_.end());
+  // The online intervals ran without a synthetic co-tenant.
+  std::vector<surrogate::Totals> cotenants = data_.cotenants;
+  if (!cotenants.empty()) cotenants.resize(rows.size());
   used_ = online_.size();
   surrogate::Provenance prov = data_.provenance;
   job_ = std::async(std::launch::async,
                     [w = data_.workload, table = data_.standalone, rows = std::move(rows),
-                     fit = fit_, prov = std::move(prov)]() -> Result<surrogate::Surrogate> {
-                      return surrogate::Surrogate::fit(w, table, rows, fit, prov);
+                     cotenants = std::move(cotenants), fit = fit_,
+                     prov = std::move(prov)]() -> Result<surrogate::Surrogate> {
+                      return surrogate::Surrogate::fit(w, table, rows, fit, prov, cotenants);
                     });
 }
 

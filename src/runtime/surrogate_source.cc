@@ -1,5 +1,6 @@
 #include "corun/runtime/surrogate_source.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -76,8 +77,12 @@ bool same_demand(const Demand& a, const Demand& b) { return a == b; }
 
 }  // namespace
 
-SurrogatePredictor::SurrogatePredictor(CompiledSurrogate compiled)
-    : compiled_(std::move(compiled)), pool_(std::make_unique<Pool>()) {}
+SurrogatePredictor::SurrogatePredictor(CompiledSurrogate compiled, const surrogate::Totals& extra)
+    : compiled_(std::move(compiled)),
+      extra_(extra),
+      has_extra_(extra.count != 0 || extra.sm != 0 || extra.bw != 0 || extra.vram_gb != 0 ||
+                 extra.power_w != 0 || extra.occupancy != 0),
+      pool_(std::make_unique<Pool>()) {}
 
 SurrogatePredictor::~SurrogatePredictor() = default;
 
@@ -85,6 +90,12 @@ void SurrogatePredictor::predict(std::span<const std::int32_t> configs, std::siz
                                  std::span<Predicted> out) const {
   const std::size_t n = models();
   CORUN_CHECK(configs.size() >= rows * n && out.size() >= rows * n);
+  if (has_extra_) {
+    // The compiled batch path sums the workload's own contributions only: with a load from
+    // outside, go through predict_given, which adds it.
+    AggregatePredictor::predict(configs, rows, out);
+    return;
+  }
   Borrowed ws(*pool_, compiled_);
   // Chunks keep the natural-unit buffer bounded whatever the batch size.
   constexpr std::size_t kBatch = CompiledSurrogate::kChunk;
@@ -121,7 +132,7 @@ Predicted SurrogatePredictor::predict_given(std::size_t m, std::int32_t l,
   const surrogate::Totals o{others[0], others[1], others[2], others[3], others[4], others[5]};
   std::array<float, kTargetCount> t{};
   Borrowed ws(*pool_, compiled_);
-  compiled_.predict_given(m, static_cast<std::size_t>(l), o, t, *ws);
+  compiled_.predict_given(m, static_cast<std::size_t>(l), o + extra_, t, *ws);
   return to_predicted(t.data(), true);
 }
 
@@ -174,7 +185,8 @@ Result<std::unique_ptr<Predictor>> SurrogateSource::predictor_for(const Workload
       upper_[m * kTargetCount + static_cast<std::size_t>(t)] = compiled->upper_factor(m, t, z);
     }
   }
-  return std::unique_ptr<Predictor>(std::make_unique<SurrogatePredictor>(std::move(*compiled)));
+  return std::unique_ptr<Predictor>(
+      std::make_unique<SurrogatePredictor>(std::move(*compiled), options_.burst));
 }
 
 std::string SurrogateSource::describe() const {

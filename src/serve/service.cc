@@ -191,6 +191,15 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   if (fresh && !options_.workload_file.empty()) {
     auto w = load_workload(options_.workload_file, *catalog_);
     if (!w) return w.error();
+    if (w->tools) {
+      // The service places each burst as it comes (POST /v1/tools/place) next to the plan in
+      // force; it does not plan ahead for a declared one.
+      return Error(options_.workload_file + ":" + std::to_string(w->tools->line) +
+                       ": tools: corun serve does not plan for a declared tool burst; place "
+                       "each burst with POST /v1/tools/place, or plan the workload with "
+                       "'corun plan'",
+                   Error::Kind::kInvalidInput);
+    }
     YAML::Node root;
     try {
       root = YAML::LoadFile(options_.workload_file);

@@ -674,6 +674,31 @@ Workload Workload::prefix(std::size_t n) const {
   return w;
 }
 
+namespace {
+
+// `tools: {scenario: FILE, every_s: S}`. The scenario itself is read where it is used (corun
+// plan, corun run), which know the tool catalog; here only its shape is checked.
+void parse_tools(const YamlField& f, Workload& w) {
+  if (!f.present() || !f.expect_map()) return;
+  f.check_keys({"scenario", "every_s"});
+  ToolBurstSpec t;
+  t.line = f.line();
+  const auto scenario = f.string_at("scenario", true);
+  if (scenario && scenario->empty()) f["scenario"].error("must name a tool scenario file");
+  const auto every = f.number_at("every_s", 1e-3, kMaxDurationS, true);
+  if (!w.node.single_gpu()) {
+    f.error("a declared tool burst is planned on one GPU; this workload has " +
+            std::to_string(w.node.gpus()) + " GPU(s) or MIG slices");
+    return;
+  }
+  if (!scenario || scenario->empty() || !every) return;
+  t.scenario = *scenario;
+  t.every_s = *every;
+  w.tools = std::move(t);
+}
+
+}  // namespace
+
 Result<Workload> parse_workload(std::string_view text, const std::string& file,
                                 const Catalog& catalog) {
   auto root = parse_yaml(text, file);
@@ -685,7 +710,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
     return diags.to_error();
   }
   top.check_keys({"name", "description", "device", "gpus", "mig", "models", "objective", "timeline",
-                  "profiling"});
+                  "profiling", "tools"});
   Workload w;
   w.file = file;
   w.hash = fnv1a_hex(text);
@@ -754,6 +779,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
     }
   }
   if (diags.empty()) parse_timeline(top["timeline"], w);
+  parse_tools(top["tools"], w);
   if (!diags.empty()) return diags.to_error();
   return w;
 }

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "corun/surrogate/cotenant.h"
+
 namespace corun::surrogate {
 
 namespace {
@@ -88,6 +90,16 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
     if (!samples) return samples.error();
     if (auto st = check_configs(data.workload, *samples, where); !st.ok()) return st.error();
     if (online) data.online += samples->size();
+    if (c.spec.plan == profile::Plan::kCoTenant) {
+      // Recomputed from the campaign's seed, as it was drawn when the sample was measured.
+      data.cotenants.resize(data.corun.size());
+      for (const auto& r : *samples) {
+        data.cotenants.push_back(cotenant_totals(
+            data.workload.device, profile::plan_cotenant(c.spec.plan, c.spec.seed, r.index)));
+      }
+    } else if (!data.cotenants.empty()) {
+      data.cotenants.resize(data.cotenants.size() + samples->size());
+    }
     data.corun.insert(data.corun.end(), std::make_move_iterator(samples->begin()),
                       std::make_move_iterator(samples->end()));
   }

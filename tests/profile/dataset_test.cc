@@ -208,6 +208,28 @@ TEST(Campaign, ResumeMeasuresOnlyWhatIsMissingAndEndsEqual) {
   EXPECT_EQ(dump(part, r2->campaign), dump(full, rf->campaign));
 }
 
+TEST(Campaign, CoTenantSamplesAreMeasuredNextToTheirCoTenant) {
+  // The testbed really runs each co-tenant sample next to its co-tenant: the same
+  // configuration with the same noise seed and no co-tenant is never slower.
+  const Workload w = load("paper-n3.yaml");
+  auto testbed = make_testbed("sim");
+  const ConfigSpace space(w);
+  int slower = 0;
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    const SampleRecord r = measure_sample(w, space, **testbed, Plan::kCoTenant, 5, 10, i);
+    const Interference c = plan_cotenant(Plan::kCoTenant, 5, i);
+    ASSERT_GT(c.sm_util + c.bandwidth_util, 0.0);
+    const Measurement alone = (*testbed)->measure(w, r.config, {10, r.measurement_seed});
+    ASSERT_EQ(alone.models.size(), r.measurement.models.size());
+    for (std::size_t k = 0; k < alone.models.size(); ++k) {
+      if (!alone.models[k].ok() || !r.measurement.models[k].ok()) continue;
+      EXPECT_GE(r.measurement.models[k].latency_ms_p95, alone.models[k].latency_ms_p95) << i;
+      slower += r.measurement.models[k].latency_ms_p95 > alone.models[k].latency_ms_p95 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(slower, 0);
+}
+
 TEST(Campaign, FailedConfigurationsAreStoredWithTheirReason) {
   // A 7B FP16 LLM with 64 sequences of 4.6k tokens cannot fit on a 24 GB card alone.
   const std::string text = R"(

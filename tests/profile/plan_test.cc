@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -47,7 +48,7 @@ TEST(Plan, StandaloneVisitsEveryLocalConfigurationOnceAlone) {
 
 TEST(Plan, SameSeedSamePlanOtherSeedOtherPlan) {
   const Workload w = load("paper-n4.yaml");
-  for (Plan p : {Plan::kMeanField, Plan::kJoint}) {
+  for (Plan p : {Plan::kMeanField, Plan::kJoint, Plan::kCoTenant}) {
     const auto a = plan_samples(w, p, 50, 3);
     const auto b = plan_samples(w, p, 50, 3);
     const auto c = plan_samples(w, p, 50, 4);
@@ -60,7 +61,7 @@ TEST(Plan, BudgetsNest) {
   // The first b samples of a larger plan are the plan of budget b: a campaign extended with a
   // larger budget, or an evaluation taking budget prefixes, sees the same samples.
   const Workload w = load("paper-n5.yaml");
-  for (Plan p : {Plan::kMeanField, Plan::kJoint}) {
+  for (Plan p : {Plan::kMeanField, Plan::kJoint, Plan::kCoTenant}) {
     const auto small = plan_samples(w, p, 25, 11);
     const auto large = plan_samples(w, p, 200, 11);
     ASSERT_EQ(small.size(), 25u);
@@ -109,6 +110,35 @@ models:
   ASSERT_GT(space.feasible_count().value(), 0u);
   for (Plan p : {Plan::kMeanField, Plan::kJoint}) {
     for (const auto& c : plan_samples(*w, p, 60, 1)) EXPECT_TRUE(space.fits_vram(c));
+  }
+}
+
+TEST(Plan, CoTenantSamplesCarryADeterministicCoTenantInRange) {
+  const Workload w = load("paper-n4.yaml");
+  // Its configurations are its own draws, not the MeanField campaign's again.
+  EXPECT_NE(plan_samples(w, Plan::kCoTenant, 40, 9), plan_samples(w, Plan::kMeanField, 40, 9));
+  double sm_sum = 0, bw_max = 0;
+  std::set<double> distinct;
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    const Interference c = plan_cotenant(Plan::kCoTenant, 9, i);
+    EXPECT_GE(c.sm_util, 0.0);
+    EXPECT_LT(c.sm_util, 1.0);
+    EXPECT_GE(c.bandwidth_util, 0.0);
+    EXPECT_LT(c.bandwidth_util, kMaxCoTenantBandwidth);
+    // A pure function of (seed, index): a resumed campaign recomputes the same co-tenant.
+    EXPECT_EQ(c.sm_util, plan_cotenant(Plan::kCoTenant, 9, i).sm_util);
+    sm_sum += c.sm_util;
+    bw_max = std::max(bw_max, c.bandwidth_util);
+    distinct.insert(c.sm_util);
+  }
+  // U(0, 1) over 200 draws: the mean is 0.5 within 5 standard errors (0.29 / sqrt(200) = 0.02).
+  EXPECT_NEAR(sm_sum / 200, 0.5, 0.1);
+  EXPECT_GT(bw_max, 0.8 * kMaxCoTenantBandwidth);
+  EXPECT_EQ(distinct.size(), 200u);
+  for (Plan p : {Plan::kStandalone, Plan::kMeanField, Plan::kJoint, Plan::kOnline}) {
+    const Interference none = plan_cotenant(p, 9, 3);
+    EXPECT_EQ(none.sm_util, 0.0) << to_string(p);
+    EXPECT_EQ(none.bandwidth_util, 0.0) << to_string(p);
   }
 }
 

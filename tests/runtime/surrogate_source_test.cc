@@ -193,6 +193,56 @@ TEST_P(Monotone, ExactAgreesWithExhaustive) {
   EXPECT_EQ(exact->feasible, ex->feasible);
 }
 
+// A declared tool burst enters every model's aggregate as a constant load: each prediction is
+// the plain predictor's at the aggregate plus the burst, in both forms, never better than
+// without it (monotone fit), and the exact solver still proves what exhaustive finds.
+TEST_P(Monotone, ABurstIsTheSamePredictionAtAHigherAggregate) {
+  const Workload w = three_models();
+  const surrogate::Surrogate s = fitted(w, GetParam(), true);
+  auto plain_c = surrogate::CompiledSurrogate::compile(s, w);
+  auto burst_c = surrogate::CompiledSurrogate::compile(s, w);
+  ASSERT_TRUE(plain_c.ok() && burst_c.ok());
+  const surrogate::Totals burst{1.0, 0.6, 0.2, 0.0, 150.0, 1.0};
+  const SurrogatePredictor plain(std::move(*plain_c));
+  const SurrogatePredictor loaded(std::move(*burst_c), burst);
+  EXPECT_EQ(loaded.monotone(), plain.monotone());
+  const std::vector<float> shift = {1.0f, 0.6f, 0.2f, 0.0f, 150.0f, 1.0f};
+  Rng rng(5);
+  const ConfigSpace space(w);
+  for (int trial = 0; trial < 30; ++trial) {
+    JointConfig c(w.models.size());
+    for (std::size_t m = 0; m < c.size(); ++m) {
+      c[m] = static_cast<std::int32_t>(rng.below(space.local_counts()[m]));
+    }
+    std::vector<Predicted> with(c.size()), without(c.size());
+    loaded.predict(c, 1, with);
+    plain.predict(c, 1, without);
+    for (std::size_t m = 0; m < c.size(); ++m) {
+      std::vector<float> others(plain.aggregate_dims(), 0.0f), part(plain.aggregate_dims());
+      for (std::size_t j = 0; j < c.size(); ++j) {
+        if (j == m) continue;
+        plain.contribution(j, c[j], part);
+        for (std::size_t k = 0; k < others.size(); ++k) others[k] += part[k];
+      }
+      std::vector<float> shifted = others;
+      for (std::size_t k = 0; k < shifted.size(); ++k) shifted[k] += shift[k];
+      const Predicted at = plain.predict_given(m, c[m], shifted);
+      EXPECT_NEAR(with[m].latency_ms_p95, at.latency_ms_p95, 1e-3 * at.latency_ms_p95);
+      EXPECT_NEAR(with[m].throughput, at.throughput, 1e-3 * at.throughput + 1e-6);
+      const Predicted given = loaded.predict_given(m, c[m], others);
+      EXPECT_NEAR(given.latency_ms_p95, at.latency_ms_p95, 1e-3 * at.latency_ms_p95);
+      EXPECT_GE(with[m].latency_ms_p95, without[m].latency_ms_p95 * (1 - 1e-5f));
+      EXPECT_LE(with[m].throughput, without[m].throughput * (1 + 1e-5f));
+    }
+  }
+  const PlanProblem problem(w, {true, true, true}, loaded, {0.2, 0.2, 0.0});
+  auto ex = (*make_solver("exhaustive"))->solve(problem, {1, 2, std::nullopt});
+  auto exact = (*make_solver("exact"))->solve(problem, {1, 2, std::nullopt});
+  ASSERT_TRUE(ex.ok() && exact.ok());
+  EXPECT_TRUE(exact->stats.proved_optimal);
+  EXPECT_NEAR(exact->utility, ex->utility, 1e-9 * std::max(1.0, ex->utility));
+}
+
 INSTANTIATE_TEST_SUITE_P(Regressors, Monotone,
                          ::testing::Values(surrogate::RegressorKind::kGbdt,
                                            surrogate::RegressorKind::kLinear));

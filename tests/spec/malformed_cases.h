@@ -161,6 +161,23 @@ inline std::vector<MalformedCase> malformed_cases() {
       {"unknown profiling",
        "device: rtx3090\nprofiling: nope\nmodels:\n" + kGoodVision,
        {"profiling", "unknown profiling 'nope'", "meanfield, none"}},
+      {"tool burst without a period",
+       "device: rtx3090\nmodels:\n" + kGoodVision + "tools: {scenario: rag.yaml}\n",
+       {"tools.every_s", "missing"}},
+      {"tool burst of period zero",
+       "device: rtx3090\nmodels:\n" + kGoodVision + "tools: {scenario: rag.yaml, every_s: 0}\n",
+       {"tools.every_s", "out of range"}},
+      {"tool burst without a scenario",
+       "device: rtx3090\nmodels:\n" + kGoodVision + "tools: {every_s: 30}\n",
+       {"tools.scenario", "missing"}},
+      {"misspelt tool burst key",
+       "device: rtx3090\nmodels:\n" + kGoodVision +
+           "tools: {scenario: rag.yaml, evry_s: 30}\n",
+       {"tools.evry_s", "did you mean 'every_s'"}},
+      {"tool burst on a node",
+       "device: a100-80gb\ngpus: 2\nmodels:\n" + kGoodVision +
+           "tools: {scenario: rag.yaml, every_s: 30}\n",
+       {"tools", "planned on one GPU"}},
   };
 }
 

@@ -100,6 +100,50 @@ TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
   EXPECT_TRUE(load_training_data(*ds, Catalog::default_catalog(), w->hash, true).ok());
 }
 
+TEST(TrainingData, CoTenantSamplesComeBackWithTheirCoTenantInAggregateUnits) {
+  const fs::path db = temp_dir() / "cotenant.db";
+  fs::remove(db);
+  auto w = load_workload(kN2, Catalog::default_catalog());
+  ASSERT_TRUE(w.ok());
+  auto text = read_file(kN2);
+  auto tb = make_testbed("sim");
+  auto ds = profile::Dataset::open(db, profile::Dataset::Mode::kCreate);
+  ASSERT_TRUE(ds.ok());
+  for (const auto& [plan, budget] :
+       {std::pair{profile::Plan::kStandalone, 1}, std::pair{profile::Plan::kMeanField, 10},
+        std::pair{profile::Plan::kCoTenant, 12}}) {
+    ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {plan, 4, "sim", 10},
+                                      static_cast<std::uint64_t>(budget), nullptr)
+                    .ok());
+  }
+  auto data = load_training_data(*ds, Catalog::default_catalog(), "", true);
+  ASSERT_TRUE(data.ok()) << data.error().what();
+  ASSERT_EQ(data->corun.size(), 22u);
+  ASSERT_EQ(data->cotenants.size(), 22u);
+  // Hand calculation of one co-tenant on the RTX 3090 (catalog: TDP 350 W, idle 25 W): count 1,
+  // the SM share itself, dynamic power (350 - 25) x SM share, occupancy 1, no VRAM.
+  const Device& d = w->device;
+  std::size_t loaded = 0;
+  for (std::size_t i = 0; i < data->corun.size(); ++i) {
+    const Totals& t = data->cotenants[i];
+    if (t.count == 0) {
+      EXPECT_EQ(t.sm, 0.0);
+      continue;
+    }
+    ++loaded;
+    const Interference c = profile::plan_cotenant(profile::Plan::kCoTenant, 4,
+                                                  data->corun[i].index);
+    EXPECT_EQ(t.count, 1.0);
+    EXPECT_DOUBLE_EQ(t.sm, c.sm_util);
+    EXPECT_DOUBLE_EQ(t.power_w, c.sm_util * (350.0 - 25.0));
+    EXPECT_EQ(t.occupancy, 1.0);
+    EXPECT_EQ(t.vram_gb, 0.0);
+    EXPECT_GT(t.bw, 0.0);
+  }
+  EXPECT_EQ(loaded, 12u);  // every co-tenant sample, and only those
+  EXPECT_EQ(d.tdp_w, 350.0);
+}
+
 TEST(Cli, ProfileFitPredictEndToEnd) {
   const fs::path dir = temp_dir();
   const std::string db = (dir / "cli.db").string();

@@ -82,10 +82,8 @@ class CoRunnerGuard {
                                               std::string source);
 
   /// @brief An unmanaged co-tenant holding `sm_util` of the SMs and `bw_util` of the
-  /// achievable DRAM bandwidth, as one more co-runner in the surrogate's aggregate: count 1,
-  /// its SM share, its bandwidth as a fraction of the datasheet's (the unit of the profiles),
-  /// no VRAM (what the tools hold is the VRAM budget's business, not a slowdown), dynamic power
-  /// in proportion to its SM share ((TDP - idle) x sm), occupancy 1 (it has work throughout).
+  /// achievable DRAM bandwidth, as one more co-runner in the surrogate's aggregate
+  /// (surrogate::cotenant_totals on the co-runners' device).
   [[nodiscard]] surrogate::Totals cotenant(double sm_util, double bw_util) const;
   /// @brief The burst as cotenant(): its mean SM share and bandwidth over the burst. Zero for
   /// an empty burst.
@@ -104,8 +102,6 @@ class CoRunnerGuard {
   Workload workload_;
   std::vector<std::int32_t> config_;
   std::vector<ModelMetrics> alone_;  ///< measured, one per running model
-  double dynamic_power_w_ = 0;       ///< TDP - idle of the device
-  double bw_to_datasheet_ = 1;       ///< achievable / datasheet DRAM bandwidth
   std::string source_;
 };
 

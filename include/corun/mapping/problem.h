@@ -75,6 +75,16 @@ class PlacementProblem {
   /// @brief Whether node `i` may run on the GPU at all.
   [[nodiscard]] bool gpu_allowed(std::size_t i) const { return nodes_[i].options.size() > 1; }
 
+  /// @brief Confines the tools' GPU work to `share` of the SMs (one MPS client for the tool
+  /// server, its active-thread percentage 100 x share): tools computing at once share that
+  /// partition in proportion to the SMs each asks for, and the co-runners see them hold at most
+  /// share x SMs. 1 (the default) leaves them unconfined. Call before any run (not
+  /// thread-safe against running).
+  /// @pre 0 < share <= 1
+  void set_tool_gpu_share(double share);
+  /// @brief The tools' share of the SMs (1: unconfined).
+  [[nodiscard]] double tool_gpu_share() const { return tool_gpu_share_; }
+
   /// @brief Checks a proposed mapping: one placement per node, each allowed for its node.
   /// The message names the node and the reason (unknown placement, no GPU implementation,
   /// footprint above the VRAM budget).
@@ -102,6 +112,7 @@ class PlacementProblem {
   gpu::DeviceModel gpu_;
   gpu::Load background_;
   double vram_budget_bytes_ = 0;
+  double tool_gpu_share_ = 1;
   std::shared_ptr<const CoRunners> corunners_;
   std::vector<Node> nodes_;
   std::vector<std::size_t> topo_;

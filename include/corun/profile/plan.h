@@ -19,11 +19,14 @@ namespace corun::profile {
 ///   row per model). kJoint: K joint configurations drawn uniformly, the sampling of the
 ///   Abacus-style joint baseline. kOnline: not a sampling plan: what the online loop measured
 ///   (each interval of `corun run`), stored as it happens; refits of the surrogate train on it.
-enum class Plan { kStandalone, kMeanField, kJoint, kOnline };
+///   kCoTenant: K joint configurations drawn as kMeanField draws them (its own stream), each
+///   measured next to a synthetic co-tenant (plan_cotenant()) of random SM share and bandwidth:
+///   the loads a declared tool burst adds, which the workload's own co-runs never reach.
+enum class Plan { kStandalone, kMeanField, kJoint, kOnline, kCoTenant };
 
 std::string_view to_string(Plan p);
 std::optional<Plan> parse_plan(std::string_view s);
-/// @brief The sampling plans a campaign can run: {"standalone", "meanfield", "joint"}
+/// @brief The sampling plans a campaign can run: {"standalone", "meanfield", "joint", "cotenant"}
 /// (parse_plan also reads "online", the provenance of online samples).
 const std::vector<std::string>& plan_names();
 
@@ -42,6 +45,16 @@ JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, 
 /// @brief Samples [0, plan_size) of a plan.
 std::vector<JointConfig> plan_samples(const Workload& w, Plan plan, std::uint64_t budget,
                                       std::uint64_t seed);
+
+/// @brief The synthetic co-tenant sample `index` of a plan is measured next to: for kCoTenant
+/// an SM share U(0, 1) and a bandwidth U(0, kMaxCoTenantBandwidth) of the achievable, a pure
+/// function of (seed, index) so that a stored sample's co-tenant is recomputed, never stored;
+/// none for every other plan.
+Interference plan_cotenant(Plan plan, std::uint64_t seed, std::uint64_t index);
+
+/// @brief Largest bandwidth share of a kCoTenant sample's co-tenant: a tool burst is mostly
+/// compute, and a co-tenant that saturates DRAM alone teaches nothing about a plan.
+inline constexpr double kMaxCoTenantBandwidth = 0.5;
 
 /// @brief Seed of the testbed noise for sample `index`: independent per plan and sample, so a
 /// resumed campaign measures exactly what an uninterrupted one would have.

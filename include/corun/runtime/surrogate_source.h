@@ -19,9 +19,15 @@ namespace corun {
 /// aggregate state is the others' standalone count, SM, bandwidth, VRAM, power and occupancy),
 /// which the exact solver needs; its optimality proof holds when the regressor is monotone in
 /// those inputs (Surrogate::monotone()); otherwise exact search is a heuristic.
+///
+/// A non-zero `extra` is a load outside the workload (a declared tool burst,
+/// surrogate::cotenant_totals) added to every model's aggregate: each model is then predicted
+/// as it runs while that load shares the GPU. Contributions are unchanged, so the predictor
+/// stays an AggregatePredictor with the same monotonicity (a constant shift of every input).
 class SurrogatePredictor final : public AggregatePredictor {
  public:
-  explicit SurrogatePredictor(surrogate::CompiledSurrogate compiled);
+  explicit SurrogatePredictor(surrogate::CompiledSurrogate compiled,
+                              const surrogate::Totals& extra = {});
   ~SurrogatePredictor() override;
 
   [[nodiscard]] std::size_t models() const override { return compiled_.models(); }
@@ -40,6 +46,8 @@ class SurrogatePredictor final : public AggregatePredictor {
 
  private:
   surrogate::CompiledSurrogate compiled_;
+  surrogate::Totals extra_;
+  bool has_extra_ = false;
   std::unique_ptr<Pool> pool_;
 };
 
@@ -55,6 +63,11 @@ struct SurrogateSourceOptions {
   /// timelines of 30 intervals x 5 models are 1,200 chances to breach: expecting none needs a
   /// per-interval breach probability well below 1/1,200, hence 99.99 %.
   double confidence = 0.9999;
+  /// Load of a declared recurring tool burst (Workload::tools) in aggregate units, added to
+  /// every model's aggregate (SurrogatePredictor's `extra`): plans are then predicted, and
+  /// their SLAs checked at the same margins, as they run during the burst (for a monotone fit
+  /// the burst is the binding case). Zero: no burst.
+  surrogate::Totals burst{};
 };
 
 /// @brief The production predictor source: a fitted surrogate plus standalone profiles. When a

@@ -164,6 +164,16 @@ struct NodeSpec {
   [[nodiscard]] std::size_t layout_count() const;
 };
 
+/// @brief An agent's tool calls expected on the GPU again and again (`tools: {scenario: ...,
+/// every_s: 30}`): a tool-DAG scenario (corun map's format) that arrives every `every_s`
+/// seconds. The configuration planner leaves room for its burst: a plan must hold every SLA
+/// while the tools compute, not only between bursts.
+struct ToolBurstSpec {
+  std::string scenario;  ///< as written; relative paths resolve against the workload's directory
+  double every_s = 0;    ///< seconds from one burst's start to the next
+  int line = 0;          ///< line of `tools:` in the workload file (for diagnostics)
+};
+
 /// @brief A whole workload file: device, models, objective.
 struct Workload {
   std::string file;   ///< where it was read from ("<string>" for text)
@@ -174,6 +184,7 @@ struct Workload {
   Objective objective;
   Timeline timeline;
   Profiling profiling = Profiling::kMeanField;
+  std::optional<ToolBurstSpec> tools;  ///< a declared recurring tool burst, if any
 
   /// @brief Index of the model called `name`.
   [[nodiscard]] std::optional<std::size_t> find_model(std::string_view name) const;

@@ -16,7 +16,12 @@ namespace corun::surrogate {
 struct TrainingData {
   Workload workload;
   StandaloneTable standalone;
-  std::vector<profile::SampleRecord> corun;  ///< samples of every meanfield and joint campaign
+  /// samples of every meanfield, joint and cotenant campaign (and online ones when asked)
+  std::vector<profile::SampleRecord> corun;
+  /// Empty when no sample was measured next to a synthetic co-tenant; else one entry per
+  /// `corun` sample: the co-tenant's load in aggregate units (surrogate::cotenant_totals;
+  /// zeros for samples without one), as Surrogate::fit takes it.
+  std::vector<Totals> cotenants;
   std::size_t online = 0;  ///< of them, samples the online loop measured (include_online)
   Provenance provenance;
 };
