@@ -53,15 +53,23 @@ CliRun corun(const std::string& args) {
 const std::string kN2 = std::string(CORUN_SOURCE_DIR) + "/workloads/paper-n2.yaml";
 const std::string kN3 = std::string(CORUN_SOURCE_DIR) + "/workloads/paper-n3.yaml";
 
+// paper-n2, the simulator and a new dataset file `name`: what writing campaigns needs.
+struct FreshN2 {
+  Result<Workload> w = load_workload(kN2, Catalog::default_catalog());
+  Result<std::string> text = read_file(kN2);
+  Result<std::unique_ptr<Testbed>> tb = make_testbed("sim");
+  Result<profile::Dataset> ds;
+
+  explicit FreshN2(const std::string& name)
+      : ds((fs::remove(temp_dir() / name),
+            profile::Dataset::open(temp_dir() / name, profile::Dataset::Mode::kCreate))) {}
+  [[nodiscard]] bool ok() const { return w.ok() && text.ok() && tb.ok() && ds.ok(); }
+};
+
 TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
-  const fs::path db = temp_dir() / "training.db";
-  fs::remove(db);
-  auto w = load_workload(kN2, Catalog::default_catalog());
-  ASSERT_TRUE(w.ok());
-  auto text = read_file(kN2);
-  auto tb = make_testbed("sim");
-  auto ds = profile::Dataset::open(db, profile::Dataset::Mode::kCreate);
-  ASSERT_TRUE(ds.ok());
+  FreshN2 n2("training.db");
+  ASSERT_TRUE(n2.ok());
+  auto& [w, text, tb, ds] = n2;
   // Co-run samples only: MeanField needs the standalone profile; the joint surrogate does not.
   ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {profile::Plan::kJoint, 1, "sim", 10}, 15,
                                     nullptr)
@@ -101,14 +109,9 @@ TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
 }
 
 TEST(TrainingData, CoTenantSamplesComeBackWithTheirCoTenantInAggregateUnits) {
-  const fs::path db = temp_dir() / "cotenant.db";
-  fs::remove(db);
-  auto w = load_workload(kN2, Catalog::default_catalog());
-  ASSERT_TRUE(w.ok());
-  auto text = read_file(kN2);
-  auto tb = make_testbed("sim");
-  auto ds = profile::Dataset::open(db, profile::Dataset::Mode::kCreate);
-  ASSERT_TRUE(ds.ok());
+  FreshN2 n2("cotenant.db");
+  ASSERT_TRUE(n2.ok());
+  auto& [w, text, tb, ds] = n2;
   for (const auto& [plan, budget] :
        {std::pair{profile::Plan::kStandalone, 1}, std::pair{profile::Plan::kMeanField, 10},
         std::pair{profile::Plan::kCoTenant, 12}}) {
