@@ -148,16 +148,6 @@ const bool registered = register_command({
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
         if (!w->node.single_gpu()) return plan_node(*f, *w);
-        std::optional<mapping::ToolCatalog> tools;
-        if (w->tools) {
-          auto catalog = load_catalog(f->catalog);
-          if (!catalog) return report_error(catalog.error());
-          auto t = mapping::tool_catalog(**catalog);
-          if (!t) return report_error(t.error());
-          tools = std::move(*t);
-          // Read the scenario before anything else is loaded: a bad reference is bad input.
-          if (auto b = mapping::declared_burst(*w, *tools); !b) return report_error(b.error());
-        }
         for (double share : f->tool_shares) {
           if (!(share > 0 && share <= 1)) {
             return report_error(Error("--tool-shares: " + format_number(share) +
@@ -168,6 +158,24 @@ const bool registered = register_command({
         if (f->tool_shares.empty()) {
           return report_error(
               Error("--tool-shares: needs at least one share", Error::Kind::kInvalidInput));
+        }
+        // Without a burst to plan for, one decision. With one, the tools' SM share goes down
+        // the ladder until a plan holds every SLA during the burst (the largest such share
+        // leaves the tools the most GPU); the last attempt stands when none does.
+        std::vector<double> shares = f->tool_shares;
+        std::sort(shares.begin(), shares.end(), std::greater<>());
+        if (!w->tools || f->ignore_tools) shares = {1.0};
+        // The burst at every share the ladder may try (shares[i] <-> bursts[i]), read before
+        // anything else is loaded: a bad scenario reference is bad input.
+        std::vector<mapping::DeclaredBurst> bursts;
+        if (w->tools) {
+          auto catalog = load_catalog(f->catalog);
+          if (!catalog) return report_error(catalog.error());
+          auto tools = mapping::tool_catalog(**catalog);
+          if (!tools) return report_error(tools.error());
+          auto b = mapping::declared_bursts(*w, *tools, shares);
+          if (!b) return report_error(b.error());
+          bursts = std::move(*b);
         }
         if (f->model.empty()) {
           return report_error(Error("--surrogate is required to plan one GPU (corun fit writes one)",
@@ -184,22 +192,16 @@ const bool registered = register_command({
         }
         std::vector<bool> active;
         for (const auto& m : w->models) active.push_back(m.active);
-        // Without a burst to plan for, one decision. With one, the tools' SM share goes down
-        // the ladder until a plan holds every SLA during the burst (the largest such share
-        // leaves the tools the most GPU); the last attempt stands when none does.
-        std::vector<double> shares = f->tool_shares;
-        std::sort(shares.begin(), shares.end(), std::greater<>());
-        if (!w->tools || f->ignore_tools) shares = {1.0};
-        // One decision: with the burst at `share` of the SMs in the predictions (`planned`),
+        // One decision: with the burst at shares[i] of the SMs in the predictions (`planned`),
         // or without it.
-        auto attempt = [&](double share, bool planned) -> Result<std::unique_ptr<Attempt>> {
+        auto attempt = [&](std::size_t i, bool planned) -> Result<std::unique_ptr<Attempt>> {
           auto a = std::make_unique<Attempt>();
           SurrogateSourceOptions so{3, f->window_s, f->seed};
           if (w->tools) {
-            auto b = mapping::declared_burst(*w, *tools, share);
-            if (!b) return b.error();
-            a->burst = *b;
-            if (planned) so.burst = surrogate::cotenant_totals(w->device, b->interference());
+            a->burst = bursts[i];
+            if (planned) {
+              so.burst = surrogate::cotenant_totals(w->device, bursts[i].interference());
+            }
           }
           a->source = std::make_unique<SurrogateSource>(*s, **testbed, so);
           auto predictor = a->source->predictor_for(*w);
@@ -216,17 +218,17 @@ const bool registered = register_command({
         const bool plan_burst = w->tools && !f->ignore_tools;
         std::unique_ptr<Attempt> steady;
         if (plan_burst) {
-          auto a = attempt(1.0, false);
+          auto a = attempt(0, false);
           if (!a) return report_error(a.error());
           steady = std::move(*a);
         }
         std::vector<double> tried;
         std::unique_ptr<Attempt> chosen;
         bool room = false;
-        for (double share : shares) {
-          auto a = attempt(share, plan_burst);
+        for (std::size_t i = 0; i < shares.size(); ++i) {
+          auto a = attempt(i, plan_burst);
           if (!a) return report_error(a.error());
-          tried.push_back(share);
+          tried.push_back(shares[i]);
           chosen = std::move(*a);
           room = plan_burst && leaves_room(*w, *chosen, *steady);
           if (!plan_burst || room) break;

@@ -17,10 +17,9 @@ double DeclaredBurst::duty() const {
   return std::clamp(length_s / every_s, 0.0, 1.0);
 }
 
-Result<DeclaredBurst> declared_burst(const Workload& w, const ToolCatalog& tools,
-                                     double gpu_share) {
+Result<std::vector<DeclaredBurst>> declared_bursts(const Workload& w, const ToolCatalog& tools,
+                                                   std::span<const double> gpu_shares) {
   CORUN_CHECK(w.tools.has_value());
-  CORUN_CHECK(gpu_share > 0 && gpu_share <= 1);
   const ToolBurstSpec& spec = *w.tools;
   const std::string where = w.file + ":" + std::to_string(spec.line) + ": tools.scenario";
   std::filesystem::path path(spec.scenario);
@@ -33,29 +32,35 @@ Result<DeclaredBurst> declared_burst(const Workload& w, const ToolCatalog& tools
                      "workload's models: remove co_running from the scenario",
                  Error::Kind::kInvalidInput);
   }
-  DeclaredBurst out;
-  out.scenario_file = path.string();
-  out.calls = scenario->nodes.size();
-  out.every_s = spec.every_s;
+  DeclaredBurst shape;
+  shape.scenario_file = path.string();
+  shape.calls = scenario->nodes.size();
+  shape.every_s = spec.every_s;
   auto problem = PlacementProblem::build(std::move(*scenario), tools, w.device);
   if (!problem) return problem.error().wrap(where);
-  problem->set_tool_gpu_share(gpu_share);
-  out.gpu_share = gpu_share;
   // Every call that may use the GPU queues for it; one without a GPU implementation, or too
   // large for the budget, runs on the CPU whatever the placement.
   std::vector<Placement> all_gpu(problem->size(), Placement::kCpu);
   for (std::size_t i = 0; i < problem->size(); ++i) {
     if (problem->gpu_allowed(i)) all_gpu[i] = Placement::kGpuQueue;
   }
-  Executor executor(*problem);
-  const RunResult run = executor.run(all_gpu, {problem->scenario().seed, false});
-  if (run.failed) {
-    std::string why = run.failures.empty() ? "a call failed" : run.failures.front();
-    return Error(where + ": the tools cannot run on " + w.device.display_name + " (" + why + ")",
-                 Error::Kind::kInvalidInput);
+  std::vector<DeclaredBurst> out;
+  for (double share : gpu_shares) {
+    CORUN_CHECK(share > 0 && share <= 1);
+    problem->set_tool_gpu_share(share);
+    Executor executor(*problem);
+    const RunResult run = executor.run(all_gpu, {problem->scenario().seed, false});
+    if (run.failed) {
+      const std::string why = run.failures.empty() ? "a call failed" : run.failures.front();
+      return Error(where + ": the tools cannot run on " + w.device.display_name + " (" + why + ")",
+                   Error::Kind::kInvalidInput);
+    }
+    DeclaredBurst b = shape;
+    b.gpu_share = share;
+    b.makespan_ms = run.makespan_ms;
+    b.load = run.burst;
+    out.push_back(std::move(b));
   }
-  out.makespan_ms = run.makespan_ms;
-  out.load = run.burst;
   return out;
 }
 

@@ -1,5 +1,6 @@
 // A workload's declared tool burst: read relative to the workload, run with every call that
-// may use the GPU queued for it, alone on the GPU; bad references name the workload's field.
+// may use the GPU queued for it, alone on the GPU, at each share of the SMs asked; bad
+// references name the workload's field.
 #include "corun/mapping/declared_burst.h"
 
 #include <gtest/gtest.h>
@@ -42,8 +43,11 @@ TEST(DeclaredBurst, RunsTheScenarioNamedRelativeToTheWorkloadWithEveryCallOnTheG
   const Workload w = workload(kBurstDir + "/paper-n2-voice.yaml");
   ASSERT_TRUE(w.tools.has_value());
   const ToolCatalog t = tools();
-  auto b = declared_burst(w, t);
-  ASSERT_TRUE(b.ok()) << b.error().what();
+  const double shares[] = {1.0, 0.25};
+  auto both = declared_bursts(w, t, shares);
+  ASSERT_TRUE(both.ok()) << both.error().what();
+  ASSERT_EQ(both->size(), 2u);
+  const DeclaredBurst* b = &(*both)[0];
   EXPECT_EQ(b->calls, 4u);  // transcribe, summarize, translate, speak
   EXPECT_EQ(b->every_s, 20.0);
   EXPECT_EQ(fs::path(b->scenario_file).filename(), "voice.tools.yaml");
@@ -76,14 +80,13 @@ TEST(DeclaredBurst, RunsTheScenarioNamedRelativeToTheWorkloadWithEveryCallOnTheG
   EXPECT_EQ(b->load.sm_util, run.burst.sm_util);
 
   // Deterministic: no noise, no exploration.
-  auto again = declared_burst(w, t);
+  auto again = declared_bursts(w, t, shares);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->makespan_ms, b->makespan_ms);
+  EXPECT_EQ((*again)[0].makespan_ms, b->makespan_ms);
 
   // Confined to a quarter of the SMs (one MPS client at 25 %), the tools hold at most a
   // quarter of them and take longer; the same work moves less data per second.
-  auto quarter = declared_burst(w, t, 0.25);
-  ASSERT_TRUE(quarter.ok()) << quarter.error().what();
+  const DeclaredBurst* quarter = &(*both)[1];
   EXPECT_EQ(quarter->gpu_share, 0.25);
   EXPECT_LE(quarter->load.sm_util, 0.25 + 1e-12);
   EXPECT_LE(quarter->load.peak_sm_util, 0.25 + 1e-12);
@@ -101,7 +104,8 @@ TEST(DeclaredBurst, AMissingScenarioOrOneWithItsOwnCoRunnersNamesTheWorkloadFiel
     std::ofstream f(dir / "missing.yaml");
     f << models << "tools: {scenario: nowhere.yaml, every_s: 30}\n";
   }
-  auto missing = declared_burst(workload((dir / "missing.yaml").string()), t);
+  const double whole[] = {1.0};
+  auto missing = declared_bursts(workload((dir / "missing.yaml").string()), t, whole);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().what().find("tools.scenario"), std::string::npos)
       << missing.error().what();
@@ -115,7 +119,7 @@ TEST(DeclaredBurst, AMissingScenarioOrOneWithItsOwnCoRunnersNamesTheWorkloadFiel
     f << models << "tools: {scenario: " << CORUN_SOURCE_DIR
       << "/workloads/tools-shared/voice-note.yaml, every_s: 30}\n";
   }
-  auto own = declared_burst(workload((dir / "corunning.yaml").string()), t);
+  auto own = declared_bursts(workload((dir / "corunning.yaml").string()), t, whole);
   ASSERT_FALSE(own.ok());
   EXPECT_NE(own.error().what().find("co_running"), std::string::npos) << own.error().what();
   EXPECT_EQ(own.error().kind(), Error::Kind::kInvalidInput);

@@ -4,7 +4,9 @@
 // configuration planner sees it: the load the tools put on the GPU when every call runs there.
 
 #include <cstddef>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "corun/core/result.h"
 #include "corun/mapping/burst.h"
@@ -34,13 +36,13 @@ struct DeclaredBurst {
 /// file when it cannot be read or names its own `co_running` plan: in a workload the
 /// co-runners are the workload's models) and runs its DAG on the workload's device with every
 /// call that may use the GPU queued for it (gpu_queue), alone on the GPU, without noise: the
-/// heaviest load the tools can put there, whatever placement they later get. With `gpu_share`
-/// below 1 the tools run confined to that share of the SMs (PlacementProblem::
-/// set_tool_gpu_share): a longer burst that leaves the rest to the co-runners. Deterministic;
-/// about a millisecond.
-/// @pre w.tools is set; 0 < gpu_share <= 1.
-Result<DeclaredBurst> declared_burst(const Workload& w, const ToolCatalog& tools,
-                                     double gpu_share = 1);
+/// heaviest load the tools can put there, whatever placement they later get: once per entry
+/// of `gpu_shares`, in that order, the tools confined to that share of the SMs
+/// (PlacementProblem::set_tool_gpu_share; below 1, a longer burst that leaves the rest to the
+/// co-runners). The scenario is read once. Deterministic; about a millisecond per share.
+/// @pre w.tools is set; every share in (0, 1].
+Result<std::vector<DeclaredBurst>> declared_bursts(const Workload& w, const ToolCatalog& tools,
+                                                   std::span<const double> gpu_shares);
 
 /// @brief The tools' SM shares a plan tries, largest first, when the burst at a larger one
 /// leaves no plan that holds every SLA: 1, 3/4, 1/2, 1/4, 1/8.
