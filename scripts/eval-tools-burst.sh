@@ -18,10 +18,10 @@ for w in workloads/tools-burst/*.yaml; do
   n=$(grep -c '^  - name:' "$w")
   budget=$((20 * n))
   ds="$out/$name.db"
-  "$corun" profile "$w" --plan standalone --repeats 3 --out "$ds" --quiet
-  "$corun" profile "$w" --plan meanfield --budget "$budget" --out "$ds" --quiet
+  "$corun" profile "$w" --plan standalone --repeats 3 --out "$ds" --quiet >/dev/null
+  "$corun" profile "$w" --plan meanfield --budget "$budget" --out "$ds" --quiet >/dev/null
   cp "$ds" "$out/$name-nocotenant.db"
-  "$corun" profile "$w" --plan cotenant --budget "$budget" --out "$ds" --quiet
+  "$corun" profile "$w" --plan cotenant --budget "$budget" --out "$ds" --quiet >/dev/null
   "$corun" fit "$ds" --regressor gbdt --monotone --out "$out/$name.json" >/dev/null
   "$corun" fit "$out/$name-nocotenant.db" --regressor gbdt --monotone \
     --out "$out/$name-nocotenant.json" >/dev/null
