@@ -216,12 +216,7 @@ const bool registered = register_command({
           return a;
         };
         const bool plan_burst = w->tools && !f->ignore_tools;
-        std::unique_ptr<Attempt> steady;
-        if (plan_burst) {
-          auto a = attempt(0, false);
-          if (!a) return report_error(a.error());
-          steady = std::move(*a);
-        }
+        std::unique_ptr<Attempt> steady;  // solved only when a burst plan misses an SLA
         std::vector<double> tried;
         std::unique_ptr<Attempt> chosen;
         bool room = false;
@@ -230,8 +225,14 @@ const bool registered = register_command({
           if (!a) return report_error(a.error());
           tried.push_back(shares[i]);
           chosen = std::move(*a);
-          room = plan_burst && leaves_room(*w, *chosen, *steady);
-          if (!plan_burst || room) break;
+          if (!plan_burst) break;
+          if (!chosen->feasible() && !steady) {
+            auto s0 = attempt(0, false);
+            if (!s0) return report_error(s0.error());
+            steady = std::move(*s0);
+          }
+          room = chosen->feasible() || leaves_room(*w, *chosen, *steady);
+          if (room) break;
         }
         const std::optional<mapping::DeclaredBurst>& burst = chosen->burst;
         const SurrogateSource& source = *chosen->source;
@@ -309,7 +310,7 @@ const bool registered = register_command({
             {"device", w->device.name},
             {"surrogate", f->model},
             {"solver", r->solver},
-            {"feasible", r->feasible && why.empty()},
+            {"feasible", chosen->feasible()},
             {"infeasible", why},
             {"predicted_utility", r->utility},
             {"models", models},
@@ -337,7 +338,7 @@ const bool registered = register_command({
         } else {
           std::printf("corun plan: %s on %s, solver %s: %s, predicted utility %.3f\n",
                       w->file.c_str(), w->device.display_name.c_str(), r->solver.c_str(),
-                      r->feasible && why.empty() ? "feasible"
+                      chosen->feasible() ? "feasible"
                                                  : "INFEASIBLE (degraded plan shown)",
                       r->utility);
           for (const auto& line : why) std::printf("infeasible: %s\n", line.c_str());
@@ -375,7 +376,7 @@ const bool registered = register_command({
                         during_utility, during_breaches);
           }
         }
-        if (!r->feasible || !why.empty()) return kExitFailure;
+        if (!chosen->feasible()) return kExitFailure;
         return breaches == 0 && during_breaches == 0 ? kExitOk : kExitFailure;
       });
     },

@@ -140,12 +140,9 @@ Result<CoRunnerGuard> CoRunnerGuard::from_surrogate(const CoRunners& co,
   return CoRunnerGuard(co, std::move(*p), std::move(source));
 }
 
-Totals CoRunnerGuard::cotenant(double sm_util, double bw_util) const {
-  return surrogate::cotenant_totals(workload_.device, {sm_util, bw_util});
-}
-
 Totals CoRunnerGuard::burst_contribution(const BurstLoad& burst) const {
-  return burst.any() ? cotenant(burst.sm_util, burst.bw_util) : Totals{};
+  return burst.any() ? surrogate::cotenant_totals(workload_.device, {burst.sm_util, burst.bw_util})
+                     : Totals{};
 }
 
 std::vector<SlaOutcome> CoRunnerGuard::predict(const BurstLoad& burst) const {

@@ -81,12 +81,9 @@ class CoRunnerGuard {
   static Result<CoRunnerGuard> from_surrogate(const CoRunners& co, const surrogate::Surrogate& s,
                                               std::string source);
 
-  /// @brief An unmanaged co-tenant holding `sm_util` of the SMs and `bw_util` of the
-  /// achievable DRAM bandwidth, as one more co-runner in the surrogate's aggregate
-  /// (surrogate::cotenant_totals on the co-runners' device).
-  [[nodiscard]] surrogate::Totals cotenant(double sm_util, double bw_util) const;
-  /// @brief The burst as cotenant(): its mean SM share and bandwidth over the burst. Zero for
-  /// an empty burst.
+  /// @brief The burst as one more co-runner in the surrogate's aggregate: an unmanaged
+  /// co-tenant of its mean SM share and bandwidth over the burst (surrogate::cotenant_totals on
+  /// the co-runners' device). Zero for an empty burst.
   [[nodiscard]] surrogate::Totals burst_contribution(const BurstLoad& burst) const;
 
   /// @brief Every SLA of every running model, predicted with `burst` on the GPU; `alone` is the
