@@ -40,6 +40,9 @@ echo "== make run's report (reuses out/run/random-churn when it is there)"
 echo "== eval cluster: 200 arrivals over 4 nodes x 8 A100 (docs/results/cluster.md)"
 "$corun" eval cluster workloads/cluster/a100-mix.yaml --nodes 4 --gpus 8 --arrivals 200 --seed 1 \
   --json >out/eval/cluster.json
+echo "== eval cluster at bin-packing's GPU count: at most 2 GPUs in use (docs/results/cluster.md)"
+"$corun" eval cluster workloads/cluster/a100-mix.yaml --nodes 4 --gpus 8 --arrivals 200 --seed 1 \
+  --gpu-budget 2 --json >out/eval/cluster-budget2.json
 echo "== screenshots of the pages (docs/results/*.png), with headless Chromium"
 # Chromium is large (about 290 MB installed): installed here, for `make eval` only.
 if CORUN_EXTRA_PACKAGES=chromium scripts/install-deps.sh; then

@@ -1,7 +1,9 @@
 // corun eval cluster FILE: a seeded stream of model arrivals and departures over K nodes of G
-// GPUs, placed by three schedulers side by side (corun's extender rule, memory bin-packing,
-// spread); every changed node is measured on the testbed after each event.
+// GPUs, placed by several schedulers side by side (corun's extender rule, corun's consolidating
+// rule, memory bin-packing, spread), optionally under one cluster-wide GPU budget; every changed
+// node is measured on the testbed after each event.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include "command.h"
 #include "common.h"
 #include "corun/plan/node.h"
+#include "corun/plan/objective.h"
 #include "corun/runtime/node_plan.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "node_report.h"
@@ -22,7 +25,12 @@ struct Flags : PlanFlags {
   int gpus = 8;
   int arrivals = 200;
   double residents = 24;  // mean models in the cluster (lifetime / inter-arrival time)
+  std::vector<std::string> schedulers = {"corun", "corun-pack", "binpack", "spread"};
+  int gpu_budget = 0;  // GPUs in use cluster-wide, at most (0 = the whole cluster)
 };
+
+constexpr std::array<std::string_view, 4> kSchedulers = {"corun", "corun-pack", "binpack",
+                                                         "spread"};
 
 // One event of the stream: an arrival of template `tmpl` as model `id`, or its departure.
 struct Event {
@@ -61,6 +69,7 @@ struct Node {
 
 struct Totals {
   double gpu_sum = 0, utility_sum = 0, decision_ms = 0;
+  double utility_held_sum = 0;  // the same, counting only models that held every SLA
   std::size_t gpu_max = 0, violations = 0, rejected = 0, intervals = 0;
   std::map<std::string, std::size_t> violations_by_template;  // the same, by template name
   std::vector<nlohmann::json> placed;  // per arrival: [node, gpu] where it went, or null
@@ -95,7 +104,10 @@ class Cluster {
   // Places stream model `id` (a copy of template `tmpl`); false when no node takes it.
   Result<bool> arrive(std::size_t id, std::size_t tmpl) {
     const auto t0 = std::chrono::steady_clock::now();
-    Result<bool> r = name_ == "corun" ? arrive_corun(id, tmpl) : arrive_rule(id, tmpl);
+    tmpl_of_[id] = tmpl;
+    Result<bool> r = name_ == "corun"        ? arrive_corun(id)
+                     : name_ == "corun-pack" ? arrive_pack(id)
+                                             : arrive_rule(id, tmpl);
     totals_.decision_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (r && !*r) ++totals_.rejected;
@@ -113,9 +125,19 @@ class Cluster {
       if (it == ids.end()) continue;
       const auto m = static_cast<std::size_t>(it - ids.begin());
       ids.erase(it);
-      if (name_ == "corun") return adopt(k, ids, nullptr);
       std::vector<std::int32_t> a = nodes_[k].plan.assignment;
       a.erase(a.begin() + static_cast<std::ptrdiff_t>(m));
+      if (name_ == "corun") {
+        // corun re-plans the node; under a budget, a re-plan that would open more GPUs than
+        // the node had keeps the placement (and re-plans the knobs) instead.
+        auto n = make_node(ids, nullptr);
+        if (!n) return n.error();
+        if (f_->gpu_budget == 0 || gpus_used(n->plan) <= gpus_used(nodes_[k].plan)) {
+          nodes_[k] = std::move(*n);
+          dirty_[k] = true;
+          return Status{};
+        }
+      }
       return adopt(k, ids, &a);
     }
     return Status{};
@@ -124,6 +146,7 @@ class Cluster {
   // Measures changed nodes and adds this interval to the totals.
   void account() {
     std::size_t gpus = 0;
+    double held = 0;
     for (std::size_t k = 0; k < nodes_.size(); ++k) {
       Node& n = nodes_[k];
       if (dirty_[k]) {
@@ -132,21 +155,20 @@ class Cluster {
                                                       {f_->window_s, f_->seed + 1000 * k});
         dirty_[k] = false;
       }
-      std::vector<bool> used(static_cast<std::size_t>(f_->gpus), false);
-      for (const auto u : n.plan.assignment) {
-        if (u != kNotPlaced) used[static_cast<std::size_t>(u)] = true;
-      }
-      gpus += static_cast<std::size_t>(std::count(used.begin(), used.end(), true));
+      gpus += gpus_used(n.plan);
       totals_.violations += n.outcome.violations;
       for (std::size_t m = 0; m < n.ids.size(); ++m) {
         const ModelMetrics* mm = n.outcome.measured.find(m);
         if (mm == nullptr || !measured_meets_sla(n.w->models[m], *mm)) {
           ++totals_.violations_by_template[mix_->models[tmpl_of_.at(n.ids[m])].name];
+        } else if (mm->ok()) {
+          held += model_utility(*n.w, m, n.outcome.plan.config[m], as_predicted(*mm));
         }
       }
       totals_.utility_sum += n.outcome.measured_utility;
     }
     totals_.gpu_sum += static_cast<double>(gpus);
+    totals_.utility_held_sum += held;
     totals_.gpu_max = std::max(totals_.gpu_max, gpus);
     ++totals_.intervals;
   }
@@ -155,6 +177,27 @@ class Cluster {
   [[nodiscard]] const Totals& totals() const { return totals_; }
 
  private:
+  // GPUs of a node plan with at least one model.
+  [[nodiscard]] std::size_t gpus_used(const NodePlan& plan) const {
+    std::vector<bool> used(static_cast<std::size_t>(f_->gpus), false);
+    for (const auto u : plan.assignment) {
+      if (u != kNotPlaced) used[static_cast<std::size_t>(u)] = true;
+    }
+    return static_cast<std::size_t>(std::count(used.begin(), used.end(), true));
+  }
+
+  // GPUs in use over the cluster, by the plans in force.
+  [[nodiscard]] std::size_t gpus_in_use() const {
+    std::size_t g = 0;
+    for (const auto& n : nodes_) g += gpus_used(n.plan);
+    return g;
+  }
+
+  // Whether the cluster may run on `gpus` GPUs under the budget.
+  [[nodiscard]] bool within_budget(std::size_t gpus) const {
+    return f_->gpu_budget == 0 || gpus <= static_cast<std::size_t>(f_->gpu_budget);
+  }
+
   // {node, GPU} of stream model `id`, or empty when it is not in the cluster.
   [[nodiscard]] std::vector<std::size_t> placement_of(std::size_t id) const {
     for (std::size_t k = 0; k < nodes_.size(); ++k) {
@@ -211,10 +254,11 @@ class Cluster {
   }
 
   // The extender's rule: nodes whose plan with the newcomer holds every SLA as predicted,
-  // the one whose predicted utility gains most (ties: the lower node).
-  Result<bool> arrive_corun(std::size_t id, std::size_t tmpl) {
-    tmpl_of_[id] = tmpl;
+  // the one whose predicted utility gains most (ties: the lower node). Under a budget, a node
+  // plan that would take the cluster past it is not taken.
+  Result<bool> arrive_corun(std::size_t id) {
     std::optional<std::size_t> best;
+    const std::size_t in_use = gpus_in_use();
     double best_gain = 0;
     std::vector<Node> trials(nodes_.size());
     for (std::size_t k = 0; k < nodes_.size(); ++k) {
@@ -224,6 +268,9 @@ class Cluster {
       if (!trial) return trial.error();
       trials[k] = std::move(*trial);
       if (!trials[k].plan.feasible) continue;
+      if (!within_budget(in_use - gpus_used(nodes_[k].plan) + gpus_used(trials[k].plan))) {
+        continue;
+      }
       const double gain = trials[k].plan.utility - nodes_[k].plan.utility;
       if (!best || gain > best_gain + 1e-9) {
         best = k;
@@ -236,10 +283,60 @@ class Cluster {
     return true;
   }
 
+  // corun's consolidating rule (interference-aware packing): the newcomer goes to a GPU already
+  // in use where the node's plan with it there (each GPU's knobs re-planned, the placement of
+  // the others kept) holds every SLA as predicted, the one whose predicted utility gains most
+  // (ties: lower node, lower GPU); only when no GPU in use can take it does it open one (the
+  // lowest free GPU of the lowest node where it holds, within the budget); else it is refused.
+  Result<bool> arrive_pack(std::size_t id) {
+    const bool may_open = within_budget(gpus_in_use() + 1);
+    for (const bool opening : {false, true}) {
+      if (opening && !may_open) break;
+      std::optional<std::size_t> best;
+      double best_gain = 0;
+      Node chosen;
+      for (std::size_t k = 0; k < nodes_.size(); ++k) {
+        std::vector<bool> used(static_cast<std::size_t>(f_->gpus), false);
+        for (const auto u : nodes_[k].plan.assignment) {
+          if (u != kNotPlaced) used[static_cast<std::size_t>(u)] = true;
+        }
+        for (std::size_t g = 0; g < used.size(); ++g) {
+          if (used[g] == opening) continue;
+          auto ids = nodes_[k].ids;
+          ids.push_back(id);
+          auto a = nodes_[k].plan.assignment;
+          a.push_back(static_cast<std::int32_t>(g));
+          auto trial = make_node(ids, &a);
+          if (!trial) return trial.error();
+          if (opening) {
+            if (!trial->plan.feasible) break;  // free GPUs of a node are alike: try the next node
+            nodes_[k] = std::move(*trial);
+            dirty_[k] = true;
+            return true;
+          }
+          if (!trial->plan.feasible) continue;
+          const double gain = trial->plan.utility - nodes_[k].plan.utility;
+          if (!best || gain > best_gain + 1e-9) {
+            best = k;
+            best_gain = gain;
+            chosen = std::move(*trial);
+          }
+        }
+      }
+      if (best) {
+        nodes_[*best] = std::move(chosen);
+        dirty_[*best] = true;
+        return true;
+      }
+    }
+    return false;
+  }
+
   // Memory bin-packing or spread over every GPU of the cluster (node-major), by the largest
-  // configuration's memory as the request; the node then plans the knobs of its GPUs.
+  // configuration's memory as the request; the node then plans the knobs of its GPUs. Under a
+  // budget, a GPU not in use is a candidate only while the cluster is below it.
   Result<bool> arrive_rule(std::size_t id, std::size_t tmpl) {
-    tmpl_of_[id] = tmpl;
+    const bool may_open = within_budget(gpus_in_use() + 1);
     std::optional<std::pair<std::size_t, std::size_t>> best;
     double best_key = 0;
     const double gpu_bytes = requests_->gpu_bytes;
@@ -251,8 +348,13 @@ class Cluster {
         used[static_cast<std::size_t>(nodes_[k].plan.assignment[m])] +=
             requests_->template_bytes[tmpl_of_.at(ids[m])];
       }
+      std::vector<bool> in_use(used.size(), false);
+      for (const auto u : nodes_[k].plan.assignment) {
+        if (u != kNotPlaced) in_use[static_cast<std::size_t>(u)] = true;
+      }
       for (std::size_t g = 0; g < used.size(); ++g) {
         if (used[g] + req > gpu_bytes) continue;
+        if (!in_use[g] && !may_open) continue;
         const double key = name_ == "binpack" ? used[g] : -used[g] / gpu_bytes;
         if (!best || key > best_key + 1e-9) {
           best = std::make_pair(k, g);
@@ -297,6 +399,13 @@ int run(const Flags& f) {
     return report_error(Error(f.file + ": gpus: an arrival mix describes models, not a node "
                                        "(the cluster's shape comes from --nodes and --gpus)"));
   }
+  for (const auto& name : f.schedulers) {
+    if (std::find(kSchedulers.begin(), kSchedulers.end(), name) == kSchedulers.end()) {
+      return report_error(Error("--schedulers: unknown scheduler '" + name +
+                                "' (known: corun, corun-pack, binpack, spread)"));
+    }
+  }
+  if (f.schedulers.empty()) return report_error(Error("--schedulers: names no scheduler"));
   auto testbed = make_testbed(f.testbed);
   if (!testbed) return report_error(testbed.error());
   const auto stream = make_stream(f, mix->models.size());
@@ -304,7 +413,7 @@ int run(const Flags& f) {
   if (!requests) return report_error(requests.error());
 
   std::vector<Cluster> clusters;
-  for (const char* name : {"corun", "binpack", "spread"}) {
+  for (const auto& name : f.schedulers) {
     clusters.emplace_back(name, *mix, *requests, f, **testbed);
   }
   for (std::size_t e = 0; e < stream.size(); ++e) {
@@ -331,6 +440,7 @@ int run(const Flags& f) {
                       {"sla_violations", t.violations},
                       {"sla_violations_by_template", t.violations_by_template},
                       {"utility_mean", t.utility_sum / n},
+                      {"utility_held_mean", t.utility_held_sum / n},
                       {"rejected", t.rejected},
                       {"decision_ms_total", t.decision_ms},
                       {"placements", t.placed}});
@@ -338,30 +448,34 @@ int run(const Flags& f) {
     nlohmann::json out = {{"mix", mix->file},         {"nodes", f.nodes},
                           {"gpus", f.gpus},           {"arrivals", f.arrivals},
                           {"residents", f.residents}, {"seed", f.seed},
+                          {"gpu_budget", f.gpu_budget},
                           {"events", stream.size()},  {"schedulers", rows}};
     std::printf("%s\n", out.dump().c_str());
     return kExitOk;
   }
   Table t({"scheduler", "GPUs used (mean)", "GPUs used (max)", "SLA violations (model-intervals)",
-           "mean measured utility", "rejected", "decision ms (total)"});
+           "mean measured utility", "held-SLA utility", "rejected", "decision ms (total)"});
   for (const auto& c : clusters) {
     const Totals& x = c.totals();
     t.add({c.name(), fixed(x.gpu_sum / n, 2), std::to_string(x.gpu_max),
-           std::to_string(x.violations), fixed(x.utility_sum / n, 3), std::to_string(x.rejected),
+           std::to_string(x.violations), fixed(x.utility_sum / n, 3),
+           fixed(x.utility_held_sum / n, 3), std::to_string(x.rejected),
            fixed(x.decision_ms, 0)});
   }
   std::printf(
       "corun eval cluster: %s, %d node(s) x %d %s, %d arrivals (mean %.0f resident), %zu "
-      "events, seed %llu, testbed %s\n%s",
+      "events, seed %llu, testbed %s%s\n%s",
       mix->file.c_str(), f.nodes, f.gpus, mix->device.display_name.c_str(), f.arrivals,
       f.residents, stream.size(), static_cast<unsigned long long>(f.seed), f.testbed.c_str(),
+      f.gpu_budget > 0 ? (", at most " + std::to_string(f.gpu_budget) + " GPU(s) in use").c_str()
+                       : "",
       t.render().c_str());
   return kExitOk;
 }
 
 const bool registered = register_command({
     "eval cluster",
-    "Replay model arrivals over a cluster: corun's extender rule vs bin-packing and spread",
+    "Replay model arrivals over a cluster: corun's rules vs bin-packing and spread",
     [](CLI::App& sub) {
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "arrival mix: a workload YAML whose models are templates")
@@ -380,6 +494,16 @@ const bool registered = register_command({
           ->check(CLI::Range(0.1, 10000.0))
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "seed of the stream, the plans and the measurements")
+          ->capture_default_str();
+      sub.add_option("--schedulers", f->schedulers,
+                     "comma-separated, side by side: corun (extender rule: the node whose plan "
+                     "gains most), corun-pack (consolidating: a GPU in use where every SLA "
+                     "holds as predicted before a new one), binpack, spread")
+          ->delimiter(',')
+          ->capture_default_str();
+      sub.add_option("--gpu-budget", f->gpu_budget,
+                     "GPUs in use over the cluster, at most, for every scheduler (0 = all)")
+          ->check(CLI::Range(0, 1 << 20))
           ->capture_default_str();
       add_measure_flags(sub, *f);
       return std::function<int()>([f] { return run(*f); });

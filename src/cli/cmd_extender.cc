@@ -40,6 +40,15 @@ const bool registered = register_command({
                      "time a node has to accept the connection")
           ->check(CLI::Range(1, 600000))
           ->capture_default_str();
+      sub.add_option("--rank", f->options.ranking,
+                     "how /prioritize ranks the nodes that fit: gain (predicted utility gain) or "
+                     "pack (nodes whose GPU already runs models first, then by gain)")
+          ->transform(CLI::CheckedTransformer(
+              std::map<std::string, serve::ExtenderOptions::Ranking>{
+                  {"gain", serve::ExtenderOptions::Ranking::kGain},
+                  {"pack", serve::ExtenderOptions::Ranking::kPack}},
+              CLI::ignore_case))
+          ->default_str("gain");
       sub.add_option("--max-body", f->options.max_body_bytes, "largest ExtenderArgs body, bytes")
           ->check(CLI::Range(1024, 256 * 1024 * 1024))
           ->capture_default_str();

@@ -307,6 +307,8 @@ Extender::Verdict Extender::ask_one(const std::string& name, const std::string& 
   }
   v.fits = answer["fits"].get<bool>();
   v.gain = answer["utility_gain"].get<double>();
+  v.opens_gpu = answer.contains("opens_gpu") && answer["opens_gpu"].is_boolean() &&
+                answer["opens_gpu"].get<bool>();
   if (!v.fits) {
     std::vector<std::string> why;
     if (answer.contains("breaks") && answer["breaks"].is_array()) {
@@ -404,19 +406,33 @@ HttpResponse Extender::prioritize(const HttpRequest& req) const {
     }
   }
   // Nodes that fit score 1..10 by their gain (linear between the smallest and the largest
-  // gain among them; all equal: 10); nodes that do not fit score 0.
+  // gain among them; all equal: 10); nodes that do not fit score 0. Ranking "pack": when some
+  // fitting nodes already run models and others would open an idle GPU, the busy ones score
+  // 2..10 by gain and the idle ones 1.
+  bool busy_fits = false;
+  bool idle_fits = false;
+  for (const auto& v : verdicts) {
+    busy_fits = busy_fits || (v.fits && !v.opens_gpu);
+    idle_fits = idle_fits || (v.fits && v.opens_gpu);
+  }
+  const bool pack = options_.ranking == ExtenderOptions::Ranking::kPack && busy_fits && idle_fits;
+  const std::int64_t floor = pack ? 2 : 1;
   double lo = INFINITY;
   double hi = -INFINITY;
   for (const auto& v : verdicts) {
-    if (!v.fits) continue;
+    if (!v.fits || (pack && v.opens_gpu)) continue;
     lo = std::min(lo, v.gain);
     hi = std::max(hi, v.gain);
   }
   json list = json::array();
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    const Verdict& v = verdicts[i];
     std::int64_t score = 0;
-    if (verdicts[i].fits) {
-      score = hi > lo ? 1 + std::llround((kMaxScore - 1) * (verdicts[i].gain - lo) / (hi - lo))
+    if (v.fits && pack && v.opens_gpu) {
+      score = 1;
+    } else if (v.fits) {
+      score = hi > lo ? floor + std::llround(static_cast<double>(kMaxScore - floor) *
+                                             (v.gain - lo) / (hi - lo))
                       : kMaxScore;
     }
     list.push_back({{"Host", a.names[i]}, {"Score", score}});

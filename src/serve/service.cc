@@ -586,6 +586,7 @@ HttpResponse Service::post_whatif(const RouteCall& call) {
   return json_response(200, {{"model", m.name},
                              {"fits", d->feasible},
                              {"gpu", 0},
+                             {"opens_gpu", current.models.empty()},
                              {"utility_before", *before},
                              {"utility_after", d->predicted_utility},
                              {"utility_gain", d->predicted_utility - *before},

@@ -541,16 +541,25 @@ TEST(Cli, EvalClusterBinpackIsHandCheckableAndSameSeedSameJson) {
   const auto a = run(cmd);
   ASSERT_EQ(a.code, 0) << a.err;
   const auto j = nlohmann::json::parse(a.out);
-  ASSERT_EQ(j["schedulers"].size(), 3u);
+  ASSERT_EQ(j["schedulers"].size(), 4u);
   EXPECT_EQ(j["events"], 12);
-  const auto& binpack = j["schedulers"][1];
+  const auto& binpack = j["schedulers"][2];
   ASSERT_EQ(binpack["scheduler"], "binpack");
   EXPECT_EQ(binpack["placements"][0], nlohmann::json::array({0, 0}));
   EXPECT_EQ(binpack["placements"][1], nlohmann::json::array({0, 0}));
-  const auto& spread = j["schedulers"][2];
+  const auto& spread = j["schedulers"][3];
   ASSERT_EQ(spread["scheduler"], "spread");
   EXPECT_EQ(spread["placements"][0], nlohmann::json::array({0, 0}));
+  // The consolidating rule opens the lowest GPU of the lowest node for the first arrival (no
+  // GPU is in use; any model of the mix holds its SLAs alone on an A100 but the chat, which
+  // it then refuses).
+  const auto& pack = j["schedulers"][1];
+  ASSERT_EQ(pack["scheduler"], "corun-pack");
+  if (!pack["placements"][0].is_null()) {
+    EXPECT_EQ(pack["placements"][0], nlohmann::json::array({0, 0}));
+  }
   for (const auto& s : j["schedulers"]) {  // the breakdown by template adds up to the total
+    EXPECT_LE(s["utility_held_mean"].get<double>(), s["utility_mean"].get<double>() + 1e-9);
     std::size_t sum = 0;
     for (const auto& [name, count] : s["sla_violations_by_template"].items()) {
       sum += count.get<std::size_t>();
@@ -570,10 +579,43 @@ TEST(Cli, EvalClusterBinpackIsHandCheckableAndSameSeedSameJson) {
   EXPECT_EQ(without_times(j), without_times(nlohmann::json::parse(b.out)));
 }
 
+// A budget of one GPU holds for every scheduler: none ever has models on two GPUs, however the
+// arrivals come (6 arrivals with 4 residents on average would spread over several otherwise).
+TEST(Cli, EvalClusterGpuBudgetHoldsForEveryScheduler) {
+  const std::string mix = kSrc + "/workloads/cluster/a100-mix.yaml";
+  const auto r = run("eval cluster " + mix +
+                     " --nodes 2 --gpus 2 --arrivals 6 --residents 4 --gpu-budget 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["gpu_budget"], 1);
+  ASSERT_EQ(j["schedulers"].size(), 4u);
+  for (const auto& s : j["schedulers"]) {
+    EXPECT_LE(s["gpus_used_max"].get<std::size_t>(), 1u) << s["scheduler"];
+    if (s["scheduler"] == "corun") continue;  // its node planner chooses the GPU
+    // The rules open the lowest GPU of the lowest node (ties), and never a second one.
+    for (const auto& at : s["placements"]) {
+      if (!at.is_null()) {
+        EXPECT_EQ(at, nlohmann::json::array({0, 0})) << s["scheduler"];
+      }
+    }
+  }
+  const auto one = run("eval cluster " + mix +
+                       " --nodes 2 --gpus 2 --arrivals 6 --residents 4 --schedulers binpack --json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  const auto k = nlohmann::json::parse(one.out);
+  ASSERT_EQ(k["schedulers"].size(), 1u);
+  EXPECT_EQ(k["schedulers"][0]["scheduler"], "binpack");
+}
+
 TEST(Cli, EvalClusterBadFlagsAndFilesExitWith2) {
   const std::string mix = kSrc + "/workloads/cluster/a100-mix.yaml";
   EXPECT_EQ(run("eval cluster " + mix + " --nodes 0").code, 2);
   EXPECT_EQ(run("eval cluster " + mix + " --arrivals -3").code, 2);
+  EXPECT_EQ(run("eval cluster " + mix + " --gpu-budget -1").code, 2);
+  const auto unknown = run("eval cluster " + mix + " --schedulers corun,hami");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("--schedulers"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("hami"), std::string::npos) << unknown.err;
   const auto missing = run("eval cluster /nonexistent/mix.yaml");
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.err.find("/nonexistent/mix.yaml"), std::string::npos) << missing.err;

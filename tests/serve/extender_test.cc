@@ -324,6 +324,43 @@ TEST_F(ExtenderTest, BadRequestsNameTheField) {
   EXPECT_EQ(raw_http(server_->port(), request("GET", "/healthz")).status, 200);
 }
 
+// Ranking "pack": an idle node and the light node both hold the pod's SLA; by gain alone the
+// idle one (no co-runner to slow) ranks at least as high, with --rank pack the busy one ranks
+// above it (a pod opens an idle GPU only when no busy one holds it). The what-if says which
+// node's GPU is idle.
+TEST(ExtenderRanking, PackPutsTheBusyNodeThatHoldsTheSlaAboveTheIdleOne) {
+  Node idle({});
+  Node light({kLight});
+  ASSERT_TRUE(idle.server && light.server);
+  HttpRequest w{"POST", "/v1/whatif", {}, "", "application/json", kEntry};
+  const json idle_answer = json::parse(idle.service->handle(w).body);
+  const json light_answer = json::parse(light.service->handle(w).body);
+  EXPECT_EQ(idle_answer["opens_gpu"], true) << idle_answer.dump();
+  EXPECT_EQ(light_answer["opens_gpu"], false) << light_answer.dump();
+  ASSERT_EQ(idle_answer["fits"], true);
+  ASSERT_EQ(light_answer["fits"], true);
+  auto scores = [&](ExtenderOptions::Ranking ranking) {
+    ExtenderOptions o;
+    o.nodes = {{"gpu-idle", idle.url()}, {"gpu-light", light.url()}};
+    o.node_timeout_ms = 10000;
+    o.ranking = ranking;
+    auto e = Extender::make(o);
+    EXPECT_TRUE(e.ok());
+    HttpRequest r{"POST", "/prioritize", {}, "", "application/json",
+                  args_by_name(pod(kEntry), {"gpu-idle", "gpu-light"}).dump()};
+    const auto res = (*e)->handle(r);
+    EXPECT_EQ(res.status, 200) << res.body;
+    std::map<std::string, std::int64_t> score;
+    for (const auto& h : json::parse(res.body)) score[h["Host"]] = h["Score"];
+    return score;
+  };
+  auto gain = scores(ExtenderOptions::Ranking::kGain);
+  EXPECT_GE(gain["gpu-idle"], gain["gpu-light"]);
+  auto pack = scores(ExtenderOptions::Ranking::kPack);
+  EXPECT_EQ(pack["gpu-light"], Extender::kMaxScore);
+  EXPECT_EQ(pack["gpu-idle"], 1);
+}
+
 TEST(ExtenderOptions, RefusesNodesItCannotAsk) {
   EXPECT_FALSE(Extender::make({{{"a", "https://10.0.0.1:8080"}}}).ok());
   EXPECT_FALSE(Extender::make({{{"a", "10.0.0.1:8080"}}}).ok());

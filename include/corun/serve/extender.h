@@ -34,6 +34,11 @@ struct ExtenderOptions {
   int node_timeout_ms = 5000;
   /// Largest ExtenderArgs body: without nodeCacheCapable the scheduler sends whole Node objects.
   std::size_t max_body_bytes = 8 * 1024 * 1024;
+  /// How /prioritize ranks the nodes that fit: by predicted utility gain alone ("gain"), or
+  /// nodes whose GPU already runs models first, then by gain ("pack": a pod opens an idle GPU
+  /// only when no busy one holds every SLA with it; `corun eval cluster`'s corun-pack rule).
+  enum class Ranking { kGain, kPack };
+  Ranking ranking = Ranking::kGain;
 };
 
 /// @brief A kube-scheduler extender (the HTTP protocol of k8s.io/kube-scheduler
@@ -64,6 +69,7 @@ class Extender final : public HttpHandler {
   /// What one node said of the pod's model.
   struct Verdict {
     bool fits = false;
+    bool opens_gpu = false;  ///< the node's GPU runs no model yet
     double gain = 0;
     std::string reason;          ///< why it does not fit ("" when it does)
     bool entry_refused = false;  ///< the node refused the entry itself (4xx naming a field)
