@@ -40,9 +40,11 @@ echo "== make run's report (reuses out/run/random-churn when it is there)"
 echo "== eval cluster: 200 arrivals over 4 nodes x 8 A100 (docs/results/cluster.md)"
 "$corun" eval cluster workloads/cluster/a100-mix.yaml --nodes 4 --gpus 8 --arrivals 200 --seed 1 \
   --json >out/eval/cluster.json
-echo "== eval cluster at bin-packing's GPU count: at most 2 GPUs in use (docs/results/cluster.md)"
-"$corun" eval cluster workloads/cluster/a100-mix.yaml --nodes 4 --gpus 8 --arrivals 200 --seed 1 \
-  --gpu-budget 2 --json >out/eval/cluster-budget2.json
+echo "== eval cluster at bin-packing's GPU count: at most 1 and 2 GPUs in use (docs/results/cluster.md)"
+for budget in 1 2; do
+  "$corun" eval cluster workloads/cluster/a100-mix.yaml --nodes 4 --gpus 8 --arrivals 200 \
+    --seed 1 --gpu-budget "$budget" --json >"out/eval/cluster-budget$budget.json"
+done
 echo "== screenshots of the pages (docs/results/*.png), with headless Chromium"
 # Chromium is large (about 290 MB installed): installed here, for `make eval` only.
 if CORUN_EXTRA_PACKAGES=chromium scripts/install-deps.sh; then

@@ -72,6 +72,7 @@ struct Totals {
   double utility_held_sum = 0;  // the same, counting only models that held every SLA
   std::size_t gpu_max = 0, violations = 0, rejected = 0, intervals = 0;
   std::map<std::string, std::size_t> violations_by_template;  // the same, by template name
+  std::map<std::string, std::size_t> rejected_by_template;
   std::vector<nlohmann::json> placed;  // per arrival: [node, gpu] where it went, or null
 };
 
@@ -110,7 +111,10 @@ class Cluster {
                                              : arrive_rule(id, tmpl);
     totals_.decision_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (r && !*r) ++totals_.rejected;
+    if (r && !*r) {
+      ++totals_.rejected;
+      ++totals_.rejected_by_template[mix_->models[tmpl].name];
+    }
     if (r) {
       const auto at = placement_of(id);
       totals_.placed.push_back(at.empty() ? nlohmann::json(nullptr) : nlohmann::json(at));
@@ -442,6 +446,7 @@ int run(const Flags& f) {
                       {"utility_mean", t.utility_sum / n},
                       {"utility_held_mean", t.utility_held_sum / n},
                       {"rejected", t.rejected},
+                      {"rejected_by_template", t.rejected_by_template},
                       {"decision_ms_total", t.decision_ms},
                       {"placements", t.placed}});
     }

@@ -565,6 +565,11 @@ TEST(Cli, EvalClusterBinpackIsHandCheckableAndSameSeedSameJson) {
       sum += count.get<std::size_t>();
     }
     EXPECT_EQ(sum, s["sla_violations"].get<std::size_t>()) << s["scheduler"];
+    std::size_t refused = 0;
+    for (const auto& [name, count] : s["rejected_by_template"].items()) {
+      refused += count.get<std::size_t>();
+    }
+    EXPECT_EQ(refused, s["rejected"].get<std::size_t>()) << s["scheduler"];
   }
   const auto b = run(cmd);
   ASSERT_EQ(b.code, 0) << b.err;
