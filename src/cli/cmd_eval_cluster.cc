@@ -181,13 +181,19 @@ class Cluster {
   [[nodiscard]] const Totals& totals() const { return totals_; }
 
  private:
+  // Per GPU of a node plan: whether at least one model runs on it.
+  [[nodiscard]] std::vector<bool> busy_gpus(const NodePlan& plan) const {
+    std::vector<bool> busy(static_cast<std::size_t>(f_->gpus), false);
+    for (const auto u : plan.assignment) {
+      if (u != kNotPlaced) busy[static_cast<std::size_t>(u)] = true;
+    }
+    return busy;
+  }
+
   // GPUs of a node plan with at least one model.
   [[nodiscard]] std::size_t gpus_used(const NodePlan& plan) const {
-    std::vector<bool> used(static_cast<std::size_t>(f_->gpus), false);
-    for (const auto u : plan.assignment) {
-      if (u != kNotPlaced) used[static_cast<std::size_t>(u)] = true;
-    }
-    return static_cast<std::size_t>(std::count(used.begin(), used.end(), true));
+    const auto busy = busy_gpus(plan);
+    return static_cast<std::size_t>(std::count(busy.begin(), busy.end(), true));
   }
 
   // GPUs in use over the cluster, by the plans in force.
@@ -300,12 +306,9 @@ class Cluster {
       double best_gain = 0;
       Node chosen;
       for (std::size_t k = 0; k < nodes_.size(); ++k) {
-        std::vector<bool> used(static_cast<std::size_t>(f_->gpus), false);
-        for (const auto u : nodes_[k].plan.assignment) {
-          if (u != kNotPlaced) used[static_cast<std::size_t>(u)] = true;
-        }
-        for (std::size_t g = 0; g < used.size(); ++g) {
-          if (used[g] == opening) continue;
+        const auto busy = busy_gpus(nodes_[k].plan);
+        for (std::size_t g = 0; g < busy.size(); ++g) {
+          if (busy[g] == opening) continue;
           auto ids = nodes_[k].ids;
           ids.push_back(id);
           auto a = nodes_[k].plan.assignment;
@@ -352,13 +355,10 @@ class Cluster {
         used[static_cast<std::size_t>(nodes_[k].plan.assignment[m])] +=
             requests_->template_bytes[tmpl_of_.at(ids[m])];
       }
-      std::vector<bool> in_use(used.size(), false);
-      for (const auto u : nodes_[k].plan.assignment) {
-        if (u != kNotPlaced) in_use[static_cast<std::size_t>(u)] = true;
-      }
+      const auto busy = busy_gpus(nodes_[k].plan);
       for (std::size_t g = 0; g < used.size(); ++g) {
         if (used[g] + req > gpu_bytes) continue;
-        if (!in_use[g] && !may_open) continue;
+        if (!busy[g] && !may_open) continue;
         const double key = name_ == "binpack" ? used[g] : -used[g] / gpu_bytes;
         if (!best || key > best_key + 1e-9) {
           best = std::make_pair(k, g);
