@@ -11,11 +11,13 @@
 #include <memory>
 
 #include "corun/catalog/catalog.h"
+#include "corun/plan/node.h"
 #include "corun/plan/solver.h"
 #include "corun/profile/campaign.h"
 #include "corun/core/rng.h"
 #include "corun/runtime/controller.h"
 #include "corun/runtime/corrected_predictor.h"
+#include "corun/runtime/node_plan.h"
 #include "corun/runtime/online_run.h"
 #include "corun/runtime/renumbered_predictor.h"
 #include "corun/runtime/surrogate_source.h"
@@ -175,6 +177,36 @@ void predict_batch(benchmark::State& state, bool corrected) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kRows));
 }
 
+// One node plan from nothing: which GPU each model runs on and its knobs, jointly (a new
+// NodePlanner per iteration, so no per-GPU plan is cached from an earlier one), the per-GPU
+// plans on the MeanField surrogate fitted for the node's device. Counters: per-GPU plans solved,
+// predicted utility, whether the plan holds every SLA as predicted.
+void node_plan(benchmark::State& state, const std::string& file) {
+  const Fixture& fx = fixture(file);
+  auto tb = make_testbed("sim");
+  if (!tb) std::abort();
+  SurrogateSource source(*fx.fitted, **tb, SurrogateSourceOptions{});
+  SourceUnitModels units(fx.w, source, source);
+  auto solver = make_solver("ga");
+  if (!solver) std::abort();
+  NodePlan last;
+  for (auto _ : state) {
+    NodePlanner planner(fx.w, units, **solver, NodePlanOptions{{1, 2, std::nullopt}});
+    auto p = planner.plan();
+    if (!p) {
+      state.SkipWithError(p.error().message().c_str());
+      return;
+    }
+    last = std::move(*p);
+    benchmark::DoNotOptimize(last.utility);
+  }
+  state.counters["models"] = static_cast<double>(fx.w.models.size());
+  state.counters["gpus"] = static_cast<double>(fx.w.node.gpus());
+  state.counters["subplans"] = static_cast<double>(last.subplans);
+  state.counters["utility"] = last.utility;
+  state.counters["feasible"] = last.feasible ? 1 : 0;
+}
+
 // One mean-field prediction of one model against a given aggregate load: the unit of work of
 // the exact solver. Cycles over every model and local configuration of the N = 8 workload.
 void BM_PredictGiven(benchmark::State& state) {
@@ -246,7 +278,18 @@ void register_decisions() {
 BENCHMARK_CAPTURE(predict_batch, base, false)->Unit(benchmark::kMillisecond)->MinTime(2);
 BENCHMARK_CAPTURE(predict_batch, corrected, true)->Unit(benchmark::kMillisecond)->MinTime(2);
 
-const bool registered = (register_all(), register_decisions(), true);
+void register_node_plans() {
+  for (const auto& [label, file] : std::vector<std::pair<std::string, std::string>>{
+           {"8gpu/N32", "scale-node-8gpu-n32.yaml"}}) {
+    benchmark::RegisterBenchmark(("BM_NodePlan/gbdt/" + label).c_str(),
+                                 [file](benchmark::State& st) { node_plan(st, file); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->Iterations(3);
+  }
+}
+
+const bool registered = (register_all(), register_decisions(), register_node_plans(), true);
 
 }  // namespace
 }  // namespace corun
