@@ -2,6 +2,7 @@
 // MeanField plan as the inner evaluation.
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
@@ -56,6 +57,30 @@ double slowdown(const Predicted& with, const Predicted& alone) {
 }  // namespace
 
 double NodePlan::fitness() const { return feasible ? utility : -1e6 - excess; }
+
+namespace {
+
+// The utility no plan of `w` can exceed: every active model in its best configuration with all
+// of its demand served (model_utility with unbounded throughput).
+double utility_bound(const Workload& w) {
+  Predicted unbounded;
+  unbounded.throughput = std::numeric_limits<float>::infinity();
+  double bound = 0;
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    if (!w.models[m].active) continue;
+    double best = 0;
+    for (std::size_t l = 0; l < w.models[m].local_config_count(); ++l) {
+      best = std::max(best, model_utility(w, m, static_cast<std::int32_t>(l), unbounded));
+    }
+    bound += best;
+  }
+  return bound;
+}
+
+// Whether no plan can beat `p` (every comparison in the search asks for more than 1e-9 better).
+bool at_bound(const NodePlan& p, double bound) { return p.feasible && p.utility >= bound - 1e-9; }
+
+}  // namespace
 
 struct NodePlanner::Cache {
   std::map<std::pair<std::string, std::uint64_t>, SubPlan> plans;
@@ -313,7 +338,10 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   }
   CORUN_CHECK(best.has_value());
   Rng rng(derive_seed(options_.solver.seed, {0x6e6f6465ULL}));
-  auto budget_left = [&] { return evaluated < options_.max_assignments; };
+  // A plan at the utility bound ends the search: nothing after it could replace it (each
+  // replacement must be better), so stopping returns the plan the whole search would.
+  const double bound = utility_bound(*w_);
+  auto budget_left = [&] { return evaluated < options_.max_assignments && !at_bound(*best, bound); };
   // First-improvement local search: move one model to another allowed unit, or swap two
   // models on different units (each allowed on the other's), in a seeded random order.
   auto climb = [&](NodePlan current) -> Result<NodePlan> {
@@ -353,7 +381,7 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
         if (!p) return p.error();
         if (p->fitness() > current.fitness() + 1e-9) {
           current = std::move(*p);
-          improved = true;
+          improved = !at_bound(current, bound);
           break;
         }
       }
@@ -388,10 +416,12 @@ Result<NodePlan> NodePlanner::plan() {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
   std::optional<NodePlan> best;
+  const double bound = utility_bound(*w_);
   for (const auto& layout : node_layouts(*w_)) {
     auto p = plan(layout);
     if (!p) return p.error();
     if (!best || p->fitness() > best->fitness() + 1e-9) best = std::move(*p);
+    if (at_bound(*best, bound)) break;  // no later layout could replace it
   }
   CORUN_CHECK(best.has_value());
   best->subplans = cache_->solved - solved0;

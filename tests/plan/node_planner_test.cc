@@ -179,6 +179,42 @@ TEST(NodePlanner, KeepsEachSlicesModelsWithinItsMemory) {
   }
 }
 
+// A plan no other can beat ends the search: four light cameras with loose SLAs on four GPUs,
+// where spreading them (a baseline start) runs each alone at its best configuration (640 px,
+// no frame skipped, its 5 fps served): utility 4 x 39.5, YOLO11n's COCO mAP50-95 at 640 px in
+// Ultralytics' YOLO11 detection table, the bound no plan can exceed.
+// The planner then solves no GPU set beyond the starts' (a local search would try pairs); the
+// same workload with one more model than GPUs cannot reach that bound and searches on.
+TEST(NodePlanner, APlanAtTheUtilityBoundEndsTheSearch) {
+  std::string cams = "device: a100-80gb\ngpus: 4\nmodels:\n";
+  for (int c = 0; c < 5; ++c) {
+    cams += "  - {name: c" + std::to_string(c) +
+            ", model: yolo11n, knobs: {imgsz: [320, 640], skip_rate: [0, 0.5]},"
+            " demand: {fps: 5}, sla: {latency_ms_p95: 1000}}\n";
+  }
+  Workload w = parse(cams);
+  Workload four = w;
+  four.models.pop_back();
+  auto plan = plan_synthetic(four);
+  ASSERT_TRUE(plan.ok()) << plan.error().what();
+  ASSERT_TRUE(plan->feasible);
+  EXPECT_NEAR(plan->utility, 4 * 39.5, 1e-9);
+  SyntheticUnits units(four);
+  auto solver = make_solver("ga");
+  ASSERT_TRUE(solver.ok());
+  NodePlanner starts(four, units, **solver, NodePlanOptions{});
+  std::uint64_t start_sets = 0;
+  for (const auto& rule : placement_rule_names()) {
+    auto b = starts.plan_baseline(node_layouts(four)[0], rule);
+    ASSERT_TRUE(b.ok());
+    start_sets += b->subplans;
+  }
+  EXPECT_EQ(plan->subplans, start_sets);
+  auto five = plan_synthetic(w);
+  ASSERT_TRUE(five.ok());
+  EXPECT_GT(five->subplans, start_sets);
+}
+
 TEST(NodePlanner, AModelThatFitsNowhereLeavesThePlanUnplaced) {
   const Workload w = parse(
       "device: a100-80gb\n"
