@@ -15,6 +15,7 @@ constexpr std::uint64_t kStreamStratified = 0x5354524154ULL;
 constexpr std::uint64_t kStreamUniform = 0x554e49464fULL;
 constexpr std::uint64_t kStreamMeasure = 0x4d45415355ULL;
 constexpr std::uint64_t kStreamCoTenant = 0x434f54454eULL;
+constexpr std::uint64_t kStreamSubset = 0x5355425345ULL;
 
 // Redraws allowed for a co-run sample that does not fit in VRAM before keeping the last draw
 // (whose failure is then recorded as data).
@@ -42,6 +43,35 @@ std::int32_t permuted(std::size_t n, std::uint64_t seed, std::size_t pos) {
     std::swap(perm[i - 1], perm[j]);
   }
   return perm[pos];
+}
+
+// Which models a co-run sample of a node workload runs. A node's models share its GPUs, so one
+// GPU holds a few of them, never all: a sample that ran all N together would teach the
+// surrogate only aggregates far above any a node plan asks about (and, monotone, it would
+// carry them down to the light loads it never saw). Each sample runs a seeded random subset of
+// 2 to 2 x ceil(N / G) models (at most N), the rest absent; one-GPU workloads run every model.
+std::vector<bool> node_subset(const Workload& w, std::uint64_t seed, std::uint64_t index) {
+  const std::size_t n = w.models.size();
+  std::vector<bool> present(n, true);
+  const std::size_t gpus = w.node.gpus();
+  if (gpus <= 1 || n <= 2) return present;
+  const std::size_t largest = std::min(n, 2 * ((n + gpus - 1) / gpus));
+  Rng rng(derive_seed(seed, {kStreamSubset, index}));
+  const std::size_t k = 2 + static_cast<std::size_t>(rng.below(largest - 1));
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  for (std::size_t i = 0; i < k; ++i) {  // partial Fisher-Yates: the first k are the subset
+    std::swap(order[i], order[i + static_cast<std::size_t>(rng.below(n - i))]);
+  }
+  present.assign(n, false);
+  for (std::size_t i = 0; i < k; ++i) present[order[i]] = true;
+  return present;
+}
+
+void keep_only(const std::vector<bool>& present, JointConfig& c) {
+  for (std::size_t m = 0; m < c.size(); ++m) {
+    if (!present[m]) c[m] = kAbsent;
+  }
 }
 
 }  // namespace
@@ -102,9 +132,11 @@ JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, 
     }
     CORUN_CHECK_MSG(false, "standalone sample index past the end of the plan");
   }
+  std::vector<bool> present(n, true);
   if (plan == Plan::kMeanField || plan == Plan::kCoTenant) {
     // A co-tenant campaign strides the configurations as MeanField does, on its own stream.
     if (plan == Plan::kCoTenant) seed = derive_seed(seed, {kStreamCoTenant});
+    present = node_subset(w, seed, index);
     for (std::size_t m = 0; m < n; ++m) {
       const std::size_t count = space.local_counts()[m];
       if (count > kMaxStratifiedLocal) {
@@ -116,6 +148,7 @@ JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, 
       const std::size_t pos = static_cast<std::size_t>(index % count);
       c[m] = permuted(count, derive_seed(seed, {kStreamStratified, m, block}), pos);
     }
+    keep_only(present, c);
     if (space.fits_vram(c)) return c;
     // The stratified draw does not fit: fall back to a uniform feasible draw for this sample.
   }
@@ -123,6 +156,7 @@ JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, 
     Rng rng(derive_seed(
         seed, {kStreamUniform, plan_code(plan), index, static_cast<std::uint64_t>(attempt)}));
     draw_uniform(space, rng, c);
+    keep_only(present, c);
     if (space.fits_vram(c)) break;
   }
   return c;

@@ -88,6 +88,35 @@ TEST(Plan, MeanFieldVisitsEachLocalConfigurationEvenly) {
   EXPECT_GT(std::set<JointConfig>(samples.begin(), samples.end()).size(), 30u);
 }
 
+// A node's models share its GPUs, so a co-run sample runs as many as one GPU of it holds: on
+// the 8-GPU, 32-model scale node, 2 to 2 x ceil(32 / 8) = 8 models per sample, the rest absent,
+// every size in that range and every model drawn over 640 samples (each model about 5 / 32 of
+// them: about 100). A one-GPU workload's samples run every model, as before.
+TEST(Plan, NodeCoRunSamplesRunAsManyModelsAsOneGpuHolds) {
+  const Workload node = load("scale-node-8gpu-n32.yaml");
+  ASSERT_EQ(node.node.gpus(), 8u);
+  const auto samples = plan_samples(node, Plan::kMeanField, 640, 1);
+  std::set<std::size_t> sizes;
+  std::vector<int> seen(node.models.size(), 0);
+  for (const auto& c : samples) {
+    std::size_t present = 0;
+    for (std::size_t m = 0; m < c.size(); ++m) {
+      if (c[m] == kAbsent) continue;
+      ++present;
+      ++seen[m];
+    }
+    EXPECT_GE(present, 2u);
+    EXPECT_LE(present, 8u);
+    sizes.insert(present);
+  }
+  EXPECT_EQ(sizes.size(), 7u);  // 2, 3, ..., 8
+  for (std::size_t m = 0; m < seen.size(); ++m) EXPECT_GT(seen[m], 50) << node.models[m].name;
+  EXPECT_EQ(plan_samples(node, Plan::kMeanField, 640, 1), samples);  // deterministic by seed
+  for (const auto& c : plan_samples(load("scale-n16.yaml"), Plan::kMeanField, 64, 1)) {
+    EXPECT_EQ(std::count(c.begin(), c.end(), kAbsent), 0);
+  }
+}
+
 TEST(Plan, CoRunPlansOnlyDrawConfigurationsThatFit) {
   // A 7B FP16 LLM with a long context next to YOLO streams on a 24 GB card: high concurrency
   // does not fit, so the plans must avoid those joint configurations.

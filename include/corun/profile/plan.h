@@ -15,9 +15,9 @@ namespace corun::profile {
 /// kStandalone: every model alone in every local configuration (sum of the local counts: linear
 ///   in N), in `budget` passes (repeats: 0 means 1) whose measurements a StandaloneTable
 ///   averages, because one 10-second window of a p95 is noisy. kMeanField: K joint configurations,
-///   stratified so that each model visits its local configurations evenly (each sample yields one
-///   row per model). kJoint: K joint configurations drawn uniformly, the sampling of the
-///   Abacus-style joint baseline. kOnline: not a sampling plan: what the online loop measured
+///   stratified so that each model visits its local configurations evenly (on a node, a random
+///   subset of the size one GPU of it holds). kJoint: K joint configurations drawn uniformly, as
+///   the Abacus-style baseline samples. kOnline: not a sampling plan: what the online loop measured
 ///   (each interval of `corun run`), stored as it happens; refits of the surrogate train on it.
 ///   kCoTenant: K joint configurations drawn as kMeanField draws them (its own stream), each
 ///   measured next to a synthetic co-tenant (plan_cotenant()) of random SM share and bandwidth:
