@@ -72,11 +72,39 @@ nlohmann::json burst_json(const mapping::DeclaredBurst& b, bool planned_for,
 }
 
 // A node (several GPUs or MIG slices): where each model runs and its knobs, jointly.
+// A model of a node plan whose SLA misses as predicted: its unit's margin, and the excess.
+struct NodeBreak {
+  std::size_t model = 0;
+  std::string unit;
+  double margin = 0;  // the unit's latency margin for the model (0.1 = 10 % headroom kept)
+  double excess = 0;  // sla_excess with that margin (> 0)
+};
+
+// The models of an infeasible node plan that miss an SLA as predicted (with their unit's
+// margins): what makes the plan infeasible, besides models left unplaced or memory.
+Result<std::vector<NodeBreak>> node_breaks(const Workload& w, const NodePlan& plan,
+                                           UnitModels& models) {
+  std::vector<NodeBreak> out;
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    const auto u = plan.assignment[m];
+    if (u == kNotPlaced || plan.config[m] == kAbsent) continue;
+    const GpuUnit& unit = plan.layout.units[static_cast<std::size_t>(u)];
+    auto um = models.for_unit(unit);
+    if (!um) return um.error();
+    const double margin = m < (*um)->margins.size() ? (*um)->margins[m] : 0.0;
+    const double excess = sla_excess(w.models[m], plan.predicted[m], Margin::uniform(margin));
+    if (excess > 0) out.push_back({m, unit.label(), margin, excess});
+  }
+  return out;
+}
+
 int plan_node(const Flags& f, const Workload& w) {
   auto session = make_node_session(w, f);
   if (!session) return report_error(session.error());
   auto plan = (*session)->planner->plan();
   if (!plan) return report_error(plan.error());
+  auto breaks = node_breaks(w, *plan, *(*session)->models);
+  if (!breaks) return report_error(breaks.error());
   std::optional<NodeOutcome> measured;
   if (f.measure) {
     auto testbed = make_testbed(f.testbed);
@@ -91,6 +119,14 @@ int plan_node(const Flags& f, const Workload& w) {
     out["gpus"] = w.node.gpus();
     out["layouts"] = w.node.layout_count();
     out["predictor"] = (*session)->sources.describe;
+    nlohmann::json jb = nlohmann::json::array();
+    for (const auto& b : *breaks) {
+      jb.push_back({{"model", w.models[b.model].name},
+                    {"unit", b.unit},
+                    {"margin", b.margin},
+                    {"excess", b.excess}});
+    }
+    out["breaks"] = std::move(jb);
     if (measured) out["measured"]["testbed"] = f.testbed;
     std::printf("%s\n", out.dump().c_str());
   } else {
@@ -99,6 +135,11 @@ int plan_node(const Flags& f, const Workload& w) {
                 plan->layout.describe().c_str(),
                 plan->feasible ? "feasible" : "INFEASIBLE (best plan found shown)", plan->utility);
     std::printf("%s", node_plan_text(w, *plan, m).c_str());
+    for (const auto& b : *breaks) {
+      std::printf("breaks: %s on %s misses an SLA as predicted with its margin of %.0f %% (excess "
+                  "%.3f)\n",
+                  w.models[b.model].name.c_str(), b.unit.c_str(), 100 * b.margin, b.excess);
+    }
     std::printf("search: %llu unit plans solved, %llu reused, %.0f ms; predictions: %s\n",
                 static_cast<unsigned long long>(plan->subplans),
                 static_cast<unsigned long long>(plan->cache_hits), plan->elapsed_ms,
