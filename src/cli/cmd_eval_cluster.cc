@@ -3,7 +3,6 @@
 // rule, memory bin-packing, spread), optionally under one cluster-wide GPU budget; every changed
 // node is measured on the testbed after each event.
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <map>
 #include <cstdio>
@@ -11,6 +10,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "corun/core/strings.h"
 #include "corun/plan/node.h"
 #include "corun/plan/objective.h"
 #include "corun/runtime/node_plan.h"
@@ -20,17 +20,17 @@
 namespace corun::cli {
 namespace {
 
+// Every scheduler `eval cluster` knows, in its default order.
+const std::vector<std::string> kSchedulers = {"corun", "corun-pack", "binpack", "spread"};
+
 struct Flags : PlanFlags {
   int nodes = 4;
   int gpus = 8;
   int arrivals = 200;
   double residents = 24;  // mean models in the cluster (lifetime / inter-arrival time)
-  std::vector<std::string> schedulers = {"corun", "corun-pack", "binpack", "spread"};
+  std::vector<std::string> schedulers = kSchedulers;  // side by side, in this order
   int gpu_budget = 0;  // GPUs in use cluster-wide, at most (0 = the whole cluster)
 };
-
-constexpr std::array<std::string_view, 4> kSchedulers = {"corun", "corun-pack", "binpack",
-                                                         "spread"};
 
 // One event of the stream: an arrival of template `tmpl` as model `id`, or its departure.
 struct Event {
@@ -406,7 +406,7 @@ int run(const Flags& f) {
   for (const auto& name : f.schedulers) {
     if (std::find(kSchedulers.begin(), kSchedulers.end(), name) == kSchedulers.end()) {
       return report_error(Error("--schedulers: unknown scheduler '" + name +
-                                "' (known: corun, corun-pack, binpack, spread)"));
+                                "' (known: " + join(kSchedulers, ", ") + ")"));
     }
   }
   if (f.schedulers.empty()) return report_error(Error("--schedulers: names no scheduler"));

@@ -341,7 +341,10 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   // A plan at the utility bound ends the search: nothing after it could replace it (each
   // replacement must be better), so stopping returns the plan the whole search would.
   const double bound = utility_bound(*w_);
-  auto budget_left = [&] { return evaluated < options_.max_assignments && !at_bound(*best, bound); };
+  // The search goes on while assignments are left in the budget and no plan is at the bound.
+  auto keep_searching = [&] {
+    return evaluated < options_.max_assignments && !at_bound(*best, bound);
+  };
   // First-improvement local search: move one model to another allowed unit, or swap two
   // models on different units (each allowed on the other's), in a seeded random order.
   auto climb = [&](NodePlan current) -> Result<NodePlan> {
@@ -349,7 +352,7 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
     // may have more units than models, so the model count cannot mark swaps).
     constexpr std::size_t kSwapMark = std::size_t{1} << 40;
     bool improved = true;
-    while (improved && budget_left()) {
+    while (improved && keep_searching()) {
       improved = false;
       std::vector<std::pair<std::size_t, std::size_t>> moves;  // (model, unit) or swap pairs
       for (std::size_t m = 0; m < n; ++m) {
@@ -370,7 +373,7 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
       }
       std::shuffle(moves.begin(), moves.end(), rng);
       for (const auto& [m, target] : moves) {
-        if (!budget_left()) break;
+        if (!keep_searching()) break;
         std::vector<std::int32_t> next = current.assignment;
         if (target >= kSwapMark) {
           std::swap(next[m], next[target - kSwapMark]);
@@ -391,7 +394,7 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   auto climbed = climb(*best);
   if (!climbed) return climbed.error();
   best = std::move(*climbed);
-  for (int r = 0; r < options_.restarts && budget_left(); ++r) {
+  for (int r = 0; r < options_.restarts && keep_searching(); ++r) {
     std::vector<std::int32_t> kick = best->assignment;
     for (int k = 0; k < 3; ++k) {  // three random moves: out of the local optimum's basin
       const std::size_t m = rng.below(n);
