@@ -129,22 +129,25 @@ std::string markdown(const std::vector<SchedulerEvalRow>& rows, const nlohmann::
       "interval); `gap_oracle_1` = the same against the single-window oracle; `viol` = measured "
       "model-intervals breaching their SLA (`after 3`: after the first 3 intervals; `feasible`: "
       "in intervals where the robust oracle holds every SLA); `no plan` = intervals where no "
-      "plan holds every SLA on the testbed itself, so that no scheduler avoids a breach; "
+      "plan holds every SLA on the testbed itself, so that no scheduler that serves all of the "
+      "demand avoids a breach; `shed` = model-intervals that refused part or all of their "
+      "demand (the degradation rule, docs/scheduler.md); "
       "`p50`/`p99` = decision time (ms, wall clock, this machine); "
       "`utility` = mean measured utility per interval; `drift` = per unseen drift event, breaches "
       "in the 2 intervals from it + after them, intervals until the plan is within 3 % of the "
       "robust oracle, and the largest gap from the 10th interval after it.\n\n";
   md +=
       "| scenario | solver | learning | decisions | gap_ex % | gap_oracle % | gap_oracle_1 % | viol | "
-      "after 3 | feasible | no plan | p50 ms | p99 ms | utility | drift |\n"
-      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+      "after 3 | feasible | no plan | shed | p50 ms | p99 ms | utility | drift |\n"
+      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& r : rows) {
     md += "| " + stem(r.scenario) + " | " + r.solver + " | " + (r.learning ? "on" : "off") + " | " +
           std::to_string(r.decisions) + " | " + num(r.gap_to_exhaustive_pct, 3) + " | " +
           num(r.gap_to_oracle_pct, 2) + " | " + num(r.gap_to_oracle_1_pct, 2) + " | " +
           std::to_string(r.sla_violations) + " | " + std::to_string(r.violations_after_3) + " | " +
           std::to_string(r.violations_where_feasible) + " | " +
-          std::to_string(r.infeasible_truth_intervals) + " | " + num(r.decision_ms_p50, 1) + " | " + num(r.decision_ms_p99, 1) + " | " +
+          std::to_string(r.infeasible_truth_intervals) + " | " +
+          std::to_string(r.shed_model_intervals) + " | " + num(r.decision_ms_p50, 1) + " | " + num(r.decision_ms_p99, 1) + " | " +
           num(r.mean_measured_utility, 3) + " | " + drift_text(r) + " |\n";
   }
   md +=
@@ -187,6 +190,7 @@ const bool registered = register_command({
         int windows = kOracleWindows;
         SurrogateFlags surrogate;
         LearningFlags learning;
+        DegradeFlag degrade;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("files", f->files, "scenario workload files (with a timeline)");
@@ -195,6 +199,7 @@ const bool registered = register_command({
       sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
       f->surrogate.add(sub);
       f->learning.add(sub, true);
+      f->degrade.add(sub);
       sub.add_option("--out", f->out, "cache directory for datasets and surrogates")
           ->capture_default_str();
       sub.add_flag("--no-oracle", f->no_oracle, "skip the references measured on the testbed");
@@ -300,6 +305,7 @@ const bool registered = register_command({
         opt.oracle_windows = f->windows;
         opt.learning = *modes;
         opt.learning_options = f->learning.options;
+        opt.shed = f->degrade.shed();
         if (log) {
           opt.progress = [log](const std::string& what) {
             std::fprintf(log, "eval scheduler: %s\n", what.c_str());
@@ -317,6 +323,7 @@ const bool registered = register_command({
           std::string command = "corun eval scheduler" +
                                 (f->scenarios.empty() ? "" : " --scenarios " + f->scenarios) +
                                 " --solvers " + f->solvers + " --learning " + f->learning.modes +
+                                (f->degrade.shed() ? "" : " --degrade best-effort") +
                                 " --testbed " + f->testbed + " --regressor " +
                                 f->surrogate.regressor +
                                 (f->surrogate.unconstrained ? " --unconstrained" : "") +

@@ -56,9 +56,9 @@ std::string thousands(std::uint64_t v) {
 
 // What identifies a run for its online log: every setting that changes its decisions.
 std::uint64_t run_key(std::uint64_t seed, const std::string& solver, const LearningOptions& l,
-                      const std::string& source, const surrogate::Surrogate* s) {
+                      bool shed, const std::string& source, const surrogate::Surrogate* s) {
   std::string k = solver + "|" + (l.enabled ? "on" : "off") + "|" + format_number(l.breach_target) +
-                  "|" + source;
+                  "|" + source + (shed ? "|shed" : "");
   if (s != nullptr) {
     k += "|" + s->provenance().workload_hash + "|" + std::to_string(s->provenance().corun_samples) +
          "|" + std::to_string(s->provenance().seed) + "|" + (s->monotone() ? "m" : "u");
@@ -76,6 +76,7 @@ const bool registered = register_command({
         bool json = false, quiet = false, no_profile = false;
         SurrogateFlags surrogate;
         LearningFlags learning;
+        DegradeFlag degrade;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "workload YAML (its timeline is run; none = one interval)")
@@ -85,6 +86,7 @@ const bool registered = register_command({
           ->capture_default_str();
       f->surrogate.add(sub);
       f->learning.add(sub, false);
+      f->degrade.add(sub);
       sub.add_option("--repeats", f->repeats, "standalone profiling passes")->capture_default_str();
       sub.add_option("--surrogate", f->model,
                      "use this fitted surrogate instead of profiling and fitting");
@@ -185,6 +187,7 @@ const bool registered = register_command({
         ro.controller.threads = f->surrogate.threads;
         ro.controller.learning = f->learning.options;
         ro.controller.learning.enabled = modes->front();
+        ro.controller.shed = f->degrade.shed();
         ro.refit_dataset = refit_dataset;
         ro.catalog = *catalog;
         std::error_code ec;
@@ -195,7 +198,8 @@ const bool registered = register_command({
         }
         auto online = OnlineLog::open(
             out / "dataset.db", *w, *text, f->testbed, interval,
-            run_key(f->surrogate.seed, f->solver, ro.controller.learning, source->describe(),
+            run_key(f->surrogate.seed, f->solver, ro.controller.learning, ro.controller.shed,
+                    source->describe(),
                     source->fitted()),
             static_cast<std::uint64_t>(std::ceil(
                 (w->timeline.duration_s > 0 ? w->timeline.duration_s : interval) / interval)));

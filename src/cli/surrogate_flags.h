@@ -107,4 +107,20 @@ struct LearningFlags {
   }
 };
 
+/// @brief --degrade of `corun run` and `corun eval scheduler`: what a model whose SLA cannot be
+/// held does (ControllerOptions::shed).
+struct DegradeFlag {
+  std::string mode = "shed";
+
+  void add(CLI::App& sub) {
+    sub.add_option("--degrade", mode,
+                   "a model whose SLA no plan holds: shed (admit the largest share of its demand "
+                   "that holds it, refuse the rest; pause it when none does) or best-effort (run "
+                   "it with all of its demand and let it breach)")
+        ->check(CLI::IsMember({"shed", "best-effort"}))
+        ->capture_default_str();
+  }
+  [[nodiscard]] bool shed() const { return mode == "shed"; }
+};
+
 }  // namespace corun::cli

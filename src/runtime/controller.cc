@@ -316,36 +316,33 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   const std::size_t n = w.models.size();
   // The source may measure first (standalone re-profiling of a changed demand on a real
   // testbed takes seconds): that time is reported apart from the search's.
-  const auto measure_start = std::chrono::steady_clock::now();
-  auto base = source_->predictor_for(w);
-  if (!base) return base.error().wrap("predicting for the workload");
-  const ErrorPriors priors = source_->priors(w);
-  const std::vector<double> static_margins = source_->margins(w);
-  LoadTable loads = source_->loads(w);
   const auto start = std::chrono::steady_clock::now();
-  std::shared_ptr<const CorrectionTable> table;
-  {
-    MutexLock lock(mutex_);
-    if (generation != generation_) return std::optional<Decision>();
-    ensure_learners_locked(w, priors, learners_);
-    table = corrections_locked(w, learners_, static_margins, std::move(loads));
-  }
-  const std::shared_ptr<Predictor> base_predictor(std::move(*base));
+  double measure_ms = 0;
   double hook_ms = 0;  // options_.on_decision is not timed
-  auto searched = search(w, base_predictor, table, warm, id, reason, &hook_ms);
-  if (!searched) return searched.error();
-  Decision& d = *searched;
+  auto first = attempt(w, generation, warm, id, reason, &measure_ms, &hook_ms);
+  if (!first) return first.error();
+  if (!*first) return std::optional<Decision>();
+  std::optional<Attempt> chosen = std::move(**first);
+  const bool gave_up = std::any_of(chosen->decision.best_effort.begin(),
+                                   chosen->decision.best_effort.end(), [](bool b) { return b; });
+  if (options_.shed && gave_up) {
+    auto shed_attempt = shed(w, std::move(*chosen), generation, id, reason, &measure_ms);
+    if (!shed_attempt) return shed_attempt.error();
+    if (!*shed_attempt) return std::optional<Decision>();
+    chosen = std::move(**shed_attempt);
+  }
+  Decision& d = chosen->decision;
   d.decision_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() -
-      hook_ms;
-  d.measure_ms = std::chrono::duration<double, std::milli>(start - measure_start).count();
+      hook_ms - measure_ms;
+  d.measure_ms = measure_ms;
 
   MutexLock lock(mutex_);
   if (generation != generation_) return std::optional<Decision>();
   plan_ = std::make_shared<const Decision>(d);
   last_id_ = d.id;
   plan_names_ = names_of(w);
-  loads_ = table->loads;
+  loads_ = chosen->table->loads;
   due_ = false;
   due_reason_.clear();
   planned_log_bound_.assign(n * kTargetCount, NAN);
@@ -359,6 +356,184 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
     }
   }
   return std::optional<Decision>(std::move(d));
+}
+
+Result<std::optional<Controller::Attempt>> Controller::attempt(
+    const Workload& w, std::uint64_t generation, const JointConfig& warm, std::int64_t id,
+    const std::string& reason, double* measure_ms, double* hook_ms) {
+  const auto measure_start = std::chrono::steady_clock::now();
+  auto base = source_->predictor_for(w);
+  if (!base) return base.error().wrap("predicting for the workload");
+  const ErrorPriors priors = source_->priors(w);
+  const std::vector<double> static_margins = source_->margins(w);
+  LoadTable loads = source_->loads(w);
+  *measure_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                           measure_start)
+                     .count();
+  Attempt a;
+  {
+    MutexLock lock(mutex_);
+    if (generation != generation_) return std::optional<Attempt>();
+    ensure_learners_locked(w, priors, learners_);
+    a.table = corrections_locked(w, learners_, static_margins, std::move(loads));
+  }
+  const std::shared_ptr<Predictor> base_predictor(std::move(*base));
+  auto searched = search(w, base_predictor, a.table, warm, id, reason, hook_ms);
+  if (!searched) return searched.error();
+  a.decision = std::move(*searched);
+  return std::optional<Attempt>(std::move(a));
+}
+
+namespace {
+
+// Bisection steps of the admitted share: 1/32 of the demand.
+constexpr int kShedSteps = 5;
+
+// Whether refusing part of a model's demand can help it: a rate demand (a closed loop is the
+// client's to throttle) and no throughput floor (refusing work lowers throughput).
+bool sheddable(const ModelSpec& m) {
+  return !m.demand.closed_loop() && !m.sla.min_throughput && (m.demand.fps > 0 || m.demand.rps > 0);
+}
+
+// Predicted served fraction below which an admitted share counts as overloading its model: a
+// queue that cannot keep up grows through the window, and its latency with it, whatever a
+// steady-state prediction of that latency says. Not 1: predicted throughputs carry the
+// co-run slowdown of the surrogate's ratio even where the model keeps up with its demand.
+constexpr double kStableServed = 0.9;
+
+// Whether a candidate holds model m at its admitted demand (`admitted`): its SLA holds as
+// predicted at its margin, and its predicted throughput keeps up with what it admits.
+bool holds_admitted(const ModelSpec& admitted, const Decision& d, std::size_t m) {
+  if (d.best_effort[m] || d.config[m] == kAbsent) return false;
+  const Settings s = admitted.settings(static_cast<std::size_t>(d.config[m]));
+  const double keep = admitted.arch.family == ModelFamily::kVision ? 1 - s.skip_rate : 1.0;
+  return served_fraction(admitted, s, d.predicted[m].throughput) >= kStableServed * keep;
+}
+
+void scale_demand(ModelSpec& m, double share);
+
+// Whether model `spec` run at `share` of its demand fell behind it in window `o`.
+bool overloaded(const ModelSpec& spec, double share, const ModelObservation& o) {
+  const double thr = o.measured[static_cast<std::size_t>(Target::kThroughput)];
+  if (!std::isfinite(thr) || share <= 0) return false;
+  ModelSpec admitted = spec;
+  scale_demand(admitted, share);
+  const Settings s = admitted.settings(static_cast<std::size_t>(o.local));
+  const double keep = admitted.arch.family == ModelFamily::kVision ? 1 - s.skip_rate : 1.0;
+  return served_fraction(admitted, s, thr) < kStableServed * keep;
+}
+
+void scale_demand(ModelSpec& m, double share) {
+  m.demand.fps *= share;
+  m.demand.rps *= share;
+}
+
+}  // namespace
+
+Workload admitted_workload(const Workload& w, std::span<const double> admitted) {
+  Workload out = w;
+  for (std::size_t m = 0; m < out.models.size() && m < admitted.size(); ++m) {
+    if (admitted[m] >= 1) continue;
+    if (admitted[m] <= 0) {
+      out.models[m].active = false;
+    } else {
+      scale_demand(out.models[m], admitted[m]);
+    }
+  }
+  return out;
+}
+
+Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, Attempt first,
+                                                            std::uint64_t generation,
+                                                            std::int64_t id,
+                                                            const std::string& reason,
+                                                            double* measure_ms) {
+  const std::size_t n = w.models.size();
+  std::vector<std::size_t> order;
+  for (std::size_t m = 0; m < n; ++m) {
+    if (m < first.decision.best_effort.size() && first.decision.best_effort[m] &&
+        sheddable(w.models[m])) {
+      order.push_back(m);
+    }
+  }
+  if (order.empty()) return std::optional<Attempt>(std::move(first));
+  // Heaviest first: the models the objective values most keep the most of their demand.
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return w.models[a].weight > w.models[b].weight;
+  });
+  const std::vector<Infeasibility> why = first.decision.infeasible;
+  std::vector<double> admitted(n, 1.0);
+  Workload runs = w;
+  Attempt chosen = std::move(first);
+  for (const std::size_t m : order) {
+    // An earlier model's refusals may have let it hold.
+    if (!chosen.decision.best_effort[m]) continue;
+    double lo = 0;
+    double hi = 1;
+    std::optional<Attempt> best;
+    std::optional<Attempt> smallest;  // the last candidate, when every share failed
+    for (int k = 0; k < kShedSteps; ++k) {
+      const double share = 0.5 * (lo + hi);
+      Workload candidate = runs;
+      scale_demand(candidate.models[m], share);
+      auto a = attempt(candidate, generation, chosen.decision.config, id, reason, measure_ms,
+                       nullptr);
+      if (!a) return a.error().wrap("admitting part of " + w.models[m].name + "'s demand");
+      if (!*a) return std::optional<Attempt>();
+      if (holds_admitted(candidate.models[m], (*a)->decision, m)) {
+        lo = share;
+        best = std::move(**a);
+      } else {
+        hi = share;
+        if (k + 1 == kShedSteps) smallest = std::move(**a);
+      }
+    }
+    const double probe_share = hi;
+    if (best) {
+      scale_demand(runs.models[m], lo);
+      admitted[m] = lo;
+      chosen = std::move(*best);
+    } else if (smallest &&
+               sla_excess(runs.models[m], smallest->decision.predicted[m], Margin{}) <= 0) {
+      // Its prediction holds at the smallest share and only its margin does not: it runs there
+      // best effort, so that it is observed and its margin can shrink (a paused model is never
+      // observed, and would stay paused on the margin of its first prediction).
+      scale_demand(runs.models[m], probe_share);
+      admitted[m] = probe_share;
+      chosen = std::move(*smallest);
+    } else {
+      runs.models[m].active = false;
+      admitted[m] = 0;
+      auto a = attempt(runs, generation, chosen.decision.config, id, reason, measure_ms, nullptr);
+      if (!a) return a.error().wrap("pausing " + w.models[m].name);
+      if (!*a) return std::optional<Attempt>();
+      chosen = std::move(**a);
+    }
+  }
+  Decision& d = chosen.decision;
+  // Utility counts against what was asked for: the refused share earns nothing.
+  d.predicted_utility = 0;
+  for (std::size_t m = 0; m < n; ++m) {
+    if (d.config[m] != kAbsent) d.predicted_utility += model_utility(w, m, d.config[m], d.predicted[m]);
+  }
+  // Why each shed model could not be held with all of its demand, and what it admits instead;
+  // the models that still run best effort keep the reasons of the last search.
+  std::vector<Infeasibility> merged;
+  for (const auto& i : why) {
+    if (admitted[i.model] < 1) {
+      merged.push_back(i);
+      merged.back().admitted = admitted[i.model];
+    }
+  }
+  for (const auto& i : d.infeasible) {
+    if (admitted[i.model] >= 1) merged.push_back(i);
+  }
+  std::stable_sort(merged.begin(), merged.end(),
+                   [](const Infeasibility& a, const Infeasibility& b) { return a.model < b.model; });
+  d.infeasible = std::move(merged);
+  d.feasible = false;  // some demand is refused
+  d.admitted = std::move(admitted);
+  return std::optional<Attempt>(std::move(chosen));
 }
 
 Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Predictor>& base,
@@ -602,6 +777,12 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     for (Target t : surrogate::kAllTargets) {
       const std::size_t k = static_cast<std::size_t>(t);
       s.log_ratio[k] = log_ratio(o.measured[k], field(d.base[m], t));
+    }
+    if (m < d.admitted.size() && d.admitted[m] < 1 && overloaded(spec, d.admitted[m], o)) {
+      // An admitted share its model could not keep up with: the queue grew through the window
+      // and its latencies with it. That says the share was too large, not how wrong the
+      // steady-state prediction is: learning it would inflate every later prediction.
+      for (Target t : sla_targets(spec)) s.log_ratio[static_cast<std::size_t>(t)] = NAN;
     }
     for (Target t : sla_targets(spec)) {
       const double v = o.measured[static_cast<std::size_t>(t)];

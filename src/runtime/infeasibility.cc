@@ -241,7 +241,14 @@ std::string Infeasibility::message() const {
   }
   return name + ": " + sla_key + " " + format_number(limit) + " cannot be met" +
          (alone ? "" : " next to the others") + ": best " + format_quantity(best) + unit +
-         planned + " at " + best_config + "; " + cause;
+         planned + " at " + best_config + "; " + cause + admission();
+}
+
+std::string Infeasibility::admission() const {
+  if (admitted >= 1) return "";
+  if (admitted <= 0) return "; paused: no share of its demand holds it (its requests are refused)";
+  return "; corun admits " + format_number(std::round(100 * admitted)) +
+         " % of its demand and refuses the rest";
 }
 
 Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& solver,

@@ -32,6 +32,15 @@ double metric(const ModelMetrics& mm, Target t) {
 
 }  // namespace
 
+std::size_t RunReport::shed_model_intervals() const {
+  std::size_t n = 0;
+  for (const auto& iv : intervals) {
+    n += static_cast<std::size_t>(
+        std::count_if(iv.admitted.begin(), iv.admitted.end(), [](double a) { return a < 1; }));
+  }
+  return n;
+}
+
 std::size_t RunReport::sla_violations() const {
   std::size_t n = 0;
   for (const auto& iv : intervals) {
@@ -200,10 +209,14 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       rec.margins = plan->margins;
       rec.feasible = plan->feasible;
       for (const auto& why : plan->infeasible) rec.infeasible.push_back(why.message());
+      rec.admitted = plan->admitted;
       for (std::size_t m = 0; m < n; ++m) {
         if (config[m] != kAbsent) rec.predicted_utility += model_utility(now, m, config[m], rec.predicted[m]);
       }
     }
+    // What runs: the plan's refused shares never reach the testbed; utility still counts
+    // against `now`, so the refused share earns nothing.
+    const Workload runs = admitted_workload(now, rec.admitted);
     const std::uint64_t seed = derive_seed(options.controller.seed, {kIntervalStream, step});
     std::optional<Measurement> stored;
     if (options.log != nullptr) stored = options.log->find(step, config);
@@ -212,7 +225,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       rec.replayed = true;
       ++report.replayed;
     } else {
-      rec.measured = testbed.measure(now, config, {interval, seed, conditions, true});
+      rec.measured = testbed.measure(runs, config, {interval, seed, conditions, true});
       if (options.log != nullptr) {
         if (auto st = options.log->store(step, config, seed, rec.measured); !st.ok()) {
           return st.error().wrap("storing interval " + std::to_string(step));
@@ -231,7 +244,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
     }
     rec.learning = controller.learning_state();
     if (refit) {
-      refit->add(now, config, rec.measured, seed);
+      refit->add(runs, config, rec.measured, seed);
       if (!refit->running() && refit->pending() >= refit_every) {
         refit->start();
         refit_started = step;

@@ -121,6 +121,7 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
     jv["candidates_evaluated"] = iv.evaluated;
     jv["feasible"] = iv.feasible;
     jv["infeasible"] = iv.infeasible;
+    if (!iv.admitted.empty()) jv["admitted"] = iv.admitted;
     if (!iv.feasible) ++infeasible;
     jv["predicted_utility"] = iv.predicted_utility;
     jv["measured_utility"] = iv.measured_utility;
@@ -163,6 +164,7 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
   double measured = 0;
   for (const auto& iv : r.intervals) measured += iv.measured_utility;
   j["summary"] = {{"intervals", r.intervals.size()},
+                  {"shed_model_intervals", r.shed_model_intervals()},
                   {"decisions", d.size()},
                   {"sla_violations", r.sla_violations()},
                   {"infeasible_intervals", infeasible},

@@ -87,13 +87,13 @@ std::uint64_t RobustOracle::measurements() const {
   return measurements_;
 }
 
-RobustScore RobustOracle::measure_windows(const Workload& now, const Conditions& c,
-                                          const JointConfig& plan) {
+RobustScore RobustOracle::measure_windows(const Workload& now, const Workload& runs,
+                                          const Conditions& c, const JointConfig& plan) {
   RobustScore s;
   for (int k = 0; k < windows_; ++k) {
     const MeasureOptions o{window_s_, derive_seed(kOracleSeed, {static_cast<std::uint64_t>(k)}), c,
                            true};
-    const auto [u, held] = window_utility(now, plan, testbed_.measure(now, plan, o));
+    const auto [u, held] = window_utility(now, plan, testbed_.measure(runs, plan, o));
     s.utility += u;
     s.earned += held ? u : 0;
     if (!held) ++s.breaching_windows;
@@ -105,23 +105,28 @@ RobustScore RobustOracle::measure_windows(const Workload& now, const Conditions&
   return s;
 }
 
-RobustScore RobustOracle::score(const Workload& now, const Conditions& c, const JointConfig& plan) {
+RobustScore RobustOracle::score(const Workload& now, const Conditions& c, const JointConfig& plan,
+                                const Workload* admitted) {
+  const Workload& runs = admitted != nullptr ? *admitted : now;
   std::string key = state_key(now) + "|" + c.key() + "|";
+  if (admitted != nullptr) key += state_key(*admitted) + "|";
   for (auto l : plan) key += std::to_string(l) + ",";
   {
     std::lock_guard lock(mutex_);
     if (auto it = scores_.find(key); it != scores_.end()) return it->second;
   }
-  const RobustScore s = measure_windows(now, c, plan);
+  const RobustScore s = measure_windows(now, runs, c, plan);
   std::lock_guard lock(mutex_);
   measurements_ += static_cast<std::uint64_t>(windows_);
   scores_.emplace(key, s);
   return s;
 }
 
-double RobustOracle::score_1(const Workload& now, const Conditions& c, const JointConfig& plan) {
+double RobustOracle::score_1(const Workload& now, const Conditions& c, const JointConfig& plan,
+                             const Workload* admitted) {
+  const Workload& runs = admitted != nullptr ? *admitted : now;
   const auto [u, held] =
-      window_utility(now, plan, testbed_.measure(now, plan, {window_s_, kOracleSeed, c, true}));
+      window_utility(now, plan, testbed_.measure(runs, plan, {window_s_, kOracleSeed, c, true}));
   return held ? u : 0;
 }
 
@@ -196,7 +201,7 @@ RobustOracle::Answer RobustOracle::best(const Workload& now, const Conditions& c
   for (std::uint64_t i : order) {
     if (a.feasible && ub[i] <= a.utility) break;
     const JointConfig cfg = decode(i);
-    const RobustScore s = measure_windows(w, c, cfg);
+    const RobustScore s = measure_windows(w, w, c, cfg);
     measured += static_cast<std::uint64_t>(windows_);
     if (s.holds && (!a.feasible || s.utility > a.utility)) {
       a.feasible = true;

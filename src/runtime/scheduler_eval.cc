@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "corun/core/stats.h"
+#include "corun/runtime/controller.h"
 #include "corun/runtime/robust_oracle.h"
 #include "corun/space/space.h"
 
@@ -71,6 +73,7 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
         ro.controller.threads = options.threads;
         ro.controller.learning = options.learning_options;
         ro.controller.learning.enabled = learning;
+        ro.controller.shed = options.shed;
         if (auto it = options.refit_datasets.find(w.file); it != options.refit_datasets.end()) {
           ro.refit_dataset = it->second;
         }
@@ -103,12 +106,16 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
             interval_gap.push_back(NAN);
             return;
           }
-          const RobustScore mine = oracle.score(now, iv.conditions, iv.plan);
+          // A plan that refuses part of some demand is measured as it runs.
+          std::optional<Workload> runs;
+          if (!iv.admitted.empty()) runs = admitted_workload(now, iv.admitted);
+          const Workload* admitted = runs ? &*runs : nullptr;
+          const RobustScore mine = oracle.score(now, iv.conditions, iv.plan, admitted);
           const double g = best.feasible ? gap_pct(best.utility, mine.earned) : NAN;
           interval_gap.push_back(g);
           if (std::isfinite(g)) gap_or.push_back(g);
           if (best.feasible_1) {
-            gap_or1.push_back(gap_pct(best.utility_1, oracle.score_1(now, iv.conditions, iv.plan)));
+            gap_or1.push_back(gap_pct(best.utility_1, oracle.score_1(now, iv.conditions, iv.plan, admitted)));
           }
         };
         auto report = run_online(w, testbed, std::move(*source), ro);
@@ -128,6 +135,7 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
         row.gap_to_oracle_1_pct = median(gap_or1);
         row.sla_violations = report->sla_violations();
         row.refits = report->refits;
+        row.shed_model_intervals = report->shed_model_intervals();
         double u = 0;
         std::size_t model_intervals = 0;
         for (std::size_t k = 0; k < report->intervals.size(); ++k) {
@@ -213,6 +221,7 @@ nlohmann::json to_json(const SchedulerEvalRow& r) {
           {"infeasible_truth_intervals", r.infeasible_truth_intervals},
           {"breach_rate", r.breach_rate},
           {"infeasible_intervals", r.infeasible_intervals},
+          {"shed_model_intervals", r.shed_model_intervals},
           {"drift", drift},
           {"decision_ms_p50", r.decision_ms_p50},
           {"decision_ms_p99", r.decision_ms_p99},

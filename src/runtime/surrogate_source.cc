@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <mutex>
 
@@ -153,6 +154,16 @@ Result<std::unique_ptr<Predictor>> SurrogateSource::predictor_for(const Workload
   for (std::size_t m = 0; m < current.models.size(); ++m) {
     if (same_demand(current.models[m].demand, profiled_[m])) continue;
     changed.push_back(m);
+    const Demand& d = current.models[m].demand;
+    char key[160];
+    std::snprintf(key, sizeof key, "%.9g:%.9g:%d:%d:%d", d.fps, d.rps, d.prompt_tokens,
+                  d.output_tokens, d.concurrency);
+    auto [cached, fresh] = alone_.try_emplace({m, key});
+    if (!fresh) {
+      samples.insert(samples.end(), cached->second.begin(), cached->second.end());
+      continue;
+    }
+    const std::size_t first = samples.size();
     const std::size_t locals = current.models[m].local_config_count();
     for (std::size_t l = 0; l < locals; ++l) {
       for (int r = 0; r < std::max(1, options_.standalone_repeats); ++r) {
@@ -165,14 +176,15 @@ Result<std::unique_ptr<Predictor>> SurrogateSource::predictor_for(const Workload
         rec.measurement =
             testbed_.measure(current, rec.config, {options_.window_s, rec.measurement_seed});
         samples.push_back(std::move(rec));
+        ++measurements_;
       }
     }
+    cached->second.assign(samples.begin() + static_cast<std::ptrdiff_t>(first), samples.end());
   }
   if (!changed.empty()) {
     auto t = table_.refreshed(current, samples);
     if (!t) return t.error().wrap("re-profiling changed models alone");
     table_ = std::move(*t);
-    measurements_ += samples.size();
     ++refreshes_;
     for (std::size_t m : changed) profiled_[m] = current.models[m].demand;
   }

@@ -1,5 +1,6 @@
 #include "corun/serve/plan_record.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -83,7 +84,10 @@ json decision_models_json(const Decision& d, const Workload& w) {
               {"margin", margin_json(d.margins[m])},
               {"predicted", predicted_json(d.predicted[m])},
               {"base", predicted_json(d.base[m])},
-              {"best_effort", m < d.best_effort.size() && d.best_effort[m]}};
+              {"best_effort", m < d.best_effort.size() && d.best_effort[m]},
+              // The share of its demand to admit (1: all; 0: paused): a front end refuses the
+              // rest (docs/scheduler.md, "When nothing is feasible").
+              {"admitted", m < d.admitted.size() ? d.admitted[m] : 1.0}};
     if (l >= 0) {
       const std::string desc = w.models[m].describe(static_cast<std::size_t>(l));
       e["settings"] = desc;
@@ -136,6 +140,10 @@ std::optional<Decision> decision_in_force(const json& record, const ModelRegistr
                                              : stored.predicted.back());
     stored.margins.push_back(m.contains("margin") ? margin_from_json(m["margin"]) : Margin{});
     stored.best_effort.push_back(m.value("best_effort", false));
+    stored.admitted.push_back(std::clamp(json_number_or(m, "admitted", 1.0), 0.0, 1.0));
+  }
+  if (std::all_of(stored.admitted.begin(), stored.admitted.end(), [](double a) { return a >= 1; })) {
+    stored.admitted.clear();
   }
   return stored;
 }

@@ -32,6 +32,11 @@ struct ControllerOptions {
   double breach_margin_step = 0.05;
   /// Learning off only: the largest margin breaches may grow a model's margin to.
   double max_margin = 5;
+  /// The degradation rule's last step (runtime/infeasibility.h, docs/scheduler.md): a model
+  /// whose SLA the plan gave up admits only the largest share of its demand with which its SLA
+  /// holds as predicted — the rest is refused at the door — and is paused when no share does.
+  /// false: it runs best effort with all its demand and breaches.
+  bool shed = true;
   /// Called inside every decision with the problem solved and the solver's answer (before
   /// any degradation), e.g. so that an evaluation can score it against references; not timed.
   std::function<void(const PlanProblem&, const PlanResult&)> on_decision;
@@ -52,10 +57,20 @@ struct Decision {
   bool feasible = true;
   std::vector<Infeasibility> infeasible;
   std::vector<bool> best_effort;  ///< per model
+  /// Per model, the share of its demand the plan admits (ControllerOptions::shed): 1 = all of
+  /// it; 0 = paused (config kAbsent although the model is active). Empty when every model
+  /// admits all of its demand.
+  std::vector<double> admitted;
   double decision_ms = 0;          ///< wall time of the search (and degradation)
   double measure_ms = 0;  ///< wall time the predictor source spent measuring before it (re-profiling)
   SearchStats stats;
 };
+
+/// @brief `w` as the plan in force runs it: each model's rate demand (fps, rps or in-flight
+/// requests) scaled by its admitted share, a paused model inactive. `admitted` empty: `w`.
+/// Utility is still counted against `w` (what was asked for): model_utility(w, ...) of a
+/// measurement of the admitted workload charges the refused share.
+Workload admitted_workload(const Workload& w, std::span<const double> admitted);
 
 /// @brief Where one model's online error model stands (for reports, GET /v1/plan, /metrics).
 struct ModelLearningState {
@@ -227,6 +242,24 @@ class Controller {
                           const std::shared_ptr<const CorrectionTable>& table,
                           const JointConfig& warm, std::int64_t id, const std::string& reason,
                           double* hook_ms) CORUN_REQUIRES(planner_mutex_);
+  /// One search over `w` for a decision: the source's predictor for it (its measuring time
+  /// added to `measure_ms`), the learners' corrections, the search. None when the workload
+  /// changed meanwhile (the decision is dropped).
+  struct Attempt {
+    Decision decision;
+    std::shared_ptr<const CorrectionTable> table;
+  };
+  Result<std::optional<Attempt>> attempt(const Workload& w, std::uint64_t generation,
+                                         const JointConfig& warm, std::int64_t id,
+                                         const std::string& reason, double* measure_ms,
+                                         double* hook_ms) CORUN_REQUIRES(planner_mutex_);
+  /// The degradation rule's last step (ControllerOptions::shed) on `first`, a decision for `w`
+  /// that gave up some SLAs: each given-up model, heaviest first, admits the largest share of
+  /// its demand (to 1/32) with which its SLA holds as predicted, else is paused. Returns the
+  /// decision for the admitted workload, with Decision::admitted set; none when dropped.
+  Result<std::optional<Attempt>> shed(const Workload& w, Attempt first, std::uint64_t generation,
+                                      std::int64_t id, const std::string& reason,
+                                      double* measure_ms) CORUN_REQUIRES(planner_mutex_);
   /// Co-runners' load of model m in `config` under loads_.
   [[nodiscard]] double others_load_locked(std::size_t m, const JointConfig& config) const
       CORUN_REQUIRES(mutex_);

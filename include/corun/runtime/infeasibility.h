@@ -27,10 +27,16 @@ struct Infeasibility {
   /// other models" ("demand 1.5 requests/s exceeds the ≈ 0.9 requests/s the largest
   /// request_concurrency serves").
   std::string cause;
+  /// The share of its demand the plan admits instead (ControllerOptions::shed): 1 = all of it,
+  /// best effort; 0 = paused.
+  double admitted = 1;
 
   /// @brief "chat: ttft_ms_p95 1500 cannot be met: best 9,900 ms (11,880 ms at its planned
   /// margin of 20 %) at precision=awq,...; CAUSE".
   [[nodiscard]] std::string message() const;
+  /// @brief "; corun admits 62 % of its demand and refuses the rest", "; paused: ...", or ""
+  /// when it admits all of its demand.
+  [[nodiscard]] std::string admission() const;
 };
 
 /// @brief A plan under the degradation rule, and why it was needed.

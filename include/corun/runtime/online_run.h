@@ -37,6 +37,9 @@ struct IntervalRecord {
   std::vector<Margin> margins;       ///< per model, of its configuration
   bool feasible = true;              ///< the plan in force holds every SLA (predicted)
   std::vector<std::string> infeasible;  ///< why not (Infeasibility::message)
+  /// Per model, the share of its demand admitted (Decision::admitted); empty: all of it.
+  /// The testbed measured the admitted workload (admitted_workload()).
+  std::vector<double> admitted;
   Measurement measured;              ///< ground truth from the testbed
   double predicted_utility = 0;
   double measured_utility = 0;       ///< utility recomputed from measured metrics
@@ -62,6 +65,8 @@ struct RunReport {
   std::size_t source_measurements = 0;    ///< models re-profiled alone by the source
 
   [[nodiscard]] std::size_t sla_violations() const;  ///< model-intervals breaching, measured
+  /// Model-intervals that refused part or all of their demand (IntervalRecord::admitted).
+  [[nodiscard]] std::size_t shed_model_intervals() const;
   [[nodiscard]] std::vector<double> decision_ms() const;  ///< one per decision
 };
 

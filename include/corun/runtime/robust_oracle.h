@@ -48,16 +48,20 @@ class RobustOracle {
   /// `conditions`. Measures every joint configuration of the active models: the caller keeps
   /// their count exact (below 2^64; evaluate_scheduler() refuses larger scenarios).
   Answer best(const Workload& now, const Conditions& conditions);
-  /// @brief `plan` measured over the oracle's windows.
-  RobustScore score(const Workload& now, const Conditions& conditions, const JointConfig& plan);
+  /// @brief `plan` measured over the oracle's windows. `admitted` (a plan that refuses part of
+  /// some demand: admitted_workload()) is what runs; utility is counted against `now`.
+  RobustScore score(const Workload& now, const Conditions& conditions, const JointConfig& plan,
+                    const Workload* admitted = nullptr);
   /// @brief `plan` measured in the single-window oracle's window: its utility, 0 when it breaches.
-  double score_1(const Workload& now, const Conditions& conditions, const JointConfig& plan);
+  double score_1(const Workload& now, const Conditions& conditions, const JointConfig& plan,
+                 const Workload* admitted = nullptr);
 
   /// @brief Windows measured so far (cost of the references).
   [[nodiscard]] std::uint64_t measurements() const;
 
  private:
-  RobustScore measure_windows(const Workload& now, const Conditions& c, const JointConfig& plan);
+  RobustScore measure_windows(const Workload& now, const Workload& runs, const Conditions& c,
+                              const JointConfig& plan);
 
   const Testbed& testbed_;
   double window_s_;

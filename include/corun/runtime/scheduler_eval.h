@@ -56,6 +56,8 @@ struct SchedulerEvalRow {
   std::size_t infeasible_truth_intervals = 0;  ///< intervals where no plan holds every SLA
   double breach_rate = 0;          ///< violations / model-intervals that ran
   std::size_t infeasible_intervals = 0;  ///< intervals whose plan could not hold every SLA
+  /// Model-intervals that refused part or all of their demand (ControllerOptions::shed).
+  std::size_t shed_model_intervals = 0;
   std::vector<DriftOutcome> drift;
   double decision_ms_p50 = 0;
   double decision_ms_p99 = 0;
@@ -71,6 +73,7 @@ struct SchedulerEvalOptions {
   std::vector<std::string> solvers = {"ga", "exhaustive", "greedy", "hillclimb"};
   std::vector<bool> learning = {true};  ///< modes to run, each a row
   LearningOptions learning_options;     ///< when learning is on (enabled is set per row)
+  bool shed = true;                     ///< ControllerOptions::shed
   std::uint64_t seed = 1;
   int threads = 2;
   bool oracle = true;  ///< compute the references (exhaustive sweeps on the testbed)

@@ -1,11 +1,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "corun/core/result.h"
 #include "corun/plan/predictor.h"
+#include "corun/profile/dataset.h"
 #include "corun/runtime/predictor_source.h"
 #include "corun/surrogate/surrogate.h"
 #include "corun/testbed/testbed.h"
@@ -102,6 +106,9 @@ class SurrogateSource final : public PredictorSource {
   SurrogateSourceOptions options_;
   surrogate::StandaloneTable table_;
   std::vector<Demand> profiled_;  ///< per model: the demand table_ was measured at
+  /// Standalone samples already measured, per (model, demand): a demand seen before (the
+  /// controller's admission search visits the same shares again) is not measured twice.
+  std::map<std::pair<std::size_t, std::string>, std::vector<profile::SampleRecord>> alone_;
   std::vector<float> upper_;      ///< per model x target bound factors, from the last compile
   std::size_t measurements_ = 0;
   std::size_t refreshes_ = 0;
