@@ -351,8 +351,16 @@ const bool registered = register_command({
               "breach and (learning on) when a planned bound moved by more than " +
               format_number(100 * f->learning.options.replan_bound_change) +
               " %; GA warm-started from the plan in force. Robust oracle: " +
-              std::to_string(f->windows) + " windows per candidate. The first scenario has " +
-              space.joint_count().to_string() + " joint configurations.";
+              std::to_string(f->windows) + " windows per candidate. " +
+              (f->degrade.shed()
+                   ? "A model whose SLA no plan holds as predicted admits the largest share of its "
+                     "demand that holds it and refuses the rest (`--degrade shed`, "
+                     "docs/scheduler.md); the testbed measures what was admitted, and a refused "
+                     "share earns nothing. "
+                   : "A model whose SLA no plan holds as predicted runs best effort with all of "
+                     "its demand (`--degrade best-effort`). ") +
+              "The first scenario has " + space.joint_count().to_string() +
+              " joint configurations.";
           const std::string decision_svg =
               svg_by_scenario(*rows, "Decision time (median per scenario)", "ms",
                               &SchedulerEvalRow::decision_ms_p50);

@@ -17,6 +17,18 @@ namespace corun {
 
 namespace {
 
+// Admission control's ceiling (AIMD, as TCP's congestion window): a shed model that breaches as
+// measured at share f admits at most kShareBackoff x f from then on; after kShareCleanWindows
+// windows that held, the ceiling climbs back by kShareStep, up to kShareRetry x the smallest
+// share that breached: climbing back to a share that breached would breach again. A demand,
+// context or SLA change lifts it. The prediction alone would admit the breaching share again: near its capacity a
+// model's latency turns steeply with its own load, which corrections learned on the co-runners'
+// load do not capture.
+constexpr double kShareBackoff = 0.8;
+constexpr double kShareStep = 1.0 / 32;
+constexpr int kShareCleanWindows = 3;
+constexpr double kShareRetry = 0.9;
+
 // Weight of one observation in the moving average of a model's absolute prediction error.
 constexpr double kErrorAverageWeight = 0.1;
 // Windows of the current workload kept to re-base the learners on a refit surrogate.
@@ -74,6 +86,11 @@ struct Controller::Learners {
   std::uint64_t observations = 0;
   std::uint64_t breaches = 0;
   bool reopened = false;  // reopened since its last sample: the next sample says so
+  // Admission control's ceiling on the share of its demand (ControllerOptions::shed): a share
+  // that breached as measured is not admitted again; see kShareBackoff.
+  double share_cap = 1;
+  double share_bad = 1;  // the smallest share that breached since the ceiling was last lifted
+  int share_clean = 0;  // windows that held at an admitted share since the ceiling last moved
 
   // The model's operating point moved: see TargetLearner::reopen.
   void reopen() {
@@ -134,9 +151,11 @@ std::string Controller::apply(const TimelineEvent& e) {
     case TimelineEvent::Kind::kContext:
       if (!(m.demand == e.demand) && options_.learning.enabled) learners_[e.model]->reopen();
       m.demand = e.demand;
+      learners_[e.model]->share_cap = learners_[e.model]->share_bad = 1;
       break;
     case TimelineEvent::Kind::kSla:
       m.sla = e.sla;
+      learners_[e.model]->share_cap = learners_[e.model]->share_bad = 1;
       break;
     default:
       break;
@@ -462,6 +481,12 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
     return w.models[a].weight > w.models[b].weight;
   });
   const std::vector<Infeasibility> why = first.decision.infeasible;
+  std::vector<double> caps(n, 1.0);
+  {
+    MutexLock lock(mutex_);
+    if (generation != generation_) return std::optional<Attempt>();
+    for (std::size_t m = 0; m < n && m < learners_.size(); ++m) caps[m] = learners_[m]->share_cap;
+  }
   std::vector<double> admitted(n, 1.0);
   Workload runs = w;
   Attempt chosen = std::move(first);
@@ -472,8 +497,10 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
     double hi = 1;
     std::optional<Attempt> best;
     std::optional<Attempt> smallest;  // the last candidate, when every share failed
-    for (int k = 0; k < kShedSteps; ++k) {
-      const double share = 0.5 * (lo + hi);
+    // Below a ceiling left by a measured breach, the ceiling itself is tried first.
+    const bool capped = caps[m] < 1;
+    for (int k = capped ? -1 : 0; k < kShedSteps; ++k) {
+      const double share = k < 0 ? caps[m] : 0.5 * (lo + hi);
       Workload candidate = runs;
       scale_demand(candidate.models[m], share);
       auto a = attempt(candidate, generation, chosen.decision.config, id, reason, measure_ms,
@@ -483,6 +510,7 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
       if (holds_admitted(candidate.models[m], (*a)->decision, m)) {
         lo = share;
         best = std::move(**a);
+        if (k < 0) break;  // the ceiling holds: nothing above it is admitted
       } else {
         hi = share;
         if (k + 1 == kShedSteps) smallest = std::move(**a);
@@ -796,6 +824,18 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     const float p = field(d.predicted[m], pt);
     if (std::isfinite(v) && p > 0 && p < 1e8f) s.error = v / p - 1;
     learn_locked(m, s);
+    if (m < d.admitted.size() && d.admitted[m] > 0 && d.admitted[m] < 1) {
+      Learners& l = *learners_[m];
+      if (s.breach) {
+        l.share_bad = std::min(l.share_bad, d.admitted[m]);
+        l.share_cap = std::min(l.share_cap, d.admitted[m]) * kShareBackoff;
+        l.share_clean = 0;
+      } else if (++l.share_clean >= kShareCleanWindows) {
+        l.share_cap = std::max(l.share_cap,
+                               std::min(l.share_cap + kShareStep, kShareRetry * l.share_bad));
+        l.share_clean = 0;
+      }
+    }
     if (samples) samples->push_back(s);
     window.push_back(o);
     window.back().others_load = s.others_load;

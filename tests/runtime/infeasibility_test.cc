@@ -7,6 +7,7 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/plan/objective.h"
+#include "corun/runtime/controller.h"
 #include "corun/runtime/online_run.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/runtime/twin_source.h"
@@ -223,6 +224,44 @@ TEST(Infeasibility, AnOverloadedModelAdmitsTheShareItsSlaHoldsAndRefusesTheRest)
   }
   EXPECT_EQ(r->sla_violations(), 0u);
   EXPECT_EQ(r->shed_model_intervals(), r->intervals.size());
+}
+
+TEST(Infeasibility, AShareThatBreachedIsNotAdmittedAgain) {
+  // The assistant of AnOverloadedModel... at 2 requests/s; its admitted share breaches as
+  // measured (TTFT 10x its limit while it keeps up with its admitted requests).
+  Workload w = overloaded();
+  w.models[0].demand.rps = 2;
+  ControllerOptions o;
+  o.solver = "exhaustive";
+  Controller c(w, std::make_unique<TwinSource>(), o);
+  auto first = c.replan("start");
+  ASSERT_TRUE(first.ok() && first->has_value());
+  const Decision d1 = **first;
+  ASSERT_EQ(d1.admitted.size(), 2u);
+  const double f = d1.admitted[0];
+  ASSERT_GT(f, 0.0);
+  ASSERT_LT(f, 1.0);
+  ModelObservation o0;
+  o0.model = 0;
+  o0.local = d1.config[0];
+  o0.measured[static_cast<std::size_t>(Target::kTtftP95)] = 15000;
+  o0.measured[static_cast<std::size_t>(Target::kTpotP95)] = 40;
+  // Keeping up: every admitted request's 256 tokens.
+  o0.measured[static_cast<std::size_t>(Target::kThroughput)] = f * 2 * 256;
+  ModelObservation o1;
+  o1.model = 1;
+  o1.local = d1.config[1];
+  o1.measured[static_cast<std::size_t>(Target::kLatencyP95)] = 10;
+  o1.measured[static_cast<std::size_t>(Target::kThroughput)] = 30;
+  const std::vector<ModelObservation> obs = {o0, o1};
+  const auto r = c.observe(obs, d1.id);
+  EXPECT_TRUE(r.breach[0]);
+  EXPECT_TRUE(r.replan);  // a shed model's SLA is enforced again: its breach is news
+  auto second = c.replan(r.reason);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  ASSERT_EQ((*second)->admitted.size(), 2u);
+  // The ceiling: at most 0.8 of the share that breached (docs/scheduler.md).
+  EXPECT_LE((*second)->admitted[0], 0.8 * f + 1e-12);
 }
 
 TEST(Infeasibility, AModelNoShareOfItsDemandHoldsIsPaused) {
