@@ -137,7 +137,8 @@ std::string markdown(const std::vector<SchedulerEvalRow>& rows, const nlohmann::
       "in the 2 intervals from it + after them, intervals until the plan is within 3 % of the "
       "robust oracle, and the largest gap from the 10th interval after it.\n\n";
   md +=
-      "| scenario | solver | learning | decisions | gap_ex % | gap_oracle % | gap_oracle_1 % | viol | "
+      "| scenario | solver | learning | decisions | gap_ex % | gap_oracle % | gap_oracle_1 % | "
+      "viol | "
       "after 3 | feasible | no plan | shed | p50 ms | p99 ms | utility | drift |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& r : rows) {
@@ -147,8 +148,9 @@ std::string markdown(const std::vector<SchedulerEvalRow>& rows, const nlohmann::
           std::to_string(r.sla_violations) + " | " + std::to_string(r.violations_after_3) + " | " +
           std::to_string(r.violations_where_feasible) + " | " +
           std::to_string(r.infeasible_truth_intervals) + " | " +
-          std::to_string(r.shed_model_intervals) + " | " + num(r.decision_ms_p50, 1) + " | " + num(r.decision_ms_p99, 1) + " | " +
-          num(r.mean_measured_utility, 3) + " | " + drift_text(r) + " |\n";
+          std::to_string(r.shed_model_intervals) + " | " + num(r.decision_ms_p50, 1) + " | " +
+          num(r.decision_ms_p99, 1) + " | " + num(r.mean_measured_utility, 3) + " | " +
+          drift_text(r) + " |\n";
   }
   md +=
       "\n## Summary over the scenarios\n\n| solver / learning | median gap_ex % | median "
@@ -343,10 +345,11 @@ const bool registered = register_command({
                    : "") +
               " fitted per scenario on 20·N co-run and 3 standalone passes (cached in " + f->out +
               "); scenarios with `profiling: none` start from the catalog twin instead. Learning "
-              "off: margins at the error model's " + format_number(100 * confidence) +
+              "off: margins at the error model's " +
+              format_number(100 * confidence) +
               " % bound, raised after a measured breach. Learning on: breach target " +
-              format_number(f->learning.options.breach_target) +
-              ", refits every " + std::to_string(f->learning.options.refit_every) +
+              format_number(f->learning.options.breach_target) + ", refits every " +
+              std::to_string(f->learning.options.refit_every) +
               " intervals. Re-plans at the start, after every timeline event, after a measured "
               "breach and (learning on) when a planned bound moved by more than " +
               format_number(100 * f->learning.options.replan_bound_change) +

@@ -199,8 +199,7 @@ const bool registered = register_command({
         auto online = OnlineLog::open(
             out / "dataset.db", *w, *text, f->testbed, interval,
             run_key(f->surrogate.seed, f->solver, ro.controller.learning, ro.controller.shed,
-                    source->describe(),
-                    source->fitted()),
+                    source->describe(), source->fitted()),
             static_cast<std::uint64_t>(std::ceil(
                 (w->timeline.duration_s > 0 ? w->timeline.duration_s : interval) / interval)));
         if (!online) return report_error(online.error());

@@ -17,14 +17,14 @@ namespace corun {
 
 namespace {
 
-// Admission control's ceiling (AIMD, as TCP's congestion window): a shed model that breaches as
-// measured at share f admits at most kShareBackoff x f from then on; after kShareCleanWindows
-// windows that held, the ceiling climbs back by kShareStep, up to kShareRetry x the smallest
-// share that breached: climbing back to a share that breached would breach again. A demand,
-// context or SLA change lifts it. The prediction alone would admit the breaching share again: near its capacity a
-// model's latency turns steeply with its own load, which corrections learned on the co-runners'
-// load do not capture.
-constexpr double kShareBackoff = 0.8;
+// Admission control's ceiling (AIMD, as TCP's congestion window, halved on a loss): a shed
+// model that breaches as measured at share f admits at most kShareBackoff x f from then on;
+// after kShareCleanWindows windows that held, the ceiling climbs back by kShareStep, up to
+// kShareRetry x the smallest share that breached: climbing back to a share that breached would
+// breach again. A demand, context or SLA change lifts it. The prediction alone would admit the
+// breaching share again: near its capacity a model's latency turns steeply with its own load,
+// which corrections learned on the co-runners' load do not capture.
+constexpr double kShareBackoff = 0.5;
 constexpr double kShareStep = 1.0 / 32;
 constexpr int kShareCleanWindows = 3;
 constexpr double kShareRetry = 0.9;
@@ -90,7 +90,7 @@ struct Controller::Learners {
   // that breached as measured is not admitted again; see kShareBackoff.
   double share_cap = 1;
   double share_bad = 1;  // the smallest share that breached since the ceiling was last lifted
-  int share_clean = 0;  // windows that held at an admitted share since the ceiling last moved
+  int share_clean = 0;   // windows that held at an admitted share since the ceiling last moved
 
   // The model's operating point moved: see TargetLearner::reopen.
   void reopen() {
@@ -386,9 +386,9 @@ Result<std::optional<Controller::Attempt>> Controller::attempt(
   const ErrorPriors priors = source_->priors(w);
   const std::vector<double> static_margins = source_->margins(w);
   LoadTable loads = source_->loads(w);
-  *measure_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                           measure_start)
-                     .count();
+  *measure_ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - measure_start)
+          .count();
   Attempt a;
   {
     MutexLock lock(mutex_);
@@ -503,8 +503,8 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
       const double share = k < 0 ? caps[m] : 0.5 * (lo + hi);
       Workload candidate = runs;
       scale_demand(candidate.models[m], share);
-      auto a = attempt(candidate, generation, chosen.decision.config, id, reason, measure_ms,
-                       nullptr);
+      auto a =
+          attempt(candidate, generation, chosen.decision.config, id, reason, measure_ms, nullptr);
       if (!a) return a.error().wrap("admitting part of " + w.models[m].name + "'s demand");
       if (!*a) return std::optional<Attempt>();
       if (holds_admitted(candidate.models[m], (*a)->decision, m)) {
@@ -542,7 +542,8 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
   // Utility counts against what was asked for: the refused share earns nothing.
   d.predicted_utility = 0;
   for (std::size_t m = 0; m < n; ++m) {
-    if (d.config[m] != kAbsent) d.predicted_utility += model_utility(w, m, d.config[m], d.predicted[m]);
+    if (d.config[m] == kAbsent) continue;
+    d.predicted_utility += model_utility(w, m, d.config[m], d.predicted[m]);
   }
   // Why each shed model could not be held with all of its demand, and what it admits instead;
   // the models that still run best effort keep the reasons of the last search.
@@ -556,8 +557,9 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
   for (const auto& i : d.infeasible) {
     if (admitted[i.model] >= 1) merged.push_back(i);
   }
-  std::stable_sort(merged.begin(), merged.end(),
-                   [](const Infeasibility& a, const Infeasibility& b) { return a.model < b.model; });
+  std::stable_sort(
+      merged.begin(), merged.end(),
+      [](const Infeasibility& a, const Infeasibility& b) { return a.model < b.model; });
   d.infeasible = std::move(merged);
   d.feasible = false;  // some demand is refused
   d.admitted = std::move(admitted);
@@ -831,8 +833,8 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
         l.share_cap = std::min(l.share_cap, d.admitted[m]) * kShareBackoff;
         l.share_clean = 0;
       } else if (++l.share_clean >= kShareCleanWindows) {
-        l.share_cap = std::max(l.share_cap,
-                               std::min(l.share_cap + kShareStep, kShareRetry * l.share_bad));
+        l.share_cap =
+            std::max(l.share_cap, std::min(l.share_cap + kShareStep, kShareRetry * l.share_bad));
         l.share_clean = 0;
       }
     }

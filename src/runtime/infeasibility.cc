@@ -240,8 +240,8 @@ std::string Infeasibility::message() const {
               format_number(std::round(100 * best_margin)) + " %)";
   }
   return name + ": " + sla_key + " " + format_number(limit) + " cannot be met" +
-         (alone ? "" : " next to the others") + ": best " + format_quantity(best) + unit +
-         planned + " at " + best_config + "; " + cause + admission();
+         (alone ? "" : " next to the others") + ": best " + format_quantity(best) + unit + planned +
+         " at " + best_config + "; " + cause + admission();
 }
 
 std::string Infeasibility::admission() const {

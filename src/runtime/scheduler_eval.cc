@@ -115,7 +115,8 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
           interval_gap.push_back(g);
           if (std::isfinite(g)) gap_or.push_back(g);
           if (best.feasible_1) {
-            gap_or1.push_back(gap_pct(best.utility_1, oracle.score_1(now, iv.conditions, iv.plan, admitted)));
+            gap_or1.push_back(
+                gap_pct(best.utility_1, oracle.score_1(now, iv.conditions, iv.plan, admitted)));
           }
         };
         auto report = run_online(w, testbed, std::move(*source), ro);

@@ -142,7 +142,8 @@ std::optional<Decision> decision_in_force(const json& record, const ModelRegistr
     stored.best_effort.push_back(m.value("best_effort", false));
     stored.admitted.push_back(std::clamp(json_number_or(m, "admitted", 1.0), 0.0, 1.0));
   }
-  if (std::all_of(stored.admitted.begin(), stored.admitted.end(), [](double a) { return a >= 1; })) {
+  if (std::all_of(stored.admitted.begin(), stored.admitted.end(),
+                  [](double a) { return a >= 1; })) {
     stored.admitted.clear();
   }
   return stored;

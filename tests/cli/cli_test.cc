@@ -424,8 +424,9 @@ TEST(Cli, MakeRunExitsZeroWhenTheTestbedMeasuresNoBreach) {
 TEST(Cli, RunSaysWhichSlaCannotBeMetAndWhy) {
   const auto out = temp_dir() / "run-overloaded";
   std::filesystem::remove_all(out);
-  const RunResult r = run("run " + kSrc + "/workloads/overloaded-llm.yaml --quiet --degrade best-effort --out " +
-                          out.string());
+  const RunResult r =
+      run("run " + kSrc + "/workloads/overloaded-llm.yaml --quiet --degrade best-effort --out " +
+          out.string());
   EXPECT_EQ(r.code, 1) << r.err;  // the assistant's SLA breaches: measured, so counted
   EXPECT_NE(r.out.find("infeasible: assistant: ttft_ms_p95 1500 cannot be met: best "),
             std::string::npos)
