@@ -41,6 +41,15 @@ timeline:
   return *w;
 }
 
+// `w` online on the simulator, planned exhaustively from the catalog twin.
+Result<RunReport> run_on_twin(const Workload& w, bool shed = true) {
+  SimTestbed sim;
+  RunOptions o;
+  o.controller.solver = "exhaustive";
+  o.controller.shed = shed;
+  return run_online(w, sim, std::make_unique<TwinSource>(), o);
+}
+
 TEST(Infeasibility, NamesTheModelTheSlaAndTheDemandThatLimitsIt) {
   const Workload w = overloaded();
   SimTestbed sim;
@@ -175,11 +184,7 @@ models:
 
 TEST(Infeasibility, TheOnlineLoopSaysSoAndStopsReplanningOnKnownBreaches) {
   const Workload w = overloaded();
-  SimTestbed sim;
-  RunOptions o;
-  o.controller.solver = "exhaustive";
-  o.controller.shed = false;  // best effort: it runs with all of its demand
-  auto r = run_online(w, sim, std::make_unique<TwinSource>(), o);
+  auto r = run_on_twin(w, /*shed=*/false);  // best effort: it runs with all of its demand
   ASSERT_TRUE(r.ok()) << r.error().what();
   std::size_t assistant_breaches = 0;
   for (const auto& iv : r->intervals) {
@@ -199,10 +204,7 @@ TEST(Infeasibility, AnOverloadedModelAdmitsTheShareItsSlaHoldsAndRefusesTheRest)
   // less than the 1/32 the admission search resolves.
   Workload w = overloaded();
   w.models[0].demand.rps = 2;
-  SimTestbed sim;
-  RunOptions o;
-  o.controller.solver = "exhaustive";
-  auto r = run_online(w, sim, std::make_unique<TwinSource>(), o);
+  auto r = run_on_twin(w);
   ASSERT_TRUE(r.ok()) << r.error().what();
   for (const auto& iv : r->intervals) {
     EXPECT_FALSE(iv.feasible);  // not all of the demand is served
@@ -269,10 +271,7 @@ TEST(Infeasibility, AModelNoShareOfItsDemandHoldsIsPaused) {
   // load (one decode step reads its 14 GB of fp16 weights from 936 GB/s DRAM: ~15 ms).
   Workload w = overloaded();
   w.models[0].sla.tpot_ms_p95 = 1;
-  SimTestbed sim;
-  RunOptions o;
-  o.controller.solver = "exhaustive";
-  auto r = run_online(w, sim, std::make_unique<TwinSource>(), o);
+  auto r = run_on_twin(w);
   ASSERT_TRUE(r.ok()) << r.error().what();
   for (const auto& iv : r->intervals) {
     ASSERT_EQ(iv.admitted.size(), 2u);
