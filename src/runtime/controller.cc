@@ -92,6 +92,9 @@ struct Controller::Learners {
   double share_bad = 1;  // the smallest share that breached since the ceiling was last lifted
   int share_clean = 0;   // windows that held at an admitted share since the ceiling last moved
 
+  // Its demand, context or SLA changed: what breached before says nothing of it now.
+  void lift_share_cap() { share_cap = share_bad = 1; }
+
   // The model's operating point moved: see TargetLearner::reopen.
   void reopen() {
     reopened = true;
@@ -151,11 +154,11 @@ std::string Controller::apply(const TimelineEvent& e) {
     case TimelineEvent::Kind::kContext:
       if (!(m.demand == e.demand) && options_.learning.enabled) learners_[e.model]->reopen();
       m.demand = e.demand;
-      learners_[e.model]->share_cap = learners_[e.model]->share_bad = 1;
+      learners_[e.model]->lift_share_cap();
       break;
     case TimelineEvent::Kind::kSla:
       m.sla = e.sla;
-      learners_[e.model]->share_cap = learners_[e.model]->share_bad = 1;
+      learners_[e.model]->lift_share_cap();
       break;
     default:
       break;
@@ -342,8 +345,8 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   if (!first) return first.error();
   if (!*first) return std::optional<Decision>();
   std::optional<Attempt> chosen = std::move(**first);
-  const bool gave_up = std::any_of(chosen->decision.best_effort.begin(),
-                                   chosen->decision.best_effort.end(), [](bool b) { return b; });
+  const auto& given_up = chosen->decision.best_effort;
+  const bool gave_up = std::find(given_up.begin(), given_up.end(), true) != given_up.end();
   if (options_.shed && gave_up) {
     auto shed_attempt = shed(w, std::move(*chosen), generation, id, reason, &measure_ms);
     if (!shed_attempt) return shed_attempt.error();
@@ -420,26 +423,27 @@ bool sheddable(const ModelSpec& m) {
 // co-run slowdown of the surrogate's ratio even where the model keeps up with its demand.
 constexpr double kStableServed = 0.9;
 
-// Whether a candidate holds model m at its admitted demand (`admitted`): its SLA holds as
-// predicted at its margin, and its predicted throughput keeps up with what it admits.
-bool holds_admitted(const ModelSpec& admitted, const Decision& d, std::size_t m) {
-  if (d.best_effort[m] || d.config[m] == kAbsent) return false;
-  const Settings s = admitted.settings(static_cast<std::size_t>(d.config[m]));
-  const double keep = admitted.arch.family == ModelFamily::kVision ? 1 - s.skip_rate : 1.0;
-  return served_fraction(admitted, s, d.predicted[m].throughput) >= kStableServed * keep;
+// Whether model `m` in configuration `local` keeps up with `share` of its demand at
+// `throughput` (predicted or measured): its served fraction of the admitted demand, frame
+// skipping aside, is at least kStableServed.
+bool keeps_up(const ModelSpec& m, std::int32_t local, double share, double throughput) {
+  const Settings s = m.settings(static_cast<std::size_t>(local));
+  const double keep = m.arch.family == ModelFamily::kVision ? 1 - s.skip_rate : 1.0;
+  return served_fraction(m, s, throughput / share) >= kStableServed * keep;
 }
 
-void scale_demand(ModelSpec& m, double share);
+// Whether a candidate holds model m at `share` of the demand `spec` states: its SLA holds as
+// predicted at its margin, and its predicted throughput keeps up with what it admits.
+bool holds_admitted(const ModelSpec& spec, double share, const Decision& d, std::size_t m) {
+  if (d.best_effort[m] || d.config[m] == kAbsent) return false;
+  return keeps_up(spec, d.config[m], share, d.predicted[m].throughput);
+}
 
 // Whether model `spec` run at `share` of its demand fell behind it in window `o`.
 bool overloaded(const ModelSpec& spec, double share, const ModelObservation& o) {
   const double thr = o.measured[static_cast<std::size_t>(Target::kThroughput)];
   if (!std::isfinite(thr) || share <= 0) return false;
-  ModelSpec admitted = spec;
-  scale_demand(admitted, share);
-  const Settings s = admitted.settings(static_cast<std::size_t>(o.local));
-  const double keep = admitted.arch.family == ModelFamily::kVision ? 1 - s.skip_rate : 1.0;
-  return served_fraction(admitted, s, thr) < kStableServed * keep;
+  return !keeps_up(spec, o.local, share, thr);
 }
 
 void scale_demand(ModelSpec& m, double share) {
@@ -507,7 +511,7 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
           attempt(candidate, generation, chosen.decision.config, id, reason, measure_ms, nullptr);
       if (!a) return a.error().wrap("admitting part of " + w.models[m].name + "'s demand");
       if (!*a) return std::optional<Attempt>();
-      if (holds_admitted(candidate.models[m], (*a)->decision, m)) {
+      if (holds_admitted(runs.models[m], share, (*a)->decision, m)) {
         lo = share;
         best = std::move(**a);
         if (k < 0) break;  // the ceiling holds: nothing above it is admitted
