@@ -134,6 +134,7 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
         row.gap_to_exhaustive_pct = median(gap_ex);
         row.gap_to_oracle_pct = median(gap_or);
         row.gap_to_oracle_1_pct = median(gap_or1);
+        row.interval_gap_pct = interval_gap;
         row.sla_violations = report->sla_violations();
         row.refits = report->refits;
         row.shed_model_intervals = report->shed_model_intervals();
@@ -208,6 +209,8 @@ nlohmann::json to_json(const SchedulerEvalRow& r) {
                      {"recovery_intervals", d.recovery_intervals},
                      {"max_gap_from_10th_pct", num(d.max_gap_from_10th_pct)}});
   }
+  nlohmann::json gaps = nlohmann::json::array();
+  for (const double g : r.interval_gap_pct) gaps.push_back(num(g));
   return {{"scenario", r.scenario},
           {"solver", r.solver},
           {"learning", r.learning ? "on" : "off"},
@@ -216,6 +219,7 @@ nlohmann::json to_json(const SchedulerEvalRow& r) {
           {"gap_to_exhaustive_pct", num(r.gap_to_exhaustive_pct)},
           {"gap_to_oracle_pct", num(r.gap_to_oracle_pct)},
           {"gap_to_oracle_1_pct", num(r.gap_to_oracle_1_pct)},
+          {"interval_gap_to_oracle_pct", gaps},
           {"sla_violations", r.sla_violations},
           {"violations_after_3", r.violations_after_3},
           {"violations_where_feasible", r.violations_where_feasible},

@@ -375,6 +375,7 @@ TEST(Controller, DeterministicBySeed) {
 }  // namespace
 }  // namespace corun
 
+#include <cmath>
 #include <filesystem>
 
 #include "corun/core/atomic_file.h"
@@ -444,12 +445,25 @@ TEST(SchedulerEval, ScoresEverySolverAndLearningModeOnEveryScenario) {
   EXPECT_GE(greedy.gap_to_exhaustive_pct, 0.0);
   EXPECT_GT(greedy.decision_ms_p50, 0.0);
   const auto j = to_json(greedy);
-  for (const char* k : {"scenario", "solver", "learning", "gap_to_exhaustive_pct",
-                        "gap_to_oracle_pct", "gap_to_oracle_1_pct", "sla_violations",
-                        "breach_rate", "drift", "decision_ms_p50", "decision_ms_p99"}) {
+  for (const char* k :
+       {"scenario", "solver", "learning", "gap_to_exhaustive_pct", "gap_to_oracle_pct",
+        "gap_to_oracle_1_pct", "sla_violations", "breach_rate", "drift", "decision_ms_p50",
+        "decision_ms_p99", "interval_gap_to_oracle_pct"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["learning"], "off");
+  // One gap per interval; the median is the row's gap_to_oracle_pct.
+  ASSERT_EQ(ex.interval_gap_pct.size(), ex.intervals);
+  std::vector<double> gaps;
+  for (const double g : ex.interval_gap_pct) {
+    if (std::isfinite(g)) gaps.push_back(g);
+  }
+  ASSERT_FALSE(gaps.empty());
+  std::sort(gaps.begin(), gaps.end());
+  const std::size_t h = gaps.size() / 2;
+  const double mid = gaps.size() % 2 == 1 ? gaps[h] : 0.5 * (gaps[h - 1] + gaps[h]);
+  EXPECT_NEAR(mid, ex.gap_to_oracle_pct, 1e-9);
+  EXPECT_EQ(j["interval_gap_to_oracle_pct"].size(), ex.intervals);
 }
 
 }  // namespace

@@ -48,6 +48,9 @@ struct SchedulerEvalRow {
   double gap_to_oracle_pct = NAN;
   /// The same against the single-window oracle, the plan scored in that one window.
   double gap_to_oracle_1_pct = NAN;
+  /// Per interval, the gap of the plan in force to the robust oracle (%; NaN where no plan holds
+  /// every SLA on the testbed or nothing ran).
+  std::vector<double> interval_gap_pct;
   std::size_t sla_violations = 0;  ///< measured model-intervals breaching
   std::size_t violations_after_3 = 0;  ///< of them, after the first 3 intervals
   /// Of them, in intervals where the robust oracle holds every SLA: where no plan can, a breach
