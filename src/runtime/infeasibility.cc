@@ -262,12 +262,16 @@ Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& s
   if (first->feasible || problem.active_models().empty()) return out;
 
   Workload relaxed = problem.workload();  // its given-up SLAs are cleared
+  // The problem's own pins hold through every step (PlanProblem::pin).
   std::vector<std::int32_t> pins(n, kAbsent);
   std::vector<bool> active(n);
-  for (std::size_t m = 0; m < n; ++m) active[m] = problem.active(m);
+  for (std::size_t m = 0; m < n; ++m) {
+    active[m] = problem.active(m);
+    pins[m] = problem.pinned(m);
+  }
   auto give_up = [&](std::size_t m, std::int32_t pin) {
     relaxed.models[m].sla = Sla{};
-    pins[m] = pin;
+    if (problem.pinned(m) == kAbsent) pins[m] = pin;
     out.best_effort[m] = true;
   };
   // 1. Models that no configuration serves within their SLA even alone.

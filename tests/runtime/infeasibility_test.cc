@@ -123,6 +123,30 @@ models:
   EXPECT_EQ(r->result.config[1], 1);
 }
 
+TEST(Infeasibility, APinHoldsThroughTheDegradationRule) {
+  // TheLowestWeightGivesUpFirstAndMovesAside with b pinned to skip_rate 0: b may not move aside,
+  // so the plan keeps it there and gives up an SLA instead.
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - {name: a, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 6.5}, weight: 2}
+  - name: b
+    model: yolo11n
+    knobs: {skip_rate: [0, 0.5]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 15, min_throughput: 25}
+)",
+                          "crowded.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const Crowded crowded;
+  PlanProblem p(*w, {true, true}, crowded);
+  p.pin(1, 0);
+  auto solver = make_solver("exhaustive");
+  auto r = solve_degrading(p, **solver, {1, 1, std::nullopt});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->result.config[1], 0);
+  EXPECT_FALSE(r->why.empty());
+}
+
 TEST(Infeasibility, TheMessageGivesTheBoundAtThePlannedMargin) {
   Infeasibility why;
   why.name = "asr";

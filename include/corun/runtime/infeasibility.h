@@ -56,7 +56,8 @@ struct DegradedPlan {
 ///    breach). It is not pinned, so the search may move it to whatever configuration lets the
 ///    others hold.
 /// Each given-up SLA is explained (Infeasibility). The answer's `feasible` says whether every
-/// remaining SLA holds.
+/// remaining SLA holds. A model the problem pins (PlanProblem::pin) stays in its configuration
+/// through every step.
 Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& solver,
                                      const SolverOptions& options);
 
