@@ -92,7 +92,11 @@ struct Controller::Learners {
   double share_bad = 1;  // the smallest share that breached since the ceiling was last lifted
   int share_clean = 0;   // windows that held at an admitted share since the ceiling last moved
 
-  // Its demand, context or SLA changed: what breached before says nothing of it now.
+  bool probe_due = false;  // paused: the next decision runs it at the smallest share
+  bool probing = false;    // the plan in force runs it as a probe
+
+  // Its demand, context or SLA changed, or the GPU became faster: what breached before says
+  // nothing of it now.
   void lift_share_cap() { share_cap = share_bad = 1; }
 
   // The model's operating point moved: see TargetLearner::reopen.
@@ -486,11 +490,16 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
   });
   const std::vector<Infeasibility> why = first.decision.infeasible;
   std::vector<double> caps(n, 1.0);
+  std::vector<bool> probe(n, false);
   {
     MutexLock lock(mutex_);
     if (generation != generation_) return std::optional<Attempt>();
-    for (std::size_t m = 0; m < n && m < learners_.size(); ++m) caps[m] = learners_[m]->share_cap;
+    for (std::size_t m = 0; m < n && m < learners_.size(); ++m) {
+      caps[m] = learners_[m]->share_cap;
+      probe[m] = learners_[m]->probe_due;
+    }
   }
+  std::vector<bool> probed(n, false);
   std::vector<double> admitted(n, 1.0);
   Workload runs = w;
   Attempt chosen = std::move(first);
@@ -525,13 +534,15 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
       scale_demand(runs.models[m], lo);
       admitted[m] = lo;
       chosen = std::move(*best);
-    } else if (smallest &&
-               sla_excess(runs.models[m], smallest->decision.predicted[m], Margin{}) <= 0) {
-      // Its prediction holds at the smallest share and only its margin does not: it runs there
-      // best effort, so that it is observed and its margin can shrink (a paused model is never
-      // observed, and would stay paused on the margin of its first prediction).
+    } else if (smallest && (probe[m] || sla_excess(runs.models[m], smallest->decision.predicted[m],
+                                                   Margin{}) <= 0)) {
+      // Its prediction holds at the smallest share and only its margin does not, or a paused
+      // model's probe is due (see observe(): the GPU became faster): it runs there best effort,
+      // so that it is observed and its margin or its correction can move (a paused model is
+      // never observed, and would stay paused on the prediction that paused it).
       scale_demand(runs.models[m], probe_share);
       admitted[m] = probe_share;
+      probed[m] = probe[m];
       chosen = std::move(*smallest);
     } else {
       runs.models[m].active = false;
@@ -567,6 +578,15 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
   d.infeasible = std::move(merged);
   d.feasible = false;  // some demand is refused
   d.admitted = std::move(admitted);
+  {
+    MutexLock lock(mutex_);
+    if (generation != generation_) return std::optional<Attempt>();
+    for (std::size_t m = 0; m < n && m < learners_.size(); ++m) {
+      if (!probed[m]) continue;
+      learners_[m]->probe_due = false;
+      learners_[m]->probing = true;
+    }
+  }
   return std::optional<Attempt>(std::move(chosen));
 }
 
@@ -768,6 +788,7 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
   // GPU (everyone's shared error moves), one alone a change of its configuration.
   std::vector<int> changed(n, 0);
   int up = 0, down = 0, reporting = 0;
+  int down_whole = 0, reporting_whole = 0;  // of them, models that run all of their demand
   if (options_.learning.enabled) {
     for (const ModelObservation& o : obs) {
       if (o.model >= n || d.config[o.model] == kAbsent || o.local != d.config[o.model]) continue;
@@ -785,6 +806,11 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
       }
       if (changed[o.model] > 0) ++up;
       if (changed[o.model] < 0) ++down;
+      // The evidence that the GPU became faster comes from models served whole: a shed model
+      // runs near its capacity, where a window's latency swings without any change of the GPU.
+      if (o.model < d.admitted.size() && d.admitted[o.model] < 1) continue;
+      ++reporting_whole;
+      if (changed[o.model] < 0) ++down_whole;
     }
   }
   auto hint_for = [&](std::size_t m) {
@@ -832,6 +858,11 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     learn_locked(m, s);
     if (m < d.admitted.size() && d.admitted[m] > 0 && d.admitted[m] < 1) {
       Learners& l = *learners_[m];
+      if (std::exchange(l.probing, false) && !r.replan) {
+        // One window: what it measured decides what runs next.
+        r.replan = true;
+        r.reason = "probe " + spec.name;
+      }
       if (s.breach) {
         l.share_bad = std::min(l.share_bad, d.admitted[m]);
         l.share_cap = std::min(l.share_cap, d.admitted[m]) * kShareBackoff;
@@ -851,6 +882,23 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     if (s.breach && !known && !r.replan) {
       r.replan = true;
       r.reason = "breach " + spec.name;
+    }
+  }
+  // The GPU became faster for most models at once (a co-tenant left, a power cap was lifted):
+  // the ceilings breaches left on shed models were measured on a slower GPU, and a paused model
+  // — never measured, so never corrected — may fit now. As a circuit breaker's half-open state,
+  // each paused model runs one probe window at the smallest share; what it measures decides.
+  if (options_.learning.enabled && down_whole >= 2 && 2 * down_whole >= reporting_whole &&
+      d.admitted.size() == n) {
+    for (std::size_t m = 0; m < n; ++m) {
+      if (d.admitted[m] >= 1 || !workload_.models[m].active) continue;
+      Learners& l = *learners_[m];
+      l.lift_share_cap();
+      if (d.admitted[m] <= 0) l.probe_due = true;
+      if (!r.replan) {
+        r.replan = true;
+        r.reason = "faster GPU";
+      }
     }
   }
   if (!window.empty()) {

@@ -308,5 +308,76 @@ TEST(Infeasibility, AModelNoShareOfItsDemandHoldsIsPaused) {
   EXPECT_EQ(r->sla_violations(), 0u);
 }
 
+TEST(Infeasibility, APausedModelIsProbedWhenTheGpuBecomesFaster) {
+  // The assistant of AModelNoShareOfItsDemandHoldsIsPaused next to two cameras. Paused, it is
+  // never measured; when both cameras measure far faster than predicted at once (a co-tenant
+  // left), it runs one probe window at a small share, and what that window measures decides:
+  // here it breaches (no configuration decodes a token in 1 ms), so it is paused again.
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: assistant
+    model: qwen2.5-7b
+    knobs: {precision: [fp16, awq], request_concurrency: [1, 4]}
+    demand: {rps: 2, prompt_tokens: 2048, output_tokens: 256}
+    sla: {ttft_ms_p95: 1500, tpot_ms_p95: 1}
+    weight: 3
+  - {name: cam0, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
+  - {name: cam1, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
+)",
+                          "paused.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  ControllerOptions o;
+  o.solver = "exhaustive";
+  Controller c(*w, std::make_unique<TwinSource>(), o);
+  auto first = c.replan("start");
+  ASSERT_TRUE(first.ok() && first->has_value());
+  const Decision d1 = **first;
+  ASSERT_EQ(d1.admitted.size(), 3u);
+  ASSERT_EQ(d1.admitted[0], 0.0);
+  // The cameras at `factor` x their predicted latency.
+  auto cameras = [](const Decision& d, double factor) {
+    std::vector<ModelObservation> obs;
+    for (std::size_t m : {1u, 2u}) {
+      ModelObservation ob;
+      ob.model = m;
+      ob.local = d.config[m];
+      ob.measured[static_cast<std::size_t>(Target::kLatencyP95)] =
+          factor * d.predicted[m].latency_ms_p95;
+      ob.measured[static_cast<std::size_t>(Target::kThroughput)] = 30;
+      obs.push_back(ob);
+    }
+    return obs;
+  };
+  for (int k = 0; k < 3; ++k) {
+    const auto r = c.observe(cameras(d1, 1.0), d1.id);
+    EXPECT_NE(r.reason, "faster GPU") << k;  // as predicted: no reason to probe
+  }
+  const auto faster = c.observe(cameras(d1, 0.2), d1.id);
+  ASSERT_TRUE(faster.replan);
+  EXPECT_EQ(faster.reason, "faster GPU");
+  auto second = c.replan(faster.reason);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  const Decision d2 = **second;
+  EXPECT_GT(d2.admitted[0], 0.0);
+  EXPECT_LE(d2.admitted[0], 1.0 / 32);
+  ASSERT_NE(d2.config[0], kAbsent);
+  // The probe window breaches: one window, then paused again.
+  auto obs = cameras(d2, 0.2);
+  ModelObservation a;
+  a.model = 0;
+  a.local = d2.config[0];
+  a.measured[static_cast<std::size_t>(Target::kTtftP95)] = 500;
+  a.measured[static_cast<std::size_t>(Target::kTpotP95)] = 20;
+  a.measured[static_cast<std::size_t>(Target::kThroughput)] = d2.admitted[0] * 2 * 256;
+  obs.push_back(a);
+  const auto probed = c.observe(obs, d2.id);
+  EXPECT_TRUE(probed.breach[0]);
+  ASSERT_TRUE(probed.replan);
+  auto third = c.replan(probed.reason);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->admitted[0], 0.0);
+  EXPECT_EQ((*third)->config[0], kAbsent);
+}
+
 }  // namespace
 }  // namespace corun
