@@ -34,6 +34,21 @@ echo "== eval scheduler: drift the planner is not told about (docs/results/drift
   --out out/eval/drift --no-exhaustive --quiet --json --markdown docs/results/drift.md \
   --html out/eval/drift.html \
   --title "Online scheduler under drift the planner is not told about" >out/eval/drift.json
+echo "== eval scheduler with exploration, --explore 1 (docs/results/explore-*.md)"
+"$corun" eval scheduler --scenarios workloads/scenarios --solvers ga --learning on --explore 1 \
+  --out out/eval/scheduler --quiet --json --markdown docs/results/explore-scheduler.md \
+  --html out/eval/explore-scheduler.html \
+  --title "Online scheduler with exploration (--explore 1): eight scenarios" \
+  >out/eval/explore-scheduler.json
+"$corun" eval scheduler --scenarios workloads/mixes --solvers ga --learning on --explore 1 \
+  --out out/eval/mixes --no-exhaustive --quiet --json --markdown docs/results/explore-mixes.md \
+  --html out/eval/explore-mixes.html \
+  --title "Online scheduler with exploration (--explore 1): five new mixes" \
+  >out/eval/explore-mixes.json
+"$corun" eval scheduler --scenarios workloads/drift --solvers ga --learning on --explore 1 \
+  --out out/eval/drift --no-exhaustive --quiet --json --markdown docs/results/explore-drift.md \
+  --html out/eval/explore-drift.html \
+  --title "Online scheduler with exploration (--explore 1): drift" >out/eval/explore-drift.json
 echo "== make run's report (reuses out/run/random-churn when it is there)"
 # Exit code 1 is a measured SLA breach: the run still wrote its report.
 "$corun" run workloads/scenarios/random-churn.yaml --quiet >out/eval/run.txt || [[ $? == 1 ]]

@@ -348,8 +348,12 @@ const bool registered = register_command({
               "off: margins at the error model's " +
               format_number(100 * confidence) +
               " % bound, raised after a measured breach. Learning on: breach target " +
-              format_number(f->learning.options.breach_target) + ", refits every " +
-              std::to_string(f->learning.options.refit_every) +
+              format_number(f->learning.options.breach_target) +
+              (f->learning.options.explore_sd > 0
+                   ? ", throughput ranked " + format_number(f->learning.options.explore_sd) +
+                         " sd of its uncertainty above its prediction (`--explore`)"
+                   : std::string()) +
+              ", refits every " + std::to_string(f->learning.options.refit_every) +
               " intervals. Re-plans at the start, after every timeline event, after a measured "
               "breach and (learning on) when a planned bound moved by more than " +
               format_number(100 * f->learning.options.replan_bound_change) +

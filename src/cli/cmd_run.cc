@@ -58,7 +58,8 @@ std::string thousands(std::uint64_t v) {
 std::uint64_t run_key(std::uint64_t seed, const std::string& solver, const LearningOptions& l,
                       bool shed, const std::string& source, const surrogate::Surrogate* s) {
   std::string k = solver + "|" + (l.enabled ? "on" : "off") + "|" + format_number(l.breach_target) +
-                  "|" + source + (shed ? "|shed" : "");
+                  "|" + source + (shed ? "|shed" : "") +
+                  (l.explore_sd > 0 ? "|x" + format_number(l.explore_sd) : std::string());
   if (s != nullptr) {
     k += "|" + s->provenance().workload_hash + "|" + std::to_string(s->provenance().corun_samples) +
          "|" + std::to_string(s->provenance().seed) + "|" + (s->monotone() ? "m" : "u");
@@ -204,10 +205,14 @@ const bool registered = register_command({
                 (w->timeline.duration_s > 0 ? w->timeline.duration_s : interval) / interval)));
         if (!online) return report_error(online.error());
         ro.log = online->get();
-        std::fprintf(log, "online: learning %s (breach target %s), predictions from %s\n",
-                     modes->front() ? "on" : "off",
-                     format_number(ro.controller.learning.breach_target).c_str(),
-                     source->describe().c_str());
+        std::fprintf(
+            log, "online: learning %s (breach target %s%s), predictions from %s\n",
+            modes->front() ? "on" : "off",
+            format_number(ro.controller.learning.breach_target).c_str(),
+            ro.controller.learning.explore_sd > 0
+                ? (", explore " + format_number(ro.controller.learning.explore_sd) + " sd").c_str()
+                : "",
+            source->describe().c_str());
 
         Table t({"t (s)", "event", "decision", "plan change", "utility pred/meas", "SLA"});
         JointConfig last;

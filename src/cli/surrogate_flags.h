@@ -74,7 +74,7 @@ struct LearningFlags {
   LearningOptions options;
   std::string modes = "on";  ///< "on", "off", or a list ("off,on") where several runs are allowed
 
-  /// @brief --learning, --breach-target. `list`: --learning takes a comma list.
+  /// @brief --learning, --breach-target, --explore. `list`: --learning takes a comma list.
   void add(CLI::App& sub, bool list) {
     sub.add_option("--learning", modes,
                    list ? "online learning modes to run, a comma list of on and off (one row each)"
@@ -85,6 +85,11 @@ struct LearningFlags {
                    "target rate at which a measured latency exceeds its planned bound, per model "
                    "and metric (learning on)")
         ->check(CLI::Range(1e-4, 0.5))
+        ->capture_default_str();
+    sub.add_option("--explore", options.explore_sd,
+                   "optimism of the objective, in standard deviations of what is not yet known "
+                   "of a model's throughput (0: none; SLAs always keep their upper bounds)")
+        ->check(CLI::Range(0.0, 4.0))
         ->capture_default_str();
   }
 

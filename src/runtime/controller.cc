@@ -260,7 +260,7 @@ double Controller::others_load_locked(std::size_t m, const JointConfig& config) 
 
 std::shared_ptr<const CorrectionTable> Controller::corrections_locked(
     const Workload& w, const LearnerSet& learners, const std::vector<double>& static_margins,
-    LoadTable loads) const {
+    LoadTable loads, bool explore) const {
   auto t = std::make_shared<CorrectionTable>();
   const std::size_t n = w.models.size();
   t->at.resize(n);
@@ -309,7 +309,17 @@ std::shared_ptr<const CorrectionTable> Controller::corrections_locked(
       for (Target target : surrogate::kAllTargets) {
         const std::size_t k = static_cast<std::size_t>(target);
         const LogPrediction p = l.target[k].predict(li, u);
-        t->at[m][c][k] = {static_cast<float>(p.mean), static_cast<float>(p.var)};
+        double mean = p.mean;
+        if (explore && target == Target::kThroughput && !w.models[m].sla.min_throughput) {
+          // Optimism in the face of uncertainty (UCB), for the objective only: a configuration
+          // whose throughput is not known yet is ranked as if it were explore_sd sds better,
+          // so that a predictor that underrates it is found out by trying it. Latencies (the
+          // SLAs) stay at their upper bounds, and a throughput floor (min_throughput) is not
+          // relaxed.
+          const double unknown = std::max(0.0, p.var - l.target[k].noise_var());
+          mean += options_.learning.explore_sd * std::sqrt(unknown);
+        }
+        t->at[m][c][k] = {static_cast<float>(mean), static_cast<float>(p.var)};
       }
       Margin& g = t->margins[m][c];
       g.latency = l.target[static_cast<std::size_t>(Target::kLatencyP95)].margin(li, u);
@@ -386,7 +396,7 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
 
 Result<std::optional<Controller::Attempt>> Controller::attempt(
     const Workload& w, std::uint64_t generation, const JointConfig& warm, std::int64_t id,
-    const std::string& reason, double* measure_ms, double* hook_ms) {
+    const std::string& reason, double* measure_ms, double* hook_ms, bool explore) {
   const auto measure_start = std::chrono::steady_clock::now();
   auto base = source_->predictor_for(w);
   if (!base) return base.error().wrap("predicting for the workload");
@@ -401,7 +411,7 @@ Result<std::optional<Controller::Attempt>> Controller::attempt(
     MutexLock lock(mutex_);
     if (generation != generation_) return std::optional<Attempt>();
     ensure_learners_locked(w, priors, learners_);
-    a.table = corrections_locked(w, learners_, static_margins, std::move(loads));
+    a.table = corrections_locked(w, learners_, static_margins, std::move(loads), explore);
   }
   const std::shared_ptr<Predictor> base_predictor(std::move(*base));
   auto searched = search(w, base_predictor, a.table, warm, id, reason, hook_ms);
@@ -516,8 +526,9 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
       const double share = k < 0 ? caps[m] : 0.5 * (lo + hi);
       Workload candidate = runs;
       scale_demand(candidate.models[m], share);
-      auto a =
-          attempt(candidate, generation, chosen.decision.config, id, reason, measure_ms, nullptr);
+      // Without optimism: whether an admitted share keeps up is decided on its prediction.
+      auto a = attempt(candidate, generation, chosen.decision.config, id, reason, measure_ms,
+                       nullptr, false);
       if (!a) return a.error().wrap("admitting part of " + w.models[m].name + "'s demand");
       if (!*a) return std::optional<Attempt>();
       if (holds_admitted(runs.models[m], share, (*a)->decision, m)) {
@@ -547,7 +558,8 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
     } else {
       runs.models[m].active = false;
       admitted[m] = 0;
-      auto a = attempt(runs, generation, chosen.decision.config, id, reason, measure_ms, nullptr);
+      auto a =
+          attempt(runs, generation, chosen.decision.config, id, reason, measure_ms, nullptr, false);
       if (!a) return a.error().wrap("pausing " + w.models[m].name);
       if (!*a) return std::optional<Attempt>();
       chosen = std::move(**a);

@@ -230,10 +230,11 @@ class Controller {
 
   using LearnerSet = std::vector<std::unique_ptr<Learners>>;
   /// Builds the corrections and margins of every (model, configuration) of `w` for a decision;
-  /// `learners` holds one entry per model of `w`.
+  /// `learners` holds one entry per model of `w`. `explore`: throughputs optimistic by
+  /// LearningOptions::explore_sd.
   [[nodiscard]] std::shared_ptr<const CorrectionTable> corrections_locked(
       const Workload& w, const LearnerSet& learners, const std::vector<double>& static_margins,
-      LoadTable loads) const CORUN_REQUIRES(mutex_);
+      LoadTable loads, bool explore = true) const CORUN_REQUIRES(mutex_);
   /// Searches `w` under `base` corrected by `table` (planner_mutex_ held, mutex_ not): the
   /// decision's config, predictions, margins, utility and infeasibility; nothing is published.
   /// `hook_ms` (real decisions only; null for a what-if): hand the problem and the answer to
@@ -252,7 +253,8 @@ class Controller {
   Result<std::optional<Attempt>> attempt(const Workload& w, std::uint64_t generation,
                                          const JointConfig& warm, std::int64_t id,
                                          const std::string& reason, double* measure_ms,
-                                         double* hook_ms) CORUN_REQUIRES(planner_mutex_);
+                                         double* hook_ms, bool explore = true)
+      CORUN_REQUIRES(planner_mutex_);
   /// The degradation rule's last step (ControllerOptions::shed) on `first`, a decision for `w`
   /// that gave up some SLAs: each given-up model, heaviest first, admits the largest share of
   /// its demand (to 1/32) with which its SLA holds as predicted, else is paused. Returns the

@@ -69,6 +69,14 @@ struct LearningOptions {
   double replan_bound_change = 0.02;
   /// Refit the surrogate in the background after this many new online samples (0: never).
   std::size_t refit_every = 10;
+  /// Optimism of the objective (UCB), check = [0, 4]: a model's throughput is ranked this many
+  /// standard deviations of what is not yet known about it (the learner's uncertainty, window
+  /// noise aside) above its corrected prediction, so that a configuration the predictor
+  /// underrates gets tried and found out. SLA latencies keep their upper bounds, a
+  /// min_throughput floor and admission control's shares are decided without it. 0 (the
+  /// default): plan on the corrected prediction alone — exploring finds better plans but tries
+  /// configurations near their capacity, which breach more often (docs/results/explore-*.md).
+  double explore_sd = 0.0;
 };
 
 /// @brief What the learner says about one (model, local configuration, target): the log
