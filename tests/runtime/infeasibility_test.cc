@@ -94,8 +94,9 @@ class Crowded final : public Predictor {
   }
 };
 
-TEST(Infeasibility, TheLowestWeightGivesUpFirstAndMovesAside) {
-  auto w = parse_workload(R"(device: rtx3090
+// Two cameras where a (weight 2) holds only when b skips half of its frames (Crowded).
+Result<Workload> crowded_workload() {
+  return parse_workload(R"(device: rtx3090
 models:
   - {name: a, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 6.5}, weight: 2}
   - name: b
@@ -104,7 +105,11 @@ models:
     demand: {fps: 30}
     sla: {latency_ms_p95: 15, min_throughput: 25}
 )",
-                          "crowded.yaml", Catalog::default_catalog());
+                        "crowded.yaml", Catalog::default_catalog());
+}
+
+TEST(Infeasibility, TheLowestWeightGivesUpFirstAndMovesAside) {
+  auto w = crowded_workload();
   ASSERT_TRUE(w.ok()) << w.error().what();
   const Crowded crowded;
   const PlanProblem p(*w, {true, true}, crowded);
@@ -126,16 +131,7 @@ models:
 TEST(Infeasibility, APinHoldsThroughTheDegradationRule) {
   // TheLowestWeightGivesUpFirstAndMovesAside with b pinned to skip_rate 0: b may not move aside,
   // so the plan keeps it there and gives up an SLA instead.
-  auto w = parse_workload(R"(device: rtx3090
-models:
-  - {name: a, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 6.5}, weight: 2}
-  - name: b
-    model: yolo11n
-    knobs: {skip_rate: [0, 0.5]}
-    demand: {fps: 30}
-    sla: {latency_ms_p95: 15, min_throughput: 25}
-)",
-                          "crowded.yaml", Catalog::default_catalog());
+  auto w = crowded_workload();
   ASSERT_TRUE(w.ok()) << w.error().what();
   const Crowded crowded;
   PlanProblem p(*w, {true, true}, crowded);
