@@ -309,22 +309,15 @@ TEST(Infeasibility, APausedModelIsProbedWhenTheGpuBecomesFaster) {
   // never measured; when both cameras measure far faster than predicted at once (a co-tenant
   // left), it runs one probe window at a small share, and what that window measures decides:
   // here it breaches (no configuration decodes a token in 1 ms), so it is paused again.
-  auto w = parse_workload(R"(device: rtx3090
-models:
-  - name: assistant
-    model: qwen2.5-7b
-    knobs: {precision: [fp16, awq], request_concurrency: [1, 4]}
-    demand: {rps: 2, prompt_tokens: 2048, output_tokens: 256}
-    sla: {ttft_ms_p95: 1500, tpot_ms_p95: 1}
-    weight: 3
-  - {name: cam0, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
-  - {name: cam1, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
-)",
-                          "paused.yaml", Catalog::default_catalog());
-  ASSERT_TRUE(w.ok()) << w.error().what();
+  Workload w = overloaded();
+  w.models[0].demand.rps = 2;
+  w.models[0].sla.tpot_ms_p95 = 1;
+  ModelSpec cam1 = w.models[1];
+  cam1.name = "cam1";
+  w.models.push_back(cam1);
   ControllerOptions o;
   o.solver = "exhaustive";
-  Controller c(*w, std::make_unique<TwinSource>(), o);
+  Controller c(w, std::make_unique<TwinSource>(), o);
   auto first = c.replan("start");
   ASSERT_TRUE(first.ok() && first->has_value());
   const Decision d1 = **first;
