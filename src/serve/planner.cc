@@ -3,9 +3,44 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string_view>
 
 namespace corun::serve {
+
+namespace {
+
+/// @brief Appends each ", "-separated event of `reason` that `into` does not name yet, up to
+/// PlannerThread::kMaxReasons events in all.
+void fold_reason(std::string& into, const std::string& reason) {
+  constexpr std::string_view kSep = ", ";
+  auto count = [&] {
+    if (into.empty()) return 0;
+    int n = 1;
+    for (auto at = into.find(kSep); at != std::string::npos; at = into.find(kSep, at + 1)) ++n;
+    return n;
+  };
+  auto names = [&](std::string_view event) {
+    for (std::size_t from = 0; from <= into.size();) {
+      const auto end = std::min(into.find(kSep, from), into.size());
+      if (std::string_view(into).substr(from, end - from) == event) return true;
+      from = end + kSep.size();
+    }
+    return false;
+  };
+  for (std::size_t from = 0; from < reason.size();) {
+    const auto end = std::min(reason.find(kSep, from), reason.size());
+    const std::string_view event = std::string_view(reason).substr(from, end - from);
+    from = end + kSep.size();
+    if (event.empty() || names(event)) continue;
+    if (count() >= PlannerThread::kMaxReasons) return;
+    if (!into.empty()) into += kSep;
+    into += event;
+  }
+}
+
+}  // namespace
 
 PlannerThread::PlannerThread(PlanFn plan, int min_interval_ms)
     : plan_(std::move(plan)), min_interval_(min_interval_ms) {}
@@ -17,7 +52,8 @@ void PlannerThread::start(const std::string& initial_reason) {
     MutexLock lock(mutex_);
     if (!initial_reason.empty()) {
       pending_ = true;
-      reason_ = initial_reason;
+      reason_.clear();
+      fold_reason(reason_, initial_reason);
     }
   }
   thread_ = std::thread([this] { loop(); });
@@ -26,7 +62,8 @@ void PlannerThread::start(const std::string& initial_reason) {
 void PlannerThread::request(const std::string& reason) {
   {
     MutexLock lock(mutex_);
-    if (!pending_) reason_ = reason;
+    if (!pending_) reason_.clear();
+    fold_reason(reason_, reason);
     pending_ = true;
   }
   cv_.notify_one();

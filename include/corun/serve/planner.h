@@ -18,7 +18,8 @@ struct PlannerStatus {
 };
 
 /// @brief The thread that re-plans `corun serve`'s models: requests coalesce (a burst of events
-/// costs one re-plan, with the reason of the first), re-plans start at least
+/// costs one re-plan, whose reason lists the burst's distinct events in order, ", "-separated,
+/// at most kMaxReasons of them), re-plans start at least
 /// `min_interval_ms` apart, and the thread runs at a lower priority than request handlers.
 /// What a re-plan does is the `plan` function it is given (Service::plan_once).
 /// Thread-safety: request(), status() and stop() may be called from any thread; `plan` runs on
@@ -28,6 +29,9 @@ class PlannerThread {
   /// @brief A re-plan for the given reason; a failure is logged and shown by status().
   using PlanFn = std::function<Status(const std::string& reason)>;
 
+  /// @brief How many distinct events one re-plan's reason names; later ones still fold into it.
+  static constexpr int kMaxReasons = 8;
+
   PlannerThread(PlanFn plan, int min_interval_ms);
   ~PlannerThread();
   PlannerThread(const PlannerThread&) = delete;
@@ -35,7 +39,8 @@ class PlannerThread {
 
   /// @brief Starts the thread; `initial_reason` (when not empty) is a re-plan due at once.
   void start(const std::string& initial_reason);
-  /// @brief Asks for a re-plan (coalesced with one that is pending).
+  /// @brief Asks for a re-plan (coalesced with one that is pending; `reason` may itself be a
+  /// ", "-separated list, as a re-plan that is asked again passes its own).
   void request(const std::string& reason);
   /// @brief A consistent snapshot of the planner's state.
   [[nodiscard]] PlannerStatus status() const;
