@@ -148,6 +148,7 @@ const bool registered = register_command({
           ->check(CLI::Range(1, 100))
           ->capture_default_str();
       add_measure_flags(sub, *f);
+      add_node_search_flags(sub, *f);
       return std::function<int()>([f] { return run(*f); });
     },
 });

@@ -140,10 +140,13 @@ int plan_node(const Flags& f, const Workload& w) {
                   "%.3f)\n",
                   w.models[b.model].name.c_str(), b.unit.c_str(), 100 * b.margin, b.excess);
     }
-    std::printf("search: %llu unit plans solved, %llu reused, %.0f ms; predictions: %s\n",
-                static_cast<unsigned long long>(plan->subplans),
-                static_cast<unsigned long long>(plan->cache_hits), plan->elapsed_ms,
-                (*session)->sources.describe.c_str());
+    std::printf(
+        "search: %llu unit plans solved (%llu more screened), %llu reused, %.0f ms; "
+        "predictions: %s\n",
+        static_cast<unsigned long long>(plan->subplans),
+        static_cast<unsigned long long>(plan->screened),
+        static_cast<unsigned long long>(plan->cache_hits), plan->elapsed_ms,
+        (*session)->sources.describe.c_str());
     if (measured) {
       std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n", f.testbed.c_str(),
                   measured->measured_utility, measured->violations);
@@ -166,6 +169,7 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "seed of the solver and of the measurement")
           ->capture_default_str();
+      add_node_search_flags(sub, *f);
       sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
       sub.add_option("--testbed", f->testbed,
                      "testbed for re-profiling changed demands and for --measure")

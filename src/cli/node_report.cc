@@ -51,6 +51,15 @@ Result<NodeSources> make_node_sources(const Workload& w, const std::string& surr
 
 }  // namespace
 
+void add_node_search_flags(CLI::App& sub, PlanFlags& f) {
+  sub.add_option("--node-screen", f.screen,
+                 "node workloads: the cheap per-GPU solver that prices the search's candidate "
+                 "placements before the best few and the baseline starts are planned with "
+                 "--solver (greedy, hillclimb; none = --solver throughout)")
+      ->check(CLI::IsMember({"greedy", "hillclimb", "none"}))
+      ->capture_default_str();
+}
+
 void add_measure_flags(CLI::App& sub, PlanFlags& f) {
   sub.add_option("--testbed", f.testbed, testbed_help())->capture_default_str();
   sub.add_option("--window", f.window_s, "measurement window in seconds")
@@ -71,9 +80,10 @@ Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const 
   session->solver = std::move(*solver);
   session->models = std::make_unique<SourceUnitModels>(w, *session->sources.whole,
                                                        *session->sources.slices);
-  session->planner = std::make_unique<NodePlanner>(
-      w, *session->models, *session->solver,
-      NodePlanOptions{{flags.seed, flags.threads, std::nullopt}}, shared);
+  NodePlanOptions options{{flags.seed, flags.threads, std::nullopt}};
+  options.screen = flags.screen == "none" ? std::string() : flags.screen;
+  session->planner =
+      std::make_unique<NodePlanner>(w, *session->models, *session->solver, options, shared);
   return session;
 }
 
@@ -134,6 +144,7 @@ nlohmann::json node_plan_json(const Workload& w, const NodePlan& plan,
                         {"models", models},
                         {"search",
                          {{"subplans_solved", plan.subplans},
+                          {"subplans_screened", plan.screened},
                           {"cache_hits", plan.cache_hits},
                           {"elapsed_ms", plan.elapsed_ms}}}};
   if (measured != nullptr) {

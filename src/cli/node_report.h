@@ -34,7 +34,11 @@ struct PlanFlags {
   int threads = 2;
   double window_s = 10;
   bool json = false;
+  std::string screen = NodePlanOptions{}.screen;  ///< the node search's screening solver
 };
+
+/// @brief --node-screen: the per-GPU solver that prices the node search's candidates.
+void add_node_search_flags(CLI::App& sub, PlanFlags& f);
 
 /// @brief The flags of a command that measures node plans: --testbed, --window, --catalog and
 /// --json.

@@ -1,5 +1,6 @@
 // The node plan: assignment of models to GPUs and MIG slices by local search, with the per-unit
-// MeanField plan as the inner evaluation.
+// MeanField plan as the inner evaluation (a cheap solver's while the search screens candidates,
+// the full solver's for the starts and the best few found).
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -84,11 +85,13 @@ bool at_bound(const NodePlan& p, double bound) { return p.feasible && p.utility 
 
 struct NodePlanner::Cache {
   std::map<std::pair<std::string, std::uint64_t>, SubPlan> plans;
+  std::map<std::pair<std::string, std::uint64_t>, SubPlan> screened_plans;
   std::vector<double> min_vram;  // per model: its smallest configuration's bytes
   std::vector<double> max_vram;  // per model: its largest configuration's bytes
   UnitPlanCache* shared = nullptr;
   std::vector<std::string> keys;  // per model: ModelSpec::plan_key() (when shared)
   std::uint64_t solved = 0;
+  std::uint64_t screened = 0;
   std::uint64_t hits = 0;
 };
 
@@ -100,6 +103,11 @@ NodePlanner::NodePlanner(const Workload& w, UnitModels& models, const Solver& so
       options_(options),
       exhaustive_(make_exhaustive_solver()),
       cache_(std::make_unique<Cache>()) {
+  if (!options_.screen.empty()) {
+    auto screen = make_solver(options_.screen);
+    CORUN_CHECK(screen.ok());  // the option is set in code, never from input
+    screen_ = std::move(*screen);
+  }
   CORUN_CHECK(w.models.size() <= 64);  // model sets are 64-bit masks (the spec's limit)
   cache_->shared = shared;
   for (const auto& m : w.models) {
@@ -120,22 +128,26 @@ NodePlanner::~NodePlanner() = default;
 namespace {
 
 // The per-unit plan of `mask` on `unit`, solved once per (device, set).
+// With `screen` (not null) the set is planned by that cheap solver alone: its plans are cached
+// apart from the full solver's and never shared.
 Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const Solver& solver,
-                                 const Solver& exhaustive, const NodePlanOptions& options,
-                                 NodePlanner::Cache& cache, const GpuUnit& unit,
-                                 std::uint64_t mask) {
+                                 const Solver& exhaustive, const Solver* screen,
+                                 const NodePlanOptions& options, NodePlanner::Cache& cache,
+                                 const GpuUnit& unit, std::uint64_t mask) {
   const auto key = std::make_pair(unit.device.name, mask);
-  if (auto it = cache.plans.find(key); it != cache.plans.end()) {
+  auto& plans = screen != nullptr ? cache.screened_plans : cache.plans;
+  if (auto it = plans.find(key); it != plans.end()) {
     ++cache.hits;
     return &it->second;
   }
+  UnitPlanCache* const shared = screen != nullptr ? nullptr : cache.shared;
   SubPlan sp;
   sp.config.assign(w.models.size(), kAbsent);
   sp.predicted.assign(w.models.size(), Predicted{});
   // The set in the shared cache's terms: its members in plan-key order (ties by position).
   std::vector<std::size_t> members;
   std::string shared_key;
-  if (cache.shared != nullptr) {
+  if (shared != nullptr) {
     for (std::size_t m = 0; m < w.models.size(); ++m) {
       if ((mask >> m) & 1) members.push_back(m);
     }
@@ -144,7 +156,7 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
     });
     shared_key = unit.device.name + '\n' + w.objective.maximize;
     for (const std::size_t m : members) shared_key += '\n' + cache.keys[m];
-    if (const UnitPlan* up = cache.shared->find(shared_key)) {
+    if (const UnitPlan* up = shared->find(shared_key)) {
       ++cache.hits;
       for (std::size_t i = 0; i < members.size(); ++i) {
         sp.config[members[i]] = up->config[i];
@@ -153,7 +165,7 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
       sp.utility = up->utility;
       sp.excess = up->excess;
       sp.feasible = up->feasible;
-      return &cache.plans.emplace(key, std::move(sp)).first->second;
+      return &plans.emplace(key, std::move(sp)).first->second;
     }
   }
   double min_bytes = 0;
@@ -171,7 +183,10 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
     PlanProblem problem(*(*um)->workload, active, *(*um)->predictor, (*um)->margins);
     const ConfigCount count = problem.candidate_count();
     const bool small = count.exact() && count.value() <= options.exhaustive_up_to;
-    auto r = (small ? exhaustive : solver).solve(problem, options.solver);
+    // Screening solves tiny sets exactly too: exhaustive costs there what the greedy pass does.
+    const bool tiny = count.exact() && count.value() <= options.screen_exhaustive_up_to;
+    const Solver& by = screen != nullptr && !tiny ? *screen : small ? exhaustive : solver;
+    auto r = by.solve(problem, options.solver);
     if (!r) return r.error();
     const auto score = problem.score(r->config, r->predicted);
     sp.config = r->config;
@@ -179,17 +194,17 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
     sp.utility = score.utility;
     sp.excess = score.excess + (score.fits_vram ? 0.0 : kVramMissExcess);
     sp.feasible = score.feasible();
-    ++cache.solved;
+    ++(screen != nullptr ? cache.screened : cache.solved);
   }
-  if (cache.shared != nullptr) {
+  if (shared != nullptr) {
     UnitPlan up{{}, {}, sp.utility, sp.excess, sp.feasible};
     for (const std::size_t m : members) {
       up.config.push_back(sp.config[m]);
       up.predicted.push_back(sp.predicted[m]);
     }
-    cache.shared->insert(std::move(shared_key), std::move(up));
+    shared->insert(std::move(shared_key), std::move(up));
   }
-  return &cache.plans.emplace(key, std::move(sp)).first->second;
+  return &plans.emplace(key, std::move(sp)).first->second;
 }
 
 }  // namespace
@@ -197,8 +212,16 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
 Result<NodePlan> NodePlanner::plan_assignment(const NodeLayout& layout,
                                               std::span<const std::int32_t> assignment,
                                               std::string strategy) {
+  return plan_with(layout, assignment, std::move(strategy), false);
+}
+
+Result<NodePlan> NodePlanner::plan_with(const NodeLayout& layout,
+                                        std::span<const std::int32_t> assignment,
+                                        std::string strategy, bool screening) {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
+  const std::uint64_t screened0 = cache_->screened;
+  const Solver* screen = screening ? screen_.get() : nullptr;
   const std::size_t n = w_->models.size();
   CORUN_CHECK(assignment.size() == n);
   NodePlan p;
@@ -217,8 +240,8 @@ Result<NodePlan> NodePlanner::plan_assignment(const NodeLayout& layout,
   bool units_ok = true;
   for (std::size_t u = 0; u < layout.units.size(); ++u) {
     const std::uint64_t mask = mask_of(assignment, u);
-    auto sp =
-        unit_plan(*w_, *models_, *solver_, *exhaustive_, options_, *cache_, layout.units[u], mask);
+    auto sp = unit_plan(*w_, *models_, *solver_, *exhaustive_, screen, options_, *cache_,
+                        layout.units[u], mask);
     if (!sp) return sp.error();
     const SubPlan& s = **sp;
     p.utility += s.utility;
@@ -233,6 +256,7 @@ Result<NodePlan> NodePlanner::plan_assignment(const NodeLayout& layout,
   }
   p.feasible = p.placed && units_ok;
   p.subplans = cache_->solved - solved0;
+  p.screened = cache_->screened - screened0;
   p.cache_hits = cache_->hits - hits0;
   p.elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -305,6 +329,7 @@ Result<NodePlan> NodePlanner::plan_baseline(const NodeLayout& layout, std::strin
 Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
+  const std::uint64_t screened0 = cache_->screened;
   auto in = placement_input(layout);
   if (!in) return in.error();
   const std::size_t n = w_->models.size();
@@ -318,13 +343,33 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
       }
     }
   }
+  const bool screening = screen_ != nullptr;
+  // The best distinct assignments the screened search met, best first (polished at the end).
+  std::vector<NodePlan> top;
+  auto remember = [&](const NodePlan& p) {
+    if (!screening || options_.polish <= 0) return;
+    for (const auto& t : top) {
+      if (t.assignment == p.assignment) return;
+    }
+    const auto at = std::find_if(top.begin(), top.end(), [&](const NodePlan& t) {
+      return p.fitness() > t.fitness() + 1e-9;
+    });
+    if (at == top.end() && top.size() >= static_cast<std::size_t>(options_.polish)) return;
+    top.insert(at, p);
+    if (top.size() > static_cast<std::size_t>(options_.polish)) top.pop_back();
+  };
   std::uint64_t evaluated = 0;
   auto evaluate = [&](std::span<const std::int32_t> a) -> Result<NodePlan> {
     ++evaluated;
-    return plan_assignment(layout, a, "corun");
+    auto p = plan_with(layout, a, "corun", screening);
+    if (p) remember(*p);
+    return p;
   };
   // Starts: every baseline's placement, a model it left out going to its first allowed unit.
-  std::optional<NodePlan> best;
+  // Each is planned with the full solver (the plan returned is never worse than one of them)
+  // and, when the search screens, priced by the screening solver to choose where it starts.
+  std::optional<NodePlan> best;   // full solver
+  std::optional<NodePlan> found;  // the search's best, in the search's own pricing
   for (const auto& rule : placement_rule_names()) {
     auto a = place_by_rule(rule, *in);
     for (std::size_t m = 0; m < n; ++m) {
@@ -332,18 +377,22 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
         a[m] = static_cast<std::int32_t>(allowed[m][0]);
       }
     }
-    auto p = evaluate(a);
-    if (!p) return p.error();
-    if (!best || p->fitness() > best->fitness()) best = std::move(*p);
+    auto full = plan_with(layout, a, "corun", false);
+    if (!full) return full.error();
+    auto priced = screening ? evaluate(a) : (++evaluated, Result<NodePlan>(*full));
+    if (!priced) return priced.error();
+    if (!best || full->fitness() > best->fitness()) best = std::move(*full);
+    if (!found || priced->fitness() > found->fitness()) found = std::move(*priced);
   }
-  CORUN_CHECK(best.has_value());
+  CORUN_CHECK(best.has_value() && found.has_value());
   Rng rng(derive_seed(options_.solver.seed, {0x6e6f6465ULL}));
   // A plan at the utility bound ends the search: nothing after it could replace it (each
   // replacement must be better), so stopping returns the plan the whole search would.
   const double bound = utility_bound(*w_);
   // The search goes on while assignments are left in the budget and no plan is at the bound.
   auto keep_searching = [&] {
-    return evaluated < options_.max_assignments && !at_bound(*best, bound);
+    return evaluated < options_.max_assignments && !at_bound(*best, bound) &&
+           !at_bound(*found, bound);
   };
   // First-improvement local search: move one model to another allowed unit, or swap two
   // models on different units (each allowed on the other's), in a seeded random order.
@@ -391,11 +440,11 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
     }
     return current;
   };
-  auto climbed = climb(*best);
+  auto climbed = climb(*found);
   if (!climbed) return climbed.error();
-  best = std::move(*climbed);
+  found = std::move(*climbed);
   for (int r = 0; r < options_.restarts && keep_searching(); ++r) {
-    std::vector<std::int32_t> kick = best->assignment;
+    std::vector<std::int32_t> kick = found->assignment;
     for (int k = 0; k < 3; ++k) {  // three random moves: out of the local optimum's basin
       const std::size_t m = rng.below(n);
       if (allowed[m].empty() || kick[m] == kNotPlaced) continue;
@@ -405,10 +454,21 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
     if (!start_plan) return start_plan.error();
     auto c = climb(std::move(*start_plan));
     if (!c) return c.error();
-    if (c->fitness() > best->fitness() + 1e-9) best = std::move(*c);
+    if (c->fitness() > found->fitness() + 1e-9) found = std::move(*c);
+  }
+  if (!screening) {
+    if (found->fitness() > best->fitness() + 1e-9) best = std::move(*found);
+  } else {
+    // Polish: the best few assignments the screened search met, planned with the full solver.
+    for (const auto& t : top) {
+      auto full = plan_with(layout, t.assignment, "corun", false);
+      if (!full) return full.error();
+      if (full->fitness() > best->fitness() + 1e-9) best = std::move(*full);
+    }
   }
   best->strategy = "corun";
   best->subplans = cache_->solved - solved0;
+  best->screened = cache_->screened - screened0;
   best->cache_hits = cache_->hits - hits0;
   best->elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -418,6 +478,7 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
 Result<NodePlan> NodePlanner::plan() {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
+  const std::uint64_t screened0 = cache_->screened;
   std::optional<NodePlan> best;
   const double bound = utility_bound(*w_);
   for (const auto& layout : node_layouts(*w_)) {
@@ -428,6 +489,7 @@ Result<NodePlan> NodePlanner::plan() {
   }
   CORUN_CHECK(best.has_value());
   best->subplans = cache_->solved - solved0;
+  best->screened = cache_->screened - screened0;
   best->cache_hits = cache_->hits - hits0;
   best->elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

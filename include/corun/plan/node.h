@@ -50,7 +50,8 @@ struct NodePlan {
   double excess = 0;           ///< predicted SLA excess summed over units (0 when every SLA holds)
   bool placed = false;         ///< every active model has a unit
   bool feasible = false;       ///< placed, and every unit's plan fits its VRAM and SLAs
-  std::uint64_t subplans = 0;  ///< per-unit plans solved (cache misses)
+  std::uint64_t subplans = 0;  ///< per-unit plans solved by the full solver (cache misses)
+  std::uint64_t screened = 0;  ///< per-unit plans solved by the screening solver
   std::uint64_t cache_hits = 0;
   double elapsed_ms = 0;
 
@@ -69,12 +70,24 @@ struct NodePlanOptions {
   /// The search stops after evaluating this many assignments per layout (cached or not, so
   /// that the result does not depend on what an earlier search left in the cache).
   std::uint64_t max_assignments = 1500;
+  /// The local search prices candidate assignments with this cheap per-unit solver ("greedy",
+  /// "hillclimb"; "" = the full solver throughout); the starts and the `polish` best distinct
+  /// assignments it found are then planned with the full solver and the best of those kept.
+  std::string screen = "greedy";
+  /// How many of the screened search's best distinct assignments the full solver plans.
+  int polish = 4;
+  /// While screening, sets with at most this many joint configurations are still solved
+  /// exhaustively (about the greedy pass's cost).
+  std::uint64_t screen_exhaustive_up_to = 256;
 };
 
 /// @brief Plans a node: which unit each model runs on and its knobs, jointly. The inner
 /// evaluation is the per-unit MeanField plan (the solver under the unit's predictor), cached
 /// by (device, set of models); the outer search is a local search over assignments (move one
-/// model, swap two) started from the best baseline placement, with seeded restarts; each
+/// model, swap two) started from the best baseline placement, with seeded restarts, that prices
+/// each candidate with a cheap per-unit solver (NodePlanOptions::screen); the baseline starts
+/// and the search's best few assignments are then planned with the full solver and the best
+/// kept, so the plan is never worse than a baseline start under the predictor; each
 /// candidate partitioning of the node (a layout) is searched and the best kept. Pins and VRAM
 /// are respected: a model runs only on its pinned GPU, and a set of models whose smallest
 /// configurations exceed a unit's memory is infeasible there without being solved.
@@ -107,11 +120,17 @@ class NodePlanner {
   struct Cache;  ///< per-unit plans by device and model set (implementation detail)
 
  private:
+  // plan_assignment() with each unit planned by `solver` (`screening`: the cheap one, whose
+  // plans are cached apart from the full solver's and never shared).
+  Result<NodePlan> plan_with(const NodeLayout& layout, std::span<const std::int32_t> assignment,
+                             std::string strategy, bool screening);
+
   const Workload* w_;
   UnitModels* models_;
   const Solver* solver_;
   NodePlanOptions options_;
   std::unique_ptr<Solver> exhaustive_;
+  std::unique_ptr<Solver> screen_;  ///< null: the search uses the full solver
   std::unique_ptr<Cache> cache_;
 };
 
