@@ -136,10 +136,18 @@ void decide(benchmark::State& state, const std::string& file, bool learning) {
 
 // The hot path alone: a batch of 4,096 candidate joint configurations of scale-n8 predicted by
 // the fitted surrogate, and by the same surrogate behind the online corrections of a decision
-// (every model and configuration corrected, slopes and extrapolation charges on). The cost of a
-// correction does not depend on its values.
-void predict_batch(benchmark::State& state, bool corrected) {
+// (every model and configuration corrected, slopes and extrapolation charges on), and by the
+// same surrogate walking its full forests rather than the forests specialised to each model's
+// configuration (the path before batches used them; the same values). The cost of a correction
+// does not depend on its values.
+void predict_batch(benchmark::State& state, bool corrected, bool full_forests = false) {
   const Fixture& fx = fixture("scale-n8.yaml");
+  // The same surrogate walking its full forests instead of the per-configuration ones.
+  static const SurrogatePredictor unspecialised = [&] {
+    auto c = fx.predictor->compiled();
+    c.drop_specialized();
+    return SurrogatePredictor(std::move(c));
+  }();
   const std::size_t n = fx.w.models.size();
   constexpr std::size_t kRows = 4096;
   Rng rng(5);
@@ -168,7 +176,9 @@ void predict_batch(benchmark::State& state, bool corrected) {
     table->z[m].fill(2.33f);
   }
   const std::unique_ptr<Predictor> wrapped = make_corrected(borrowed(*fx.predictor), table);
-  const Predictor& p = corrected ? *wrapped : static_cast<const Predictor&>(*fx.predictor);
+  const Predictor& p = corrected      ? *wrapped
+                       : full_forests ? static_cast<const Predictor&>(unspecialised)
+                                      : static_cast<const Predictor&>(*fx.predictor);
   std::vector<Predicted> out(kRows * n);
   for (auto _ : state) {
     p.predict(rows, kRows, out);
@@ -280,6 +290,9 @@ void register_decisions() {
 }
 
 BENCHMARK_CAPTURE(predict_batch, base, false)->Unit(benchmark::kMillisecond)->MinTime(2);
+BENCHMARK_CAPTURE(predict_batch, full_forests, false, true)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2);
 BENCHMARK_CAPTURE(predict_batch, corrected, true)->Unit(benchmark::kMillisecond)->MinTime(2);
 
 void register_node_plans() {

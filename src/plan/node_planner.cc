@@ -186,7 +186,14 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
     // Screening solves tiny sets exactly too: exhaustive costs there what the greedy pass does.
     const bool tiny = count.exact() && count.value() <= options.screen_exhaustive_up_to;
     const Solver& by = screen != nullptr && !tiny ? *screen : small ? exhaustive : solver;
-    auto r = by.solve(problem, options.solver);
+    SolverOptions so = options.solver;
+    if (screen == nullptr && !small) {
+      // The full plan of a set the search screened starts from the screened plan.
+      if (auto it = cache.screened_plans.find(key); it != cache.screened_plans.end()) {
+        so.warm_start = it->second.config;
+      }
+    }
+    auto r = by.solve(problem, so);
     if (!r) return r.error();
     const auto score = problem.score(r->config, r->predicted);
     sp.config = r->config;
@@ -377,12 +384,20 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
         a[m] = static_cast<std::int32_t>(allowed[m][0]);
       }
     }
+    // Screened first: the full plan of each GPU's set then starts from the screened one.
+    std::optional<NodePlan> screened;
+    if (screening) {
+      auto p = evaluate(a);
+      if (!p) return p.error();
+      screened = std::move(*p);
+    } else {
+      ++evaluated;
+    }
     auto full = plan_with(layout, a, "corun", false);
     if (!full) return full.error();
-    auto priced = screening ? evaluate(a) : (++evaluated, Result<NodePlan>(*full));
-    if (!priced) return priced.error();
+    auto priced = screened ? std::move(*screened) : *full;
     if (!best || full->fitness() > best->fitness()) best = std::move(*full);
-    if (!found || priced->fitness() > found->fitness()) found = std::move(*priced);
+    if (!found || priced.fitness() > found->fitness()) found = std::move(priced);
   }
   CORUN_CHECK(best.has_value() && found.has_value());
   Rng rng(derive_seed(options_.solver.seed, {0x6e6f6465ULL}));

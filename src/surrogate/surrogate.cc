@@ -655,8 +655,18 @@ void CompiledSurrogate::predict(std::span<const std::int32_t> configs, std::span
         ws.rows[rows++] = static_cast<std::uint32_t>(i);
       }
       if (rows == 0) continue;
-      regressors_[h.regressor].predict(ws.x.data(), rows, ws.z.data(), ws.scratch);
       const std::size_t k_out = h.targets.size();
+      if (!special_.empty()) {
+        const std::size_t hi = static_cast<std::size_t>(&h - heads_.data());
+        for (std::size_t r = 0; r < rows; ++r) {
+          const std::size_t cand = begin + ws.rows[r];
+          const auto local = static_cast<std::size_t>(configs[cand * models_ + h.model]);
+          special_[hi][local].predict(ws.x.data() + r * h.dim, ws.z.data() + r * k_out,
+                                      ws.scratch.h1);
+        }
+      } else {
+        regressors_[h.regressor].predict(ws.x.data(), rows, ws.z.data(), ws.scratch);
+      }
       for (std::size_t r = 0; r < rows; ++r) {
         const std::size_t cand = begin + ws.rows[r];
         const auto local = static_cast<std::size_t>(configs[cand * models_ + h.model]);

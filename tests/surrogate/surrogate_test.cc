@@ -163,6 +163,21 @@ TEST(Surrogate, CompiledBatchAgreesWithOneCandidateAtATime) {
     auto ws = c->make_workspace();
     std::vector<float> batch(600 * 3 * kTargetCount), one(3 * kTargetCount);
     c->predict(configs, batch, ws);
+    // GBDT heads walk per-configuration specialised forests: bit for bit the full forests.
+    EXPECT_EQ(c->specialized(), reg == RegressorKind::kGbdt);
+    if (c->specialized()) {
+      CompiledSurrogate full = *c;
+      full.drop_specialized();
+      std::vector<float> unspecialised(batch.size());
+      full.predict(configs, unspecialised, ws);
+      for (std::size_t k = 0; k < batch.size(); ++k) {
+        if (std::isnan(batch[k])) {
+          EXPECT_TRUE(std::isnan(unspecialised[k])) << k;
+        } else {
+          EXPECT_EQ(batch[k], unspecialised[k]) << k;
+        }
+      }
+    }
     for (int i = 0; i < 600; ++i) {
       c->predict(std::span(configs).subspan(static_cast<std::size_t>(i) * 3, 3), one, ws);
       for (std::size_t k = 0; k < one.size(); ++k) {

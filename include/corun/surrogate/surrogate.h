@@ -174,6 +174,13 @@ class CompiledSurrogate {
   /// absent, or its configuration never ran alone (ratio kinds cannot predict it).
   void predict(std::span<const std::int32_t> configs, std::span<float> out, Workspace& ws) const;
 
+  /// @brief Whether GBDT heads are specialised per local configuration (each candidate walks
+  /// only its aggregate splits, in predict() and predict_given()).
+  [[nodiscard]] bool specialized() const { return !special_.empty(); }
+  /// @brief Predicts through the full forests from now on: the same values bit for bit, more
+  /// slowly (benchmarks and tests compare the two paths).
+  void drop_specialized() { special_.clear(); }
+
   /// @brief Whether a model's prediction depends on the others only through the additive
   /// Totals of their standalone profiles (every kind but joint); then predict_given() applies.
   [[nodiscard]] bool mean_field() const { return features_.kind() != SurrogateKind::kJoint; }
@@ -218,7 +225,7 @@ class CompiledSurrogate {
   std::vector<CHead> heads_;
   std::vector<Regressor> regressors_;
   // [head][local configuration]: GBDT heads specialised to the model's own features, so that
-  // predict_given() walks only the aggregate splits. Empty when not applicable (other
+  // predict() and predict_given() walk only the aggregate splits. Empty when not applicable (other
   // regressors, joint kind) or when there would be more than kMaxSpecialized of them.
   std::vector<std::vector<SpecializedForest>> special_;
   static constexpr std::size_t kMaxSpecialized = 8192;
