@@ -222,7 +222,10 @@ void node_plan(benchmark::State& state, const std::string& file, const std::stri
 }
 
 // One mean-field prediction of one model against a given aggregate load: the unit of work of
-// the exact solver. Cycles over every model and local configuration of the N = 8 workload.
+// the exact solver. Cycles over every model and local configuration of the N = 8 workload, at
+// one aggregate: after the first cycle every call is a cell the workspace remembers, so this
+// measures a remembered prediction (a cell seen for the first time walks its forest, as
+// predict_batch/base does per row).
 void BM_PredictGiven(benchmark::State& state) {
   const Fixture& fx = fixture("scale-n8.yaml");
   const SurrogatePredictor& pr = *fx.predictor;

@@ -702,6 +702,16 @@ void SpecializedForest::predict(const float* x, float* y, std::vector<float>& le
   }
 }
 
+void SpecializedForest::cell(const float* x, std::uint16_t* ranks) const {
+  for (std::size_t j = 0; j < cut_inputs.size(); ++j) {
+    const float v = x[cut_inputs[j]];
+    const auto& c = cuts[j];
+    ranks[j] =
+        v != v ? kNanRank
+               : static_cast<std::uint16_t>(std::upper_bound(c.begin(), c.end(), v) - c.begin());
+  }
+}
+
 std::optional<SpecializedForest> Regressor::specialize(const float* x,
                                                        std::span<const std::uint8_t> fixed) const {
   // Only trees of bounded depth (all that XGBoost grows here): the copy recurses.
@@ -715,6 +725,21 @@ std::optional<SpecializedForest> Regressor::specialize(const float* x,
     g.tree_begin.push_back(copy_free(m, static_cast<std::size_t>(root), x, fixed, g));
   }
   SpecializedForest f;
+  // The comparisons left: every split of the specialised trees, by input.
+  std::vector<std::vector<float>> by_input(static_cast<std::size_t>(g.in));
+  for (std::size_t i = 0; i < g.feature.size(); ++i) {
+    if (g.feature[i] >= 0)
+      by_input[static_cast<std::size_t>(g.feature[i])].push_back(g.threshold[i]);
+  }
+  for (std::size_t k = 0; k < by_input.size(); ++k) {
+    auto& c = by_input[k];
+    if (c.empty()) continue;
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+    if (c.size() >= SpecializedForest::kNanRank) f.has_cells = false;  // ranks fit 16 bits
+    f.cut_inputs.push_back(static_cast<std::int32_t>(k));
+    f.cuts.push_back(std::move(c));
+  }
   f.out = m.out;
   f.base_score = m.base_score;
   f.output_tree_begin = m.output_tree_begin;

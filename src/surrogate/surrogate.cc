@@ -614,6 +614,18 @@ void CompiledSurrogate::specialize(const Workload& w) {
   special_ = std::move(special);
 }
 
+std::size_t CompiledSurrogate::CellHash::operator()(const CellKey& k) const {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the fields
+  auto mix = [&](std::uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  mix(k.head);
+  mix(k.local);
+  for (std::uint16_t r : k.ranks) mix(r);
+  return static_cast<std::size_t>(h);
+}
+
 CompiledSurrogate::Workspace CompiledSurrogate::make_workspace() const {
   Workspace ws;
   ws.x.resize(kChunk * std::max<std::size_t>(max_dim_, 1));
@@ -701,7 +713,24 @@ void CompiledSurrogate::predict_given(std::size_t m, std::size_t l, const Totals
     features_.fill(m, ws.config, all, h.feature_target, x);
     for (std::size_t k = 0; k < h.dim; ++k) x[k] = (x[k] - h.x_mean[k]) * h.x_inv_scale[k];
     if (!special_.empty()) {
-      special_[hi][l].predict(x, ws.z.data(), ws.scratch.h1);
+      const SpecializedForest& f = special_[hi][l];
+      if (f.has_cells && f.cut_inputs.size() <= CellKey::kMaxCutInputs) {
+        CellKey key;
+        key.head = static_cast<std::uint32_t>(hi);
+        key.local = static_cast<std::uint32_t>(l);
+        f.cell(x, key.ranks.data());
+        if (auto it = ws.cells.find(key); it != ws.cells.end()) {
+          std::copy_n(it->second.begin(), h.targets.size(), ws.z.begin());
+        } else {
+          f.predict(x, ws.z.data(), ws.scratch.h1);
+          if (ws.cells.size() >= Workspace::kMaxCells) ws.cells.clear();
+          std::array<float, kTargetCount> z{};
+          std::copy_n(ws.z.begin(), h.targets.size(), z.begin());
+          ws.cells.emplace(key, z);
+        }
+      } else {
+        f.predict(x, ws.z.data(), ws.scratch.h1);
+      }
     } else {
       regressors_[h.regressor].predict(x, 1, ws.z.data(), ws.scratch);
     }

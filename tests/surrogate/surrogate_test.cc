@@ -206,6 +206,65 @@ TEST(Surrogate, CompiledBatchAgreesWithOneCandidateAtATime) {
   }
 }
 
+// predict_given() remembers each specialised forest's outputs by cell (the rank of every free
+// input among the forest's thresholds): a cell seen before answers from memory with exactly what
+// walking the full forest gives, and asking again costs no walk.
+TEST(Surrogate, PredictGivenRemembersCellsAndAgreesWithTheFullForests) {
+  const Data& d = data();
+  auto c =
+      CompiledSurrogate::compile(fit(SurrogateKind::kMeanField, RegressorKind::kGbdt, 1, 0), d.w);
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  ASSERT_TRUE(c->specialized());
+  CompiledSurrogate full = *c;
+  full.drop_specialized();
+  const ConfigSpace space(d.w);
+  Rng rng(11);
+  struct Ask {
+    std::size_t m, l;
+    Totals others;
+  };
+  std::vector<Ask> asks;
+  for (int i = 0; i < 300; ++i) {
+    Ask a;
+    a.m = rng.below(3);
+    a.l = rng.below(space.local_counts()[a.m]);
+    // The others: one or two of the other models in random configurations.
+    for (std::size_t o = 0; o < 3; ++o) {
+      if (o != a.m && rng.uniform() < 0.7) {
+        a.others += c->contribution(o, rng.below(space.local_counts()[o]));
+      }
+    }
+    asks.push_back(a);
+  }
+  auto ws = c->make_workspace();
+  auto ws_full = full.make_workspace();
+  std::array<float, kTargetCount> got{}, again{}, want{};
+  for (const Ask& a : asks) {
+    c->predict_given(a.m, a.l, a.others, got, ws);
+    full.predict_given(a.m, a.l, a.others, want, ws_full);
+    for (std::size_t k = 0; k < kTargetCount; ++k) {
+      if (std::isnan(want[k])) {
+        EXPECT_TRUE(std::isnan(got[k]));
+      } else {
+        EXPECT_EQ(got[k], want[k]) << "model " << a.m << " config " << a.l << " target " << k;
+      }
+    }
+  }
+  const std::size_t cells = ws.cells.size();
+  EXPECT_GT(cells, 0u);
+  EXPECT_TRUE(ws_full.cells.empty());  // the full forests have no cells to remember
+  for (const Ask& a : asks) {
+    c->predict_given(a.m, a.l, a.others, again, ws);
+    full.predict_given(a.m, a.l, a.others, want, ws_full);
+    for (std::size_t k = 0; k < kTargetCount; ++k) {
+      if (!std::isnan(want[k])) {
+        EXPECT_EQ(again[k], want[k]);
+      }
+    }
+  }
+  EXPECT_EQ(ws.cells.size(), cells);  // every cell asked again was remembered
+}
+
 TEST(Surrogate, ModelFileRoundTripsAndIsVersioned) {
   const Data& d = data();
   const Surrogate s = fit(SurrogateKind::kMeanField, RegressorKind::kMlp);

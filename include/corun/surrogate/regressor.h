@@ -124,6 +124,17 @@ struct SpecializedForest {
   std::size_t trees = 0;
   std::vector<PackedForest> groups;                ///< by remaining depth
   std::vector<std::vector<std::int32_t>> members;  ///< original tree index of each packed tree
+  /// The free inputs the trees still split on, and each one's sorted distinct thresholds. A
+  /// row's rank among them decides every comparison a walk makes, so rows of the same cell (the
+  /// same rank on every cut input) predict the same values.
+  std::vector<std::int32_t> cut_inputs;
+  std::vector<std::vector<float>> cuts;
+  bool has_cells = true;  ///< false: an input has too many thresholds for 16-bit ranks
+
+  /// @brief The cell of row x: per cut input, how many of its thresholds are <= x (kNanRank
+  /// for NaN, which walks the default direction).
+  void cell(const float* x, std::uint16_t* ranks) const;
+  static constexpr std::uint16_t kNanRank = 0xFFFF;
 
   /// @brief y[0..out) for one row x (which must agree on the fixed inputs); `leaves` is
   /// scratch space (grown to `trees`).

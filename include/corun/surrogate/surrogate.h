@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "corun/core/result.h"
@@ -150,6 +151,18 @@ class CompiledSurrogate {
   static constexpr std::size_t kChunk = 256;
 
   /// @brief Reusable buffers of one thread.
+  /// @brief A cell of a specialised forest (SpecializedForest::cell) of one head and local
+  /// configuration: every row in it predicts the same outputs.
+  struct CellKey {
+    static constexpr std::size_t kMaxCutInputs = 16;
+    std::uint32_t head = 0;
+    std::uint32_t local = 0;
+    std::array<std::uint16_t, kMaxCutInputs> ranks{};
+    bool operator==(const CellKey&) const = default;
+  };
+  struct CellHash {
+    std::size_t operator()(const CellKey& k) const;
+  };
   struct Workspace {
     std::vector<float> x;  ///< kChunk x max feature dim
     std::vector<float> z;  ///< kChunk x max outputs
@@ -157,6 +170,10 @@ class CompiledSurrogate {
     std::vector<std::uint32_t> rows;   ///< candidate of each filled row
     std::vector<std::int32_t> config;  ///< models() entries, for predict_given()
     RegressorScratch scratch;
+    /// predict_given()'s outputs by cell: exact search asks for the same cells again and again
+    /// (about four times each at N = 12); cleared when it reaches kMaxCells.
+    std::unordered_map<CellKey, std::array<float, kTargetCount>, CellHash> cells;
+    static constexpr std::size_t kMaxCells = std::size_t{1} << 21;
   };
 
   /// @brief Compiles `s` for `w`. `standalone` replaces the surrogate's own standalone table
