@@ -173,7 +173,7 @@ class CompiledSurrogate {
     /// predict_given()'s outputs by cell: exact search asks for the same cells again and again
     /// (about four times each at N = 12); cleared when it reaches kMaxCells.
     std::unordered_map<CellKey, std::array<float, kTargetCount>, CellHash> cells;
-    static constexpr std::size_t kMaxCells = std::size_t{1} << 21;
+    static constexpr std::size_t kMaxCells = std::size_t{1} << 19;
   };
 
   /// @brief Compiles `s` for `w`. `standalone` replaces the surrogate's own standalone table
