@@ -352,17 +352,22 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   }
   const bool screening = screen_ != nullptr;
   // The best distinct assignments the screened search met, best first (polished at the end).
-  std::vector<NodePlan> top;
+  // Only what the polish needs: each assignment and its screened fitness.
+  struct Seen {
+    double fitness;
+    std::vector<std::int32_t> assignment;
+  };
+  std::vector<Seen> top;
   auto remember = [&](const NodePlan& p) {
     if (!screening || options_.polish <= 0) return;
     for (const auto& t : top) {
       if (t.assignment == p.assignment) return;
     }
-    const auto at = std::find_if(top.begin(), top.end(), [&](const NodePlan& t) {
-      return p.fitness() > t.fitness() + 1e-9;
-    });
+    const double f = p.fitness();
+    const auto at =
+        std::find_if(top.begin(), top.end(), [&](const Seen& t) { return f > t.fitness + 1e-9; });
     if (at == top.end() && top.size() >= static_cast<std::size_t>(options_.polish)) return;
-    top.insert(at, p);
+    top.insert(at, Seen{f, p.assignment});
     if (top.size() > static_cast<std::size_t>(options_.polish)) top.pop_back();
   };
   std::uint64_t evaluated = 0;
