@@ -402,10 +402,15 @@ Result<std::string> LlmAgent::post(const nlohmann::json& body,
   if (left <= Clock::duration::zero()) return Error(budget_spent);
   httplib::Client client(scheme_host_port_);
   if (!client.is_valid()) return Error("cannot use URL '" + config_.url + "'");
-  // No single wait may outlast what is left of the budget.
+  // No single wait may outlast what is left of the budget. Rounded up to the next millisecond
+  // and one more: the client waits in whole milliseconds (truncated), and a wait that ended a
+  // hair before the deadline would read as a transport failure worth another attempt, where
+  // the budget was what ran out (the watchdog below ends the request at the deadline itself).
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::min<Clock::duration>(left, std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(config_.timeout_s))));
+      std::chrono::ceil<std::chrono::milliseconds>(
+          std::min<Clock::duration>(left, std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(config_.timeout_s)))) +
+      std::chrono::milliseconds(1));
   client.set_connection_timeout(us);
   client.set_read_timeout(us);
   client.set_write_timeout(us);
