@@ -443,10 +443,11 @@ std::optional<Device> Catalog::parse_device(const YamlField& f, std::string_view
   CORUN_CHECK(f.diagnostics() != nullptr);
   if (!f.expect_map()) return std::nullopt;
   ErrorWatch watch(f.diagnostics());
-  f.check_keys({"display_name", "sm_count", "boost_clock_mhz", "base_clock_mhz", "peak_fp32_tflops",
-                "peak_fp16_tflops", "peak_bf16_tflops", "peak_int8_tops", "mem_bandwidth_gbps",
-                "l2_mb", "vram_gb", "tdp_w", "idle_power_w", "pcie_gbps", "unified_memory", "cpu",
-                "source"});
+  // `name`: a workload's device mapping may name its device (the caller reads it).
+  f.check_keys({"name", "display_name", "sm_count", "boost_clock_mhz", "base_clock_mhz",
+                "peak_fp32_tflops", "peak_fp16_tflops", "peak_bf16_tflops", "peak_int8_tops",
+                "mem_bandwidth_gbps", "l2_mb", "vram_gb", "tdp_w", "idle_power_w", "pcie_gbps",
+                "unified_memory", "cpu", "source"});
   Device d;
   d.name = std::string(name);
   d.display_name = f.string_at("display_name", false).value_or(d.name);

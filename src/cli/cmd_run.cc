@@ -11,14 +11,16 @@
 #include "command.h"
 #include "common.h"
 #include "corun/core/atomic_file.h"
-#include "corun/core/strings.h"
 #include "corun/core/rng.h"
+#include "corun/core/strings.h"
 #include "corun/runtime/online_run.h"
 #include "corun/runtime/pipeline.h"
 #include "corun/runtime/report.h"
 #include "corun/runtime/surrogate_source.h"
 #include "corun/runtime/twin_source.h"
 #include "corun/space/space.h"
+#include "corun/spec/node.h"
+#include "node_report.h"
 #include "surrogate_flags.h"
 
 namespace corun::cli {
@@ -67,18 +69,344 @@ std::uint64_t run_key(std::uint64_t seed, const std::string& solver, const Learn
   return derive_seed(seed, {fnv1a(k)});
 }
 
+struct Flags {
+  std::string file, testbed = "sim", solver = "ga", out, model, catalog;
+  std::uint64_t repeats = 3;
+  bool json = false, quiet = false, no_profile = false;
+  SurrogateFlags surrogate;
+  LearningFlags learning;
+  DegradeFlag degrade;
+};
+
+Status check_run_flags(const Flags& f) {
+  if (auto t = make_testbed(f.testbed); !t) return t.error();
+  if (auto s = make_solver(f.solver); !s) return s.error();
+  if (auto r = f.surrogate.regressor_kind(); !r) return r.error();
+  if (auto m = f.learning.parsed(false); !m) return m.error();
+  if (f.no_profile && !f.model.empty()) {
+    return Error("--no-profile and --surrogate exclude each other");
+  }
+  return {};
+}
+
+// What one run (of a workload, or of one unit of a node) measured.
+struct RunTotals {
+  std::size_t violations = 0;  // measured model-intervals breaching an SLA
+  std::size_t intervals = 0;
+  std::size_t decisions = 0;
+  std::size_t shed = 0;  // model-intervals that refused part of their demand
+  double mean_measured_utility = 0;
+  bool infeasible = false;  // some SLA could not be met (infeasible lines)
+};
+
+// Profiles and fits `w` (unless told otherwise), runs its timeline online on the testbed,
+// writes dataset.db, surrogate.json, report.json and report.html into `out`, and prints the
+// run as it goes; `unit` (a node's unit, e.g. "gpu1") prefixes its lines.
+Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Workload& w,
+                               const std::string& text, const std::filesystem::path& out,
+                               const std::string& unit) {
+  auto testbed_made = make_testbed(f.testbed);
+  if (!testbed_made) return testbed_made.error();
+  const Testbed* testbed = testbed_made->get();
+  const auto regressor_made = f.surrogate.regressor_kind();
+  if (!regressor_made) return regressor_made.error();
+  const auto regressor = *regressor_made;
+  const auto modes = f.learning.parsed(false);
+  if (!modes) return modes.error();
+  const bool learning_on = modes->front();
+  const std::string tag = unit.empty() ? "" : unit + " ";
+  const bool profile = !f.no_profile && w.profiling != Profiling::kNone;
+  const double interval = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
+  std::FILE* log = f.json ? stderr : stdout;
+  const bool terminal = ::isatty(::fileno(stderr)) != 0;
+
+  const ConfigSpace space(w);
+  const ConfigCount& joint = space.joint_count();
+  const std::string joint_text = joint.exact() ? thousands(joint.value()) : count_text(joint);
+  std::fprintf(log, "%scorun run: %s on %s (%s testbed), %zu models, %s joint configurations\n",
+               unit.empty() ? "" : ("[" + unit + "] ").c_str(), w.file.c_str(),
+               w.device.display_name.c_str(), f.testbed.c_str(), w.models.size(),
+               joint_text.c_str());
+
+  std::unique_ptr<PredictorSource> source;
+  std::filesystem::path refit_dataset;
+  if (!f.model.empty()) {
+    auto loaded = surrogate::Surrogate::load(f.model);
+    if (!loaded) return loaded.error();
+    if (auto st = loaded->check_workload(w); !st.ok()) {
+      return st.error().wrap(f.model + " does not fit " + f.file);
+    }
+    std::fprintf(log, "surrogate: %s (given)\n", f.model.c_str());
+    source = std::make_unique<SurrogateSource>(
+        std::move(*loaded), *testbed,
+        SurrogateSourceOptions{3, interval, f.surrogate.seed, f.surrogate.confidence});
+  } else if (profile) {
+    PipelineOptions po =
+        f.surrogate.pipeline(regressor, f.testbed, interval, f.quiet ? nullptr : stderr, terminal);
+    po.dataset = out / "dataset.db";
+    po.model = out / "surrogate.json";
+    po.standalone_repeats = f.repeats;
+    po.catalog = &catalog;
+    auto p = profile_and_fit(w, text, *testbed, po);
+    if (!p) return p.error();
+    std::fprintf(log,
+                 "profile: %llu standalone + %llu co-run measurements (%llu + %llu taken "
+                 "now, the rest cached in %s)\n",
+                 static_cast<unsigned long long>(p->standalone_total),
+                 static_cast<unsigned long long>(p->corun_total),
+                 static_cast<unsigned long long>(p->standalone_measured),
+                 static_cast<unsigned long long>(p->corun_measured), po.dataset.string().c_str());
+    if (p->model_reused) {
+      std::fprintf(log, "surrogate: meanfield/%s reused from %s\n", f.surrogate.regressor.c_str(),
+                   po.model.string().c_str());
+    } else {
+      std::fprintf(log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
+                   f.surrogate.regressor.c_str(), p->fit_s, po.model.string().c_str());
+    }
+    refit_dataset = po.dataset;
+    source = std::make_unique<SurrogateSource>(
+        std::move(p->surrogate), *testbed,
+        SurrogateSourceOptions{3, interval, f.surrogate.seed, f.surrogate.confidence});
+  } else {
+    std::fprintf(log, "profile: none: plans start from the catalog twin and learn online\n");
+    source = std::make_unique<TwinSource>(TwinOptions{0.1, interval});
+  }
+
+  RunOptions ro;
+  ro.controller.solver = f.solver;
+  ro.controller.seed = f.surrogate.seed;
+  ro.controller.threads = f.surrogate.threads;
+  ro.controller.learning = f.learning.options;
+  ro.controller.learning.enabled = learning_on;
+  ro.controller.shed = f.degrade.shed();
+  ro.refit_dataset = refit_dataset;
+  ro.catalog = &catalog;
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) {
+    return Error("cannot create " + out.string() + ": " + ec.message(), Error::Kind::kIo);
+  }
+  auto online = OnlineLog::open(
+      out / "dataset.db", w, text, f.testbed, interval,
+      run_key(f.surrogate.seed, f.solver, ro.controller.learning, ro.controller.shed,
+              source->describe(), source->fitted()),
+      static_cast<std::uint64_t>(
+          std::ceil((w.timeline.duration_s > 0 ? w.timeline.duration_s : interval) / interval)));
+  if (!online) return online.error();
+  ro.log = online->get();
+  std::fprintf(
+      log, "online: learning %s (breach target %s%s), predictions from %s\n",
+      learning_on ? "on" : "off", format_number(ro.controller.learning.breach_target).c_str(),
+      ro.controller.learning.explore_sd > 0
+          ? (", explore " + format_number(ro.controller.learning.explore_sd) + " sd").c_str()
+          : "",
+      source->describe().c_str());
+
+  Table t({"t (s)", "event", "decision", "plan change", "utility pred/meas", "SLA"});
+  JointConfig last;
+  std::vector<std::string> told;
+  ro.on_interval = [&](const IntervalRecord& r, const Workload&) {
+    if (!r.refit_error.empty()) {
+      std::fprintf(log, "refit failed (the current fit stays): %s\n", r.refit_error.c_str());
+    }
+    std::string events = join(r.events, ", ");
+    if (!r.drift.empty()) {
+      events += (events.empty() ? "" : ", ") + std::string("[unseen: ") + join(r.drift, ", ") + "]";
+    }
+    if (!r.replanned && events.empty() &&
+        std::none_of(r.breach.begin(), r.breach.end(), [](bool b) { return b; })) {
+      last = r.plan;
+      return;  // a quiet interval: summarised at the end
+    }
+    if (r.replanned && r.events.empty()) events += (events.empty() ? "" : ", ") + r.reason;
+    const std::string decision =
+        !r.replanned ? std::string("-")
+                     : f.solver + " " + fixed(r.decision_ms, 1) + " ms" +
+                           (r.measure_ms >= 100
+                                ? " (after " + fixed(r.measure_ms / 1000.0, 1) + " s measuring)"
+                                : std::string());
+    const std::string change = r.replanned ? plan_change(w, last, r.plan) : "-";
+    t.add({fixed(r.t_s, 0), events.empty() ? "-" : events, decision, change,
+           fixed(r.predicted_utility, 3) + " / " + fixed(r.measured_utility, 3), sla_status(w, r)});
+    if (!f.json && !terminal) {
+      // Piped output streams one line per decision as it happens.
+      std::fprintf(log, "t=%-5s %-24s %-14s %s | utility %s/%s | %s\n", fixed(r.t_s, 0).c_str(),
+                   (events.empty() ? "-" : events).c_str(), decision.c_str(), change.c_str(),
+                   fixed(r.predicted_utility, 3).c_str(), fixed(r.measured_utility, 3).c_str(),
+                   sla_status(w, r).c_str());
+    }
+    // Each (model, SLA key) is told once; the numbers move a little as corun learns.
+    for (const auto& why : r.infeasible) {
+      const std::string what = why.substr(0, why.find(" cannot be met"));
+      if (std::find(told.begin(), told.end(), what) != told.end()) continue;
+      told.push_back(what);
+      std::fprintf(log, "infeasible: %s\n", why.c_str());
+    }
+    last = r.plan;
+  };
+  auto report = run_online(w, *testbed, std::move(source), ro);
+  if (!report) return report.error();
+  if (!f.json && terminal) std::fprintf(log, "\n%s", t.render().c_str());
+
+  if (auto st = write_report(*report, w, out); !st.ok()) return st.error();
+  const nlohmann::json j = report_json(*report, w);
+  const auto& sum = j.at("summary");
+  std::fprintf(log,
+               "\nsummary: %zu intervals of %s s, %zu decisions (p50 %.1f ms, p99 %.1f ms), "
+               "%zu refits, %zu standalone re-profiling measurements, %zu intervals read "
+               "back from the dataset, mean measured utility %.3f, %zu measured SLA "
+               "violation(s) (model-intervals)%s\n",
+               report->intervals.size(), fixed(interval, 0).c_str(),
+               sum.at("decisions").get<std::size_t>(), sum.at("decision_ms_p50").get<double>(),
+               sum.at("decision_ms_p99").get<double>(), report->refits, report->source_measurements,
+               report->replayed, sum.at("mean_measured_utility").get<double>(),
+               report->sla_violations(),
+               told.empty() ? "" : "; some SLAs could not be met (infeasible lines above)");
+  std::fprintf(log, "report: %s, %s\n", (out / "report.json").string().c_str(),
+               (out / "report.html").string().c_str());
+  if (f.json && unit.empty()) std::printf("%s\n", j.dump().c_str());
+  RunTotals totals;
+  totals.violations = report->sla_violations();
+  totals.intervals = report->intervals.size();
+  totals.decisions = sum.at("decisions").get<std::size_t>();
+  totals.mean_measured_utility = sum.at("mean_measured_utility").get<double>();
+  totals.shed = report->shed_model_intervals();
+  totals.infeasible = !told.empty();
+  return totals;
+}
+
+// "gpu0/3g.40gb#1" -> "gpu0-3g.40gb-1": a unit's directory under the run's.
+std::string unit_dir(const GpuUnit& unit) {
+  std::string out = unit.label();
+  std::replace(out.begin(), out.end(), '/', '-');
+  std::replace(out.begin(), out.end(), '#', '-');
+  return out;
+}
+
+// A node (several GPUs or MIG slices): the node planner places every model the timeline ever
+// runs (and chooses the partitioning) on the catalog twin; then each unit with models runs
+// online on its own — profiled, fitted, learned and re-planned as one GPU — since units
+// share nothing (separate GPUs, or MIG slices isolated from each other). The placement stays
+// for the run; each unit's workload file, dataset and reports go under `out`/UNIT.
+int run_node(const Flags& f, const Catalog& catalog, const Workload& w, const std::string& text,
+             const std::filesystem::path& out) {
+  if (!f.model.empty()) {
+    return report_error(
+        Error("--surrogate: a node run fits one surrogate per GPU or MIG slice "
+              "(it profiles each unit's models on that unit); run without it, "
+              "or with --no-profile",
+              Error::Kind::kInvalidInput));
+  }
+  std::FILE* log = f.json ? stderr : stdout;
+  // Placement covers every model the timeline may run: one that arrives later has its unit.
+  Workload all = w;
+  for (auto& m : all.models) m.active = true;
+  PlanFlags pf;
+  pf.file = f.file;
+  pf.solver = f.solver;
+  pf.testbed = f.testbed;
+  pf.catalog = f.catalog;
+  pf.seed = f.surrogate.seed;
+  pf.threads = f.surrogate.threads;
+  pf.window_s = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
+  auto session = make_node_session(all, pf);
+  if (!session) return report_error(session.error());
+  auto plan = (*session)->planner->plan();
+  if (!plan) return report_error(plan.error());
+  std::fprintf(log, "corun run: %s on %zu x %s, placed on the catalog twin: %s (%s)\n",
+               f.file.c_str(), w.node.gpus(), w.device.display_name.c_str(),
+               plan->layout.describe().c_str(),
+               plan->feasible ? "every SLA holds as predicted" : "some SLA misses as predicted");
+  std::vector<std::vector<std::size_t>> on(plan->layout.units.size());
+  std::vector<std::string> unplaced;
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    const auto u = plan->assignment[m];
+    if (u == kNotPlaced) {
+      unplaced.push_back(w.models[m].name);
+    } else {
+      on[static_cast<std::size_t>(u)].push_back(m);
+    }
+  }
+  for (std::size_t u = 0; u < on.size(); ++u) {
+    std::string names;
+    for (std::size_t m : on[u]) names += (names.empty() ? "" : ", ") + w.models[m].name;
+    std::fprintf(log, "  %s: %s\n", plan->layout.units[u].label().c_str(),
+                 names.empty() ? "(idle)" : names.c_str());
+  }
+  if (!unplaced.empty()) {
+    return report_error(Error(f.file + ": models: no GPU of the node can hold " +
+                                  join(unplaced, ", ") + " (memory or pins)",
+                              Error::Kind::kInvalidInput));
+  }
+  nlohmann::json units = nlohmann::json::array();
+  RunTotals node;
+  double utility = 0;
+  for (std::size_t u = 0; u < on.size(); ++u) {
+    if (on[u].empty()) continue;
+    const GpuUnit& unit = plan->layout.units[u];
+    const std::filesystem::path dir = out / unit_dir(unit);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return report_error(
+          Error("cannot create " + dir.string() + ": " + ec.message(), Error::Kind::kIo));
+    }
+    auto unit_text = unit_workload_text(text, w, unit, on[u]);
+    if (!unit_text) return report_error(unit_text.error());
+    const std::filesystem::path file = dir / "workload.yaml";
+    if (auto st = write_file_atomic(file, *unit_text); !st.ok()) return report_error(st.error());
+    auto uw = parse_workload(*unit_text, file.string(), catalog);
+    if (!uw) return report_error(uw.error().wrap(unit.label() + "'s workload"));
+    std::fprintf(log, "\n");
+    auto r = run_workload(f, catalog, *uw, *unit_text, dir, unit.label());
+    if (!r) return report_error(r.error().wrap(unit.label()));
+    node.violations += r->violations;
+    node.decisions += r->decisions;
+    node.shed += r->shed;
+    node.intervals = std::max(node.intervals, r->intervals);
+    node.infeasible = node.infeasible || r->infeasible;
+    utility += r->mean_measured_utility;
+    nlohmann::json models = nlohmann::json::array();
+    for (std::size_t m : on[u]) models.push_back(w.models[m].name);
+    units.push_back({{"unit", unit.label()},
+                     {"gpu", unit.gpu},
+                     {"profile", unit.profile},
+                     {"models", models},
+                     {"dir", dir.string()},
+                     {"sla_violations", r->violations},
+                     {"decisions", r->decisions},
+                     {"shed_model_intervals", r->shed},
+                     {"mean_measured_utility", r->mean_measured_utility}});
+  }
+  const nlohmann::json j = {{"workload", w.file},
+                            {"device", w.device.name},
+                            {"gpus", w.node.gpus()},
+                            {"layout", plan->layout.describe()},
+                            {"placement", "node planner on the catalog twin, fixed for the run"},
+                            {"units", units},
+                            {"summary",
+                             {{"sla_violations", node.violations},
+                              {"decisions", node.decisions},
+                              {"shed_model_intervals", node.shed},
+                              {"mean_measured_utility", utility}}}};
+  if (auto st = write_file_atomic(out / "node.json", j.dump(2) + "\n"); !st.ok()) {
+    return report_error(st.error());
+  }
+  std::fprintf(log,
+               "\nnode: %zu unit(s) ran, %zu decisions, mean measured utility %.3f (summed over "
+               "the units), %zu measured SLA violation(s) (model-intervals)%s\n",
+               units.size(), node.decisions, utility, node.violations,
+               node.infeasible ? "; some SLAs could not be met (infeasible lines above)" : "");
+  std::fprintf(log, "report: %s (each unit's report.json and report.html under it)\n",
+               (out / "node.json").string().c_str());
+  if (f.json) std::printf("%s\n", j.dump().c_str());
+  return node.violations == 0 ? kExitOk : kExitFailure;
+}
+
 const bool registered = register_command({
     "run",
     "corun's main job: profile, fit, then schedule the workload's timeline online and learn",
     [](CLI::App& sub) {
-      struct Flags {
-        std::string file, testbed = "sim", solver = "ga", out, model, catalog;
-        std::uint64_t repeats = 3;
-        bool json = false, quiet = false, no_profile = false;
-        SurrogateFlags surrogate;
-        LearningFlags learning;
-        DegradeFlag degrade;
-      };
       auto f = std::make_shared<Flags>();
       sub.add_option("file", f->file, "workload YAML (its timeline is run; none = one interval)")
           ->required();
@@ -106,181 +434,18 @@ const bool registered = register_command({
         if (!catalog) return report_error(catalog.error());
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
-        if (auto st = require_one_gpu(*w, "run"); !st.ok()) return report_error(st.error());
         if (auto st = require_no_tools(*w, "run"); !st.ok()) return report_error(st.error());
         auto text = read_file(f->file);
         if (!text) return report_error(text.error());
-        auto testbed = make_testbed(f->testbed);
-        if (!testbed) return report_error(testbed.error());
-        if (!make_solver(f->solver)) return report_error(make_solver(f->solver).error());
-        const auto regressor = f->surrogate.regressor_kind();
-        if (!regressor) return report_error(regressor.error());
-        const auto modes = f->learning.parsed(false);
-        if (!modes) return report_error(modes.error());
-        if (f->no_profile && !f->model.empty()) {
-          return report_error(Error("--no-profile and --surrogate exclude each other"));
-        }
-        const bool profile = !f->no_profile && w->profiling != Profiling::kNone;
+        if (auto st = check_run_flags(*f); !st.ok()) return report_error(st.error());
         const std::string name = std::filesystem::path(f->file).stem().string();
         // One default directory per testbed: a dataset that mixed testbeds could not be fitted.
         const std::string dir = f->testbed == "sim" ? name : name + "-" + f->testbed;
         const std::filesystem::path out = f->out.empty() ? "out/run/" + dir : f->out;
-        const double interval = w->timeline.interval_s > 0 ? w->timeline.interval_s : 10;
-        std::FILE* log = f->json ? stderr : stdout;
-        const bool terminal = ::isatty(::fileno(stderr)) != 0;
-
-        const ConfigSpace space(*w);
-        const ConfigCount& joint = space.joint_count();
-        const std::string joint_text = joint.exact() ? thousands(joint.value()) : count_text(joint);
-        std::fprintf(log, "corun run: %s on %s (%s testbed), %zu models, %s joint configurations\n",
-                     f->file.c_str(), w->device.display_name.c_str(), f->testbed.c_str(),
-                     w->models.size(), joint_text.c_str());
-
-        std::unique_ptr<PredictorSource> source;
-        std::filesystem::path refit_dataset;
-        if (!f->model.empty()) {
-          auto loaded = surrogate::Surrogate::load(f->model);
-          if (!loaded) return report_error(loaded.error());
-          if (auto st = loaded->check_workload(*w); !st.ok()) {
-            return report_error(st.error().wrap(f->model + " does not fit " + f->file));
-          }
-          std::fprintf(log, "surrogate: %s (given)\n", f->model.c_str());
-          source = std::make_unique<SurrogateSource>(
-              std::move(*loaded), **testbed,
-              SurrogateSourceOptions{3, interval, f->surrogate.seed, f->surrogate.confidence});
-        } else if (profile) {
-          PipelineOptions po = f->surrogate.pipeline(*regressor, f->testbed, interval,
-                                                     f->quiet ? nullptr : stderr, terminal);
-          po.dataset = out / "dataset.db";
-          po.model = out / "surrogate.json";
-          po.standalone_repeats = f->repeats;
-          po.catalog = *catalog;
-          auto p = profile_and_fit(*w, *text, **testbed, po);
-          if (!p) return report_error(p.error());
-          std::fprintf(log,
-                       "profile: %llu standalone + %llu co-run measurements (%llu + %llu taken "
-                       "now, the rest cached in %s)\n",
-                       static_cast<unsigned long long>(p->standalone_total),
-                       static_cast<unsigned long long>(p->corun_total),
-                       static_cast<unsigned long long>(p->standalone_measured),
-                       static_cast<unsigned long long>(p->corun_measured),
-                       po.dataset.string().c_str());
-          if (p->model_reused) {
-            std::fprintf(log, "surrogate: meanfield/%s reused from %s\n",
-                         f->surrogate.regressor.c_str(), po.model.string().c_str());
-          } else {
-            std::fprintf(log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
-                         f->surrogate.regressor.c_str(), p->fit_s, po.model.string().c_str());
-          }
-          refit_dataset = po.dataset;
-          source = std::make_unique<SurrogateSource>(
-              std::move(p->surrogate), **testbed,
-              SurrogateSourceOptions{3, interval, f->surrogate.seed, f->surrogate.confidence});
-        } else {
-          std::fprintf(log,
-                       "profile: none: plans start from the catalog twin and learn online\n");
-          source = std::make_unique<TwinSource>(TwinOptions{0.1, interval});
-        }
-
-        RunOptions ro;
-        ro.controller.solver = f->solver;
-        ro.controller.seed = f->surrogate.seed;
-        ro.controller.threads = f->surrogate.threads;
-        ro.controller.learning = f->learning.options;
-        ro.controller.learning.enabled = modes->front();
-        ro.controller.shed = f->degrade.shed();
-        ro.refit_dataset = refit_dataset;
-        ro.catalog = *catalog;
-        std::error_code ec;
-        std::filesystem::create_directories(out, ec);
-        if (ec) {
-          return report_error(Error("cannot create " + out.string() + ": " + ec.message(),
-                                    Error::Kind::kIo));
-        }
-        auto online = OnlineLog::open(
-            out / "dataset.db", *w, *text, f->testbed, interval,
-            run_key(f->surrogate.seed, f->solver, ro.controller.learning, ro.controller.shed,
-                    source->describe(), source->fitted()),
-            static_cast<std::uint64_t>(std::ceil(
-                (w->timeline.duration_s > 0 ? w->timeline.duration_s : interval) / interval)));
-        if (!online) return report_error(online.error());
-        ro.log = online->get();
-        std::fprintf(
-            log, "online: learning %s (breach target %s%s), predictions from %s\n",
-            modes->front() ? "on" : "off",
-            format_number(ro.controller.learning.breach_target).c_str(),
-            ro.controller.learning.explore_sd > 0
-                ? (", explore " + format_number(ro.controller.learning.explore_sd) + " sd").c_str()
-                : "",
-            source->describe().c_str());
-
-        Table t({"t (s)", "event", "decision", "plan change", "utility pred/meas", "SLA"});
-        JointConfig last;
-        std::vector<std::string> told;
-        ro.on_interval = [&](const IntervalRecord& r, const Workload&) {
-          if (!r.refit_error.empty()) {
-            std::fprintf(log, "refit failed (the current fit stays): %s\n", r.refit_error.c_str());
-          }
-          std::string events = join(r.events, ", ");
-          if (!r.drift.empty()) {
-            events += (events.empty() ? "" : ", ") + std::string("[unseen: ") + join(r.drift, ", ") + "]";
-          }
-          if (!r.replanned && events.empty() &&
-              std::none_of(r.breach.begin(), r.breach.end(), [](bool b) { return b; })) {
-            last = r.plan;
-            return;  // a quiet interval: summarised at the end
-          }
-          if (r.replanned && r.events.empty()) events += (events.empty() ? "" : ", ") + r.reason;
-          const std::string decision =
-              !r.replanned ? std::string("-")
-              : f->solver + " " + fixed(r.decision_ms, 1) + " ms" +
-                    (r.measure_ms >= 100 ? " (after " + fixed(r.measure_ms / 1000.0, 1) + " s measuring)"
-                                         : std::string());
-          const std::string change = r.replanned ? plan_change(*w, last, r.plan) : "-";
-          t.add({fixed(r.t_s, 0), events.empty() ? "-" : events, decision, change,
-                 fixed(r.predicted_utility, 3) + " / " + fixed(r.measured_utility, 3),
-                 sla_status(*w, r)});
-          if (!f->json && !terminal) {
-            // Piped output streams one line per decision as it happens.
-            std::fprintf(log, "t=%-5s %-24s %-14s %s | utility %s/%s | %s\n",
-                         fixed(r.t_s, 0).c_str(), (events.empty() ? "-" : events).c_str(),
-                         decision.c_str(), change.c_str(), fixed(r.predicted_utility, 3).c_str(),
-                         fixed(r.measured_utility, 3).c_str(), sla_status(*w, r).c_str());
-          }
-          // Each (model, SLA key) is told once; the numbers move a little as corun learns.
-          for (const auto& why : r.infeasible) {
-            const std::string what = why.substr(0, why.find(" cannot be met"));
-            if (std::find(told.begin(), told.end(), what) != told.end()) continue;
-            told.push_back(what);
-            std::fprintf(log, "infeasible: %s\n", why.c_str());
-          }
-          last = r.plan;
-        };
-        auto report = run_online(*w, **testbed, std::move(source), ro);
-        if (!report) return report_error(report.error());
-        if (!f->json && terminal) std::fprintf(log, "\n%s", t.render().c_str());
-
-        if (auto st = write_report(*report, *w, out); !st.ok()) return report_error(st.error());
-        const nlohmann::json j = report_json(*report, *w);
-        const auto& sum = j.at("summary");
-        std::fprintf(log,
-                     "\nsummary: %zu intervals of %s s, %zu decisions (p50 %.1f ms, p99 %.1f ms), "
-                     "%zu refits, %zu standalone re-profiling measurements, %zu intervals read "
-                     "back from the dataset, mean measured utility %.3f, %zu measured SLA "
-                     "violation(s) (model-intervals)%s\n",
-                     report->intervals.size(), fixed(interval, 0).c_str(),
-                     sum.at("decisions").get<std::size_t>(),
-                     sum.at("decision_ms_p50").get<double>(),
-                     sum.at("decision_ms_p99").get<double>(), report->refits,
-                     report->source_measurements, report->replayed,
-                     sum.at("mean_measured_utility").get<double>(), report->sla_violations(),
-                     told.empty() ? "" : "; some SLAs could not be met (infeasible lines above)");
-        std::fprintf(log, "report: %s, %s\n", (out / "report.json").string().c_str(),
-                     (out / "report.html").string().c_str());
-        if (f->json) std::printf("%s\n", j.dump().c_str());
-        // The run failed when the testbed measured a breach; a plan predicted short of an SLA
-        // (the infeasible lines) that the testbed then measured within it is a warning.
-        return report->sla_violations() == 0 ? kExitOk : kExitFailure;
+        if (!w->node.single_gpu()) return run_node(*f, **catalog, *w, *text, out);
+        auto run = run_workload(*f, **catalog, *w, *text, out, {});
+        if (!run) return report_error(run.error());
+        return run->violations == 0 ? kExitOk : kExitFailure;
       });
     },
 });

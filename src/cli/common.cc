@@ -33,7 +33,8 @@ Status require_one_gpu(const Workload& w, std::string_view verb) {
                    " GPU(s)" + (w.node.layout_count() > 1 || !w.node.options[0][0].empty()
                                     ? " with MIG slices"
                                     : "") +
-                   " (plan it with 'corun plan', compare placements with 'corun eval node')",
+                   " (plan it with 'corun plan', run it online with 'corun run', compare placements "
+                   "with 'corun eval node')",
                Error::Kind::kInvalidInput);
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
@@ -575,16 +576,68 @@ TEST(Cli, NodeWorkloadsAreRefusedByOneGpuVerbsAndBadPinsNameTheirField) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("models[0].gpu"), std::string::npos) << bad.err;
   const auto node = write_node_workload("0").string();
-  for (const std::string verb : {"run", "measure"}) {
-    const auto r = run(verb + " " + node);
-    EXPECT_EQ(r.code, 2) << verb;
-    EXPECT_NE(r.err.find("node of 2 GPU(s)"), std::string::npos) << r.err;
-  }
+  const auto r = run("measure " + node);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("node of 2 GPU(s)"), std::string::npos) << r.err;
   const auto eval = run("eval node " + node + " --repeats 1 --json");
   ASSERT_EQ(eval.code, 0) << eval.err;
   const auto j = nlohmann::json::parse(eval.out);
   ASSERT_EQ(j["layouts"].size(), 1u);
   EXPECT_EQ(j["layouts"][0]["strategies"].size(), 5u);  // corun and four baselines
+}
+
+// corun run on a node: the node plan places the models (c0 pinned to GPU 1), then each GPU
+// with models runs online on its own, from its own workload file holding its models and the
+// events that concern them or the GPU, with its own dataset and reports.
+TEST(Cli, RunOnANodeRunsEachGpuOnlineWithItsOwnModelsAndEvents) {
+  const auto path = temp_dir() / "node-run.yaml";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "device: a100-80gb\n"
+         "gpus: 2\n"
+         "models:\n"
+         "  - {name: c0, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 15},"
+         " sla: {latency_ms_p95: 200}, gpu: 1}\n"
+         "  - {name: c1, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: {fps: 15},"
+         " sla: {latency_ms_p95: 200}}\n"
+         "  - {name: c2, model: yolo11s, knobs: {imgsz: [320, 640]}, demand: {fps: 15},"
+         " sla: {latency_ms_p95: 200}}\n"
+         "profiling: none\n"
+         "timeline:\n"
+         "  duration_s: 30\n"
+         "  events:\n"
+         "    - {at_s: 10, demand: {model: c0, fps: 30}}\n"
+         "    - {at_s: 20, power_cap_w: 300}\n";
+  }
+  const auto out = temp_dir() / "node-run";
+  std::filesystem::remove_all(out);
+  const auto r = run("run " + path.string() + " --quiet --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("node: "), std::string::npos) << r.out;
+  std::ifstream in(out / "node.json");
+  const auto j = nlohmann::json::parse(in);
+  std::map<std::string, std::string> unit_of;
+  double utility = 0;
+  for (const auto& u : j["units"]) {
+    for (const auto& m : u["models"]) unit_of[m.get<std::string>()] = u["unit"];
+    const std::filesystem::path dir = u["dir"].get<std::string>();
+    std::ifstream report(dir / "report.json");
+    const auto rj = nlohmann::json::parse(report);
+    ASSERT_EQ(rj["intervals"].size(), 3u);
+    EXPECT_EQ(rj["intervals"][0]["models"].size(), u["models"].size());
+    // The demand change of c0 reaches GPU 1 only; the power cap reaches both (as drift).
+    const auto& events = rj["intervals"][1]["events"];
+    EXPECT_EQ(events.size(), u["unit"] == "gpu1" ? 1u : 0u) << rj["intervals"][1].dump();
+    EXPECT_EQ(rj["intervals"][2]["drift"].size(), 1u);
+    utility += u["mean_measured_utility"].get<double>();
+  }
+  EXPECT_EQ(unit_of.size(), 3u);
+  EXPECT_EQ(unit_of["c0"], "gpu1");
+  EXPECT_DOUBLE_EQ(j["summary"]["mean_measured_utility"].get<double>(), utility);
+  EXPECT_EQ(j["summary"]["sla_violations"], 0);
+  const auto given = run("run " + path.string() + " --surrogate x.json");
+  EXPECT_EQ(given.code, 2);
+  EXPECT_NE(given.err.find("one surrogate per GPU"), std::string::npos) << given.err;
 }
 
 // A 2-node x 2-GPU cluster, 6 arrivals. By hand: bin-packing puts each arrival on the fullest

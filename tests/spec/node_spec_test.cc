@@ -159,6 +159,67 @@ TEST(NodeSpec, UnitWorkloadKeepsModelsAndTakesTheUnitsDevice) {
   EXPECT_TRUE(u.node.single_gpu());
 }
 
+// A unit's workload file (what `corun run` runs on each unit of a node): it parses back to a
+// single-GPU workload with the unit's device, the unit's models without their pins, and only
+// the timeline events of those models or of the GPU (drift).
+TEST(NodeSpec, UnitWorkloadTextParsesToTheUnitsOwnWorkload) {
+  const std::string text =
+      "name: n\n"
+      "device: a100-80gb\n"
+      "gpus: [{mig: [3g.40gb, 4g.40gb]}, {}]\n"
+      "models:\n"
+      "  - {name: a, model: yolo11s, knobs: {imgsz: [320, 640]}, demand: {fps: 30}, gpu: 0}\n"
+      "  - {name: b, model: yolo11n, demand: {fps: 15}, active: false}\n"
+      "  - {name: c, model: resnet50, demand: {fps: 20}}\n"
+      "timeline:\n"
+      "  duration_s: 40\n"
+      "  events:\n"
+      "    - {at_s: 10, arrive: b}\n"
+      "    - {at_s: 10, demand: {model: c, fps: 40}}\n"
+      "    - {at_s: 20, power_cap_w: 150}\n"
+      "    - {at_s: 30, demand: {model: a, fps: 10}}\n";
+  auto w = parse_workload(text, "n.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << error_of(w);
+  const auto layout = node_layouts(*w)[0];
+  ASSERT_EQ(layout.units.size(), 3u);  // gpu0 3g.40gb, gpu0 4g.40gb, gpu1 whole
+  const std::vector<std::size_t> ab = {0, 1};
+  auto slice = unit_workload_text(text, *w, layout.units[0], ab);
+  ASSERT_TRUE(slice.ok()) << slice.error().what();
+  auto u = parse_workload(*slice, "u.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(u.ok()) << error_of(u) << "\n" << *slice;
+  EXPECT_TRUE(u->node.single_gpu());
+  // The slice's device, every field as mig_slice_device derived it (printed to 17 digits).
+  EXPECT_EQ(u->device.name, "a100-80gb/3g.40gb");
+  EXPECT_EQ(u->device.sm_count, 46);
+  EXPECT_EQ(u->device.peak_fp16_tflops, layout.units[0].device.peak_fp16_tflops);
+  EXPECT_EQ(u->device.tdp_w, layout.units[0].device.tdp_w);
+  EXPECT_EQ(u->device.vram_gb, layout.units[0].device.vram_gb);
+  EXPECT_EQ(u->device.cpu.cores, w->device.cpu.cores);
+  ASSERT_EQ(u->models.size(), 2u);
+  EXPECT_EQ(u->models[0].name, "a");
+  EXPECT_FALSE(u->models[0].gpu.has_value());
+  EXPECT_EQ(u->models[0].local_config_count(), 2u);
+  EXPECT_FALSE(u->models[1].active);
+  // b's arrival, the power cap and a's demand change; not c's demand change.
+  ASSERT_EQ(u->timeline.events.size(), 3u);
+  EXPECT_EQ(u->timeline.events[0].kind, TimelineEvent::Kind::kArrive);
+  EXPECT_EQ(u->timeline.events[1].kind, TimelineEvent::Kind::kPowerCap);
+  EXPECT_EQ(u->timeline.events[2].kind, TimelineEvent::Kind::kDemand);
+  EXPECT_EQ(u->timeline.events[2].model, 0u);
+  EXPECT_EQ(u->timeline.duration_s, 40);
+  // A whole GPU keeps the catalog's device by name; c alone keeps only its own and the GPU's.
+  const std::vector<std::size_t> c = {2};
+  auto whole = unit_workload_text(text, *w, layout.units[2], c);
+  ASSERT_TRUE(whole.ok());
+  auto v = parse_workload(*whole, "v.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(v.ok()) << error_of(v) << "\n" << *whole;
+  EXPECT_EQ(v->device.name, "a100-80gb");
+  ASSERT_EQ(v->models.size(), 1u);
+  ASSERT_EQ(v->timeline.events.size(), 2u);
+  EXPECT_EQ(v->timeline.events[0].kind, TimelineEvent::Kind::kDemand);
+  EXPECT_EQ(v->timeline.events[1].kind, TimelineEvent::Kind::kPowerCap);
+}
+
 TEST(MigCatalog, EmbeddedTableHasTheGuidesProfiles) {
   auto table = MigCatalog::of(Catalog::default_catalog());
   ASSERT_TRUE(table.ok()) << table.error().what();

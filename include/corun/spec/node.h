@@ -3,9 +3,11 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "corun/catalog/device.h"
+#include "corun/core/result.h"
 #include "corun/spec/workload.h"
 
 namespace corun {
@@ -40,6 +42,15 @@ std::vector<NodeLayout> node_layouts(const Workload& w);
 /// @brief `w` as seen by one unit: the same models (so indices and local configurations carry
 /// over), the unit's device, a single whole GPU.
 Workload unit_workload(const Workload& w, const GpuUnit& unit);
+
+/// @brief The workload file of one unit of a node workload, as YAML text that parses to a
+/// single-GPU workload: `text` (the node workload's file, which parsed to `w`) with the unit's
+/// device (a MIG slice's as a device mapping), no `gpus` or `mig`, only the models named by
+/// `models` (indices into `w.models`, without their `gpu` pins) and only the timeline events that
+/// concern them or the GPU itself (drift events). Comments are not kept; a header names the node
+/// workload and the unit.
+Result<std::string> unit_workload_text(std::string_view text, const Workload& w,
+                                       const GpuUnit& unit, std::span<const std::size_t> models);
 
 /// @brief Whether model `m` of `w` may run on `unit`: its pin, if any, names the unit's GPU.
 bool pin_allows(const Workload& w, std::size_t m, const GpuUnit& unit);
