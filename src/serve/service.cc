@@ -200,6 +200,14 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
                        "'corun plan'",
                    Error::Kind::kInvalidInput);
     }
+    if (!w->node.single_gpu()) {
+      return Error(options_.workload_file +
+                       ": gpus/mig: corun serve serves one GPU; this "
+                       "workload describes a node of " +
+                       std::to_string(w->node.gpus()) +
+                       " GPU(s) (run one corun serve per GPU, or run the node with 'corun run')",
+                   Error::Kind::kInvalidInput);
+    }
     YAML::Node root;
     try {
       root = YAML::LoadFile(options_.workload_file);

@@ -576,9 +576,14 @@ TEST(Cli, NodeWorkloadsAreRefusedByOneGpuVerbsAndBadPinsNameTheirField) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("models[0].gpu"), std::string::npos) << bad.err;
   const auto node = write_node_workload("0").string();
-  const auto r = run("measure " + node);
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("node of 2 GPU(s)"), std::string::npos) << r.err;
+  const auto state = temp_dir() / "node-serve-state";
+  std::filesystem::remove_all(state);
+  for (const std::string& cmd :
+       {"measure " + node, "serve --port 0 --state " + state.string() + " --workload " + node}) {
+    const auto r = run(cmd);
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_NE(r.err.find("node of 2 GPU(s)"), std::string::npos) << r.err;
+  }
   const auto eval = run("eval node " + node + " --repeats 1 --json");
   ASSERT_EQ(eval.code, 0) << eval.err;
   const auto j = nlohmann::json::parse(eval.out);
