@@ -91,6 +91,7 @@ void solve(benchmark::State& state, const std::string& solver, const std::string
   }
   state.counters["evaluated"] = static_cast<double>(last.stats.evaluated);
   state.counters["utility"] = last.utility;
+  state.counters["feasible"] = last.feasible ? 1 : 0;
   state.counters["proved"] = last.stats.proved_optimal ? 1 : 0;
   state.counters["nodes"] = static_cast<double>(last.stats.nodes);
   state.counters["models"] = static_cast<double>(fx.w.models.size());

@@ -43,8 +43,8 @@ class ExactSolver final : public Solver {
     if (p.active_models().empty()) return Error("no active models to plan");
     Search s(p, *agg);
 
-    auto ga = make_solver("ga");
-    auto seed_plan = (*ga)->solve(p, o);
+    const auto ga = detail::make_ga_solver(false);
+    auto seed_plan = ga->solve(p, o);
     if (!seed_plan) return seed_plan.error();
     if (seed_plan->feasible) {
       s.best_utility = seed_plan->utility;
@@ -60,12 +60,12 @@ class ExactSolver final : public Solver {
     r.solver = "exact";
     r.stats.evaluated = seed_plan->stats.evaluated + s.evaluated;
     r.stats.nodes = s.nodes;
-    r.stats.proved_optimal = s.nodes < kNodeBudget && agg->monotone();
+    r.stats.proved_optimal = s.nodes < s.budget && agg->monotone();
     r.stats.elapsed_ms = detail::ms_since(start);
     return r;
   }
 
- private:
+ public:
   struct Search {
     const PlanProblem& p;
     const AggregatePredictor& agg;
@@ -90,6 +90,7 @@ class ExactSolver final : public Solver {
     double best_utility = -std::numeric_limits<double>::infinity();
     JointConfig best;
     JointConfig cur;
+    std::uint64_t budget = kNodeBudget;  // nodes the search may visit
     std::uint64_t nodes = 0;
     std::uint64_t evaluated = 0;
 
@@ -433,7 +434,7 @@ class ExactSolver final : public Solver {
     void dfs(std::size_t depth, const std::vector<float>& parent_sum, double vram,
              const std::vector<std::vector<std::int32_t>>& domains,
              const std::vector<std::vector<double>>& values, double assigned) {
-      if (nodes >= kNodeBudget) return;
+      if (nodes >= budget) return;
       const std::size_t m = order[depth];
       const std::size_t last = order.size();
       const double capacity = p.workload().device.vram_bytes();
@@ -523,6 +524,30 @@ class ExactSolver final : public Solver {
 };
 
 }  // namespace
+
+namespace detail {
+
+std::optional<BoundedSearch> bounded_search(const PlanProblem& p, const JointConfig& incumbent,
+                                            double utility, std::uint64_t node_budget) {
+  const auto* agg = dynamic_cast<const AggregatePredictor*>(&p.predictor());
+  if (agg == nullptr || p.active_models().empty()) return std::nullopt;
+  ExactSolver::Search s(p, *agg);
+  s.best = incumbent;
+  s.best_utility = utility;
+  s.budget = node_budget;
+  const bool plannable = std::none_of(p.active_models().begin(), p.active_models().end(),
+                                      [&](std::size_t m) { return s.cands[m].empty(); });
+  if (plannable) s.run();
+  BoundedSearch out;
+  out.improved = s.best_utility > utility;
+  out.best = std::move(s.best);
+  out.nodes = s.nodes;
+  out.evaluated = s.evaluated;
+  out.finished = s.nodes < s.budget;
+  return out;
+}
+
+}  // namespace detail
 
 std::unique_ptr<Solver> make_exact_solver() { return std::make_unique<ExactSolver>(); }
 

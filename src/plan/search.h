@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +42,25 @@ class Evaluator {
   std::unordered_map<std::uint64_t, double> memo_;
   std::uint64_t evaluated_ = 0;
 };
+
+/// @brief What a branch and bound bounded in nodes found (see bounded_search).
+struct BoundedSearch {
+  JointConfig best;       ///< the best plan found (the incumbent when none beat it)
+  bool improved = false;  ///< a plan better than the incumbent was found
+  bool finished = false;  ///< the search ended within its budget: `best` is optimal (monotone)
+  std::uint64_t nodes = 0;
+  std::uint64_t evaluated = 0;
+};
+
+/// @brief The exact solver's branch and bound over a mean-field (aggregate) predictor, started
+/// from a feasible `incumbent` of predicted `utility` and stopped after `node_budget` nodes;
+/// nullopt when the predictor is not an aggregate one. Deterministic.
+std::optional<BoundedSearch> bounded_search(const PlanProblem& p, const JointConfig& incumbent,
+                                            double utility, std::uint64_t node_budget);
+
+/// @brief The GA; `bounded_polish` false: without its final bounded branch and bound (the exact
+/// solver's own seed, which runs the full one after it).
+std::unique_ptr<Solver> make_ga_solver(bool bounded_polish);
 
 /// @brief Milliseconds since `start`.
 inline double ms_since(std::chrono::steady_clock::time_point start) {
