@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "corun/catalog/catalog.h"
 #include "corun/plan/objective.h"
 #include "corun/runtime/controller.h"
@@ -48,6 +50,13 @@ Result<RunReport> run_on_twin(const Workload& w, bool shed = true) {
   o.controller.solver = "exhaustive";
   o.controller.shed = shed;
   return run_online(w, sim, std::make_unique<TwinSource>(), o);
+}
+
+// A controller planning `w` exhaustively from the catalog twin.
+std::unique_ptr<Controller> exhaustive_on_twin(const Workload& w) {
+  ControllerOptions o;
+  o.solver = "exhaustive";
+  return std::make_unique<Controller>(w, std::make_unique<TwinSource>(), o);
 }
 
 TEST(Infeasibility, NamesTheModelTheSlaAndTheDemandThatLimitsIt) {
@@ -253,9 +262,8 @@ TEST(Infeasibility, AShareThatBreachedIsNotAdmittedAgain) {
   // measured (TTFT 10x its limit while it keeps up with its admitted requests).
   Workload w = overloaded();
   w.models[0].demand.rps = 2;
-  ControllerOptions o;
-  o.solver = "exhaustive";
-  Controller c(w, std::make_unique<TwinSource>(), o);
+  const auto controller = exhaustive_on_twin(w);
+  Controller& c = *controller;
   auto first = c.replan("start");
   ASSERT_TRUE(first.ok() && first->has_value());
   const Decision d1 = **first;
@@ -315,9 +323,8 @@ TEST(Infeasibility, APausedModelIsProbedWhenTheGpuBecomesFaster) {
   ModelSpec cam1 = w.models[1];
   cam1.name = "cam1";
   w.models.push_back(cam1);
-  ControllerOptions o;
-  o.solver = "exhaustive";
-  Controller c(w, std::make_unique<TwinSource>(), o);
+  const auto controller = exhaustive_on_twin(w);
+  Controller& c = *controller;
   auto first = c.replan("start");
   ASSERT_TRUE(first.ok() && first->has_value());
   const Decision d1 = **first;
