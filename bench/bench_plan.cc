@@ -255,7 +255,8 @@ void register_all() {
       {"N5", "paper-n5.yaml"},
       {"N8", "scale-n8.yaml"},
       {"N12", "scale-n12.yaml"},
-      {"N16", "scale-n16.yaml"}};
+      {"N16", "scale-n16.yaml"},
+      {"N16v2", "scale-n16-v2.yaml"}};
   const std::vector<std::pair<std::string, surrogate::RegressorKind>> regressors = {
       {"gbdt", surrogate::RegressorKind::kGbdt}, {"linear", surrogate::RegressorKind::kLinear}};
   for (const auto& [reg_label, regressor] : regressors) {
