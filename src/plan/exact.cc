@@ -6,7 +6,9 @@
 // against the assigned models' exact contributions plus the *smallest* contribution each
 // unassigned model can make. If that optimistic prediction already breaks an SLA, no
 // completion can repair it (prune). Forward checking filters the unassigned models' domains
-// the same way at every node and keeps each surviving configuration's optimistic utility.
+// the same way at every node and keeps each surviving configuration's optimistic utility
+// (lazily: one worth no more than a configuration already checked cannot move the bound of
+// 2. below, so it is checked only at the nodes that reach bound 3.).
 // Three bounds then cut the tree, cheapest first:
 //  1. the parent's optimistic utilities (still valid below it, as loads only grow): children
 //     are tried in their order and the rest are cut at the first that cannot beat the
@@ -265,12 +267,14 @@ class ExactSolver final : public Solver {
     // a one-dimensional relaxation. Let W be the unassigned models' total extent along j and
     // A the assigned models'. Monotonicity gives two kinds of ceiling: the assigned models,
     // loaded with their exact contributions plus the unassigned models' least, tolerate W up
-    // to `cap` (found here by bisection along dirs[j]); and an unassigned model u in
-    // configuration x tolerates A + W up to theta[u][x][j]. For each level L of A + W the
-    // bound is a multiple-choice knapsack over the configurations with theta >= L, capacity
-    // L - A, which its LP relaxation bounds. Only the levels where the admitted set changes
-    // matter: L = A + cap and each theta below it. Returns false when some direction proves
-    // that no completion beats `need`; it stops a direction at the first level that does.
+    // to some `cap`; and an unassigned model u in configuration x tolerates A + W up to
+    // theta[u][x][j]. For each level L of A + W the bound is a multiple-choice knapsack over
+    // the configurations with theta >= L, capacity L - A, which its LP relaxation bounds;
+    // between two consecutive thetas the admitted set is fixed and the bound grows with L.
+    // Walking the levels upwards gives the least L0 at which the bound could exceed `need`
+    // without any prediction; the assigned models are then checked once, at W = L0 - A: if
+    // one cannot bear it, cap < L0 - A and the direction proves the cut. Returns false when
+    // some direction proves that no completion beats `need`.
     bool can_beat(std::size_t depth, const std::vector<float>& sum, const std::vector<float>& rest,
                   const std::vector<std::vector<std::int32_t>>& next,
                   const std::vector<std::vector<double>>& value, double need) {
@@ -290,28 +294,10 @@ class ExactSolver final : public Solver {
         }
         if (tmax <= 0) continue;
         double assigned = 0;
-        double cap = tmax;
         for (std::size_t d = 0; d <= depth; ++d) {
-          const std::size_t i = order[d];
-          const auto li = static_cast<std::size_t>(cur[i]);
-          assigned += ext[i][li][j];
-          const auto& ci = c[i][li];
-          auto feasible_at = [&](double t) {
-            for (std::size_t k = 0; k < dims; ++k) {
-              probe[k] = sum[k] - ci[k] + rest[k] + static_cast<float>(t * dirs[j][k]);
-            }
-            ++evaluated;
-            return p.excess(i, cur[i], optimistic(i, cur[i], probe)) == 0;
-          };
-          if (feasible_at(cap)) continue;
-          double lo = 0, hi = cap;  // feasible at 0: checked by the caller
-          for (int it = 0; it < 14; ++it) {
-            const double mid = 0.5 * (lo + hi);
-            (feasible_at(mid) ? lo : hi) = mid;
-          }
-          cap = hi;  // conservative: the true tolerance is below hi
+          assigned += ext[order[d]][static_cast<std::size_t>(cur[order[d]])][j];
         }
-        const double top = assigned + cap;
+        const double top = assigned + tmax;
         levels.assign(1, top);
         for (std::size_t d = depth + 1; d < last; ++d) {
           const std::size_t u = order[d];
@@ -324,9 +310,12 @@ class ExactSolver final : public Solver {
             if (th < top && th >= assigned) levels.push_back(th);
           }
         }
-        std::sort(levels.begin(), levels.end(), std::greater<>());
+        std::sort(levels.begin(), levels.end());
         levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
-        bool beaten = false;
+        // Up the levels: `below` is a total extent up to which nothing beats `need`; `first`
+        // a lower bound of the least total at which the unassigned models could.
+        double below = assigned;
+        double first = std::numeric_limits<double>::infinity();
         for (const double level : levels) {
           const double room = level - assigned;
           // Quick check: the best admitted value of each model, ignoring the capacity.
@@ -338,13 +327,29 @@ class ExactSolver final : public Solver {
             }
             quick += b;
           }
-          if (!(quick > need)) continue;
-          if (lp_knapsack(items, level, room, pts, hull, segments) > need) {
-            beaten = true;
+          double least_room = 0;
+          if (quick > need &&
+              lp_knapsack(items, level, room, need, least_room, pts, hull, segments) > need) {
+            first = std::max(below, assigned + least_room);
             break;
           }
+          below = level;
         }
-        if (!beaten) return false;
+        if (std::isinf(first)) return false;
+        // Every total extent that could beat `need` is at least `first`. If an assigned model
+        // cannot bear the unassigned models' extent that `first` implies, it bears none of
+        // them (monotonicity), and this direction proves the cut.
+        const double t = first - assigned;
+        if (t <= 0) continue;  // bearable: checked by the caller
+        for (std::size_t d = 0; d <= depth; ++d) {
+          const std::size_t i = order[d];
+          const auto& ci = c[i][static_cast<std::size_t>(cur[i])];
+          for (std::size_t k = 0; k < dims; ++k) {
+            probe[k] = sum[k] - ci[k] + rest[k] + static_cast<float>(t * dirs[j][k]);
+          }
+          ++evaluated;
+          if (p.excess(i, cur[i], optimistic(i, cur[i], probe)) > 0) return false;
+        }
       }
       return true;
     }
@@ -352,7 +357,8 @@ class ExactSolver final : public Solver {
     // LP relaxation of the multiple-choice knapsack: one item per group, among those with
     // theta >= level, total weight at most `room`. -inf when a group has no admissible item.
     static double lp_knapsack(const std::vector<std::vector<Item>>& items, double level,
-                              double room, std::vector<std::pair<double, double>>& pts,
+                              double room, double need, double& least_room,
+                              std::vector<std::pair<double, double>>& pts,
                               std::vector<std::pair<double, double>>& hull,
                               std::vector<std::pair<double, double>>& segments) {
       double total = 0;
@@ -394,6 +400,24 @@ class ExactSolver final : public Solver {
       if (cap < -1e-12) return -std::numeric_limits<double>::infinity();
       std::sort(segments.begin(), segments.end(),
                 [](const auto& a, const auto& b) { return a.first > b.first; });
+      // The least capacity at which the relaxation exceeds `need` (+inf if none does): the
+      // relaxation's value grows piecewise linearly with capacity, segment by segment.
+      least_room = std::numeric_limits<double>::infinity();
+      {
+        double v = total, used = room - cap;
+        if (v > need) {
+          least_room = used;
+        } else {
+          for (const auto& [slope, w] : segments) {
+            if (v + slope * w > need) {
+              least_room = used + (need - v) / slope;
+              break;
+            }
+            v += slope * w;
+            used += w;
+          }
+        }
+      }
       for (const auto& [slope, w] : segments) {
         if (w <= cap) {
           total += std::isinf(slope) ? 0 : slope * w;
@@ -406,9 +430,45 @@ class ExactSolver final : public Solver {
       return total;
     }
 
+    // Checks the configurations forward checking left unchecked at this depth (stale): drops
+    // those that cannot meet their SLA and gives the others their own bound, so that
+    // can_beat() and the children see exactly what checking all of them would have given.
+    void settle(std::size_t depth, const std::vector<float>& sum, const std::vector<float>& rest) {
+      auto& next = next_at[depth];
+      auto& value = value_at[depth];
+      auto& stale = stale_at[depth];
+      std::vector<float>& others = settle_load;
+      for (std::size_t d = depth + 1; d < order.size(); ++d) {
+        const std::size_t u = order[d];
+        if (std::find(stale[u].begin(), stale[u].end(), 1) == stale[u].end()) continue;
+        for (std::size_t k = 0; k < dims; ++k) {
+          others[k] = sum[k] + rest[k] - (rest_min[d][k] - rest_min[d + 1][k]);
+        }
+        std::size_t kept = 0;
+        for (std::size_t y = 0; y < next[u].size(); ++y) {
+          const std::int32_t l = next[u][y];
+          double v = value[u][y];
+          if (stale[u][y] != 0) {
+            const Predicted q = optimistic(u, l, others);
+            ++evaluated;
+            if (p.excess(u, l, q) > 0) continue;
+            v = p.model_utility(u, l, q);
+          }
+          next[u][kept] = l;
+          value[u][kept] = v;
+          ++kept;
+        }
+        next[u].resize(kept);
+        value[u].resize(kept);
+        stale[u].assign(kept, 0);
+      }
+    }
+    std::vector<float> settle_load = std::vector<float>(dims);
+
     // Per depth: the surviving domains and optimistic utilities handed to the children.
     std::vector<std::vector<std::vector<std::int32_t>>> next_at;
     std::vector<std::vector<std::vector<double>>> value_at;
+    std::vector<std::vector<std::vector<std::uint8_t>>> stale_at;  // [depth][m][x]: unchecked
     std::vector<std::vector<float>> sum_at;  // assigned load at each depth
 
     void run() {
@@ -422,6 +482,7 @@ class ExactSolver final : public Solver {
       }
       next_at.assign(order.size(), std::vector<std::vector<std::int32_t>>(p.models()));
       value_at.assign(order.size(), std::vector<std::vector<double>>(p.models()));
+      stale_at.assign(order.size(), std::vector<std::vector<std::uint8_t>>(p.models()));
       dfs(0, none, 0.0, domains, values, 0.0);
     }
 
@@ -442,6 +503,7 @@ class ExactSolver final : public Solver {
       std::vector<float> rest(dims);
       auto& next = next_at[depth];
       auto& value = value_at[depth];
+      auto& stale = stale_at[depth];
       auto& sum = sum_at[depth];
       double rest_best = 0;  // the unassigned models' best optimistic utility, m excluded
       for (std::size_t d = depth + 1; d < last; ++d) {
@@ -477,13 +539,26 @@ class ExactSolver final : public Solver {
           }
           next[u].clear();
           value[u].clear();
+          stale[u].clear();
           double best_u = -std::numeric_limits<double>::infinity();
-          for (auto lu2 : domains[u]) {
+          const auto& du = domains[u];
+          const auto& vu = values[u];
+          for (std::size_t y = 0; y < du.size(); ++y) {
+            const std::int32_t lu2 = du[y];
+            // Worth no more than a configuration already checked: it cannot change this
+            // model's bound, so it keeps its parent's (still valid) until can_beat() needs it.
+            if (vu[y] <= best_u) {
+              next[u].push_back(lu2);
+              value[u].push_back(vu[y]);
+              stale[u].push_back(1);
+              continue;
+            }
             const Predicted q = optimistic(u, lu2, others);
             ++evaluated;
             if (p.excess(u, lu2, q) > 0) continue;
             next[u].push_back(lu2);
             value[u].push_back(p.model_utility(u, lu2, q));
+            stale[u].push_back(0);
             best_u = std::max(best_u, value[u].back());
           }
           if (next[u].empty()) ok = false;
@@ -500,6 +575,7 @@ class ExactSolver final : public Solver {
           if (p.excess(i, cur[i], q) > 0) ok = false;
           bound += p.model_utility(i, cur[i], q);
         }
+        if (ok && bound > best_utility + 1e-12 && depth + 1 < last) settle(depth, sum, rest);
         if (ok && bound > best_utility + 1e-12 && depth + 1 < last &&
             !can_beat(depth, sum, rest, next, value,
                       best_utility + 1e-12 - (bound - unassigned_bound))) {

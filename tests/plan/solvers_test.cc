@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
+#include "../../src/plan/search.h"
 #include "corun/catalog/catalog.h"
 #include "corun/plan/solver.h"
 #include "synthetic.h"
@@ -128,6 +130,41 @@ TEST(Solvers, ExactAndGaMatchExhaustiveOnThePaperSpace) {
     const PlanResult r = solve(s, p);
     EXPECT_LE(r.utility, ex.utility + 1e-9) << s;  // nobody beats the exhaustive optimum
   }
+}
+
+// The exact solver's cuts (lazy forward checking, the knapsack relaxations) must never cut the
+// optimum: across SLAs from tight to loose, it finds exhaustive's utility on every one.
+TEST(Solvers, ExactMatchesExhaustiveFromTightToLooseSlas) {
+  const Workload base = load("paper-n5.yaml");
+  int feasible = 0;
+  for (const double scale : {0.4, 0.55, 0.7, 0.85, 1.0, 1.3, 2.0}) {
+    Workload w = base;
+    for (auto& m : w.models) {
+      for (auto* v : {&m.sla.latency_ms_p95, &m.sla.ttft_ms_p95, &m.sla.tpot_ms_p95}) {
+        if (v->has_value()) **v *= scale;
+      }
+    }
+    testing::SyntheticPredictor pred(w);
+    PlanProblem p(w, std::vector<bool>(5, true), pred);
+    const PlanResult ex = solve("exhaustive", p);
+    const PlanResult exact = solve("exact", p);
+    EXPECT_EQ(exact.feasible, ex.feasible) << "SLA scale " << scale;
+    if (!ex.feasible) continue;
+    ++feasible;
+    EXPECT_TRUE(exact.stats.proved_optimal) << "SLA scale " << scale;
+    EXPECT_NEAR(exact.utility, ex.utility, 1e-6 * ex.utility) << "SLA scale " << scale;
+    // The solver starts from the GA's plan, which is often already optimal: the branch and
+    // bound alone, from no incumbent, must find the optimum itself.
+    const auto alone = detail::bounded_search(p, {}, -std::numeric_limits<double>::infinity(),
+                                              std::uint64_t{1} << 40);
+    ASSERT_TRUE(alone.has_value());
+    EXPECT_TRUE(alone->finished);
+    ASSERT_TRUE(alone->improved) << "SLA scale " << scale;
+    const PlanResult found = evaluate_plan(p, alone->best, "exact");
+    EXPECT_TRUE(found.feasible) << "SLA scale " << scale;
+    EXPECT_NEAR(found.utility, ex.utility, 1e-6 * ex.utility) << "SLA scale " << scale;
+  }
+  EXPECT_GE(feasible, 4);  // the sweep must exercise the bounds on feasible problems
 }
 
 // The GA ends with the exact solver's branch and bound cut after a few thousand nodes: where
