@@ -317,16 +317,7 @@ int run_node(const Flags& f, const Catalog& catalog, const Workload& w, const st
                f.file.c_str(), w.node.gpus(), w.device.display_name.c_str(),
                plan->layout.describe().c_str(),
                plan->feasible ? "every SLA holds as predicted" : "some SLA misses as predicted");
-  std::vector<std::vector<std::size_t>> on(plan->layout.units.size());
-  std::vector<std::string> unplaced;
-  for (std::size_t m = 0; m < w.models.size(); ++m) {
-    const auto u = plan->assignment[m];
-    if (u == kNotPlaced) {
-      unplaced.push_back(w.models[m].name);
-    } else {
-      on[static_cast<std::size_t>(u)].push_back(m);
-    }
-  }
+  auto [on, unplaced] = models_by_unit(w, *plan);
   for (std::size_t u = 0; u < on.size(); ++u) {
     std::string names;
     for (std::size_t m : on[u]) names += (names.empty() ? "" : ", ") + w.models[m].name;

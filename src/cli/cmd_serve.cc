@@ -9,8 +9,11 @@
 #include "common.h"
 #include "corun/core/atomic_file.h"
 #include "corun/runtime/twin_source.h"
+#include "corun/serve/node_service.h"
 #include "corun/serve/server.h"
 #include "corun/serve/service.h"
+#include "corun/spec/node.h"
+#include "node_report.h"
 #include "surrogate_flags.h"
 
 namespace corun::cli {
@@ -50,6 +53,89 @@ Result<std::string> load_token(const std::string& token_file, const std::filesys
   return t;
 }
 
+// A new node state's first model sets: the node planner places the workload's models (on the
+// catalog twin, as `corun run` does on a node), and each GPU's share is written as the workload
+// its service starts with (STATE/gpuK/workload.yaml).
+Result<std::vector<std::string>> place_initial(const Workload& w, const std::string& file,
+                                               const std::filesystem::path& state,
+                                               const std::string& solver, std::uint64_t seed) {
+  auto text = read_file(file);
+  if (!text) return text.error();
+  PlanFlags pf;
+  pf.file = file;
+  pf.solver = solver;
+  pf.seed = seed;
+  auto session = make_node_session(w, pf);
+  if (!session) return session.error();
+  auto plan = (*session)->planner->plan();
+  if (!plan) return plan.error();
+  auto [on, unplaced] = models_by_unit(w, *plan);
+  if (!unplaced.empty()) {
+    return Error(file + ": models: no GPU of the node can hold " + join(unplaced, ", ") +
+                     " (memory or pins)",
+                 Error::Kind::kInvalidInput);
+  }
+  std::vector<std::string> files(on.size());
+  for (std::size_t u = 0; u < on.size(); ++u) {
+    if (on[u].empty()) continue;
+    const GpuUnit& unit = plan->layout.units[u];
+    auto unit_text = unit_workload_text(*text, w, unit, on[u]);
+    if (!unit_text) return unit_text.error();
+    const auto dir = serve::NodeService::unit_dir(state, unit.gpu);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Error("cannot create " + dir.string() + ": " + ec.message(), Error::Kind::kIo);
+    const auto path = dir / "workload.yaml";
+    if (auto ok = write_file_atomic(path, *unit_text); !ok) return ok.error();
+    files[unit.gpu] = path.string();
+    std::string names;
+    for (std::size_t m : on[u]) names += (names.empty() ? "" : ", ") + w.models[m].name;
+    std::fprintf(stderr, "corun serve: %s starts with %s\n", unit.label().c_str(), names.c_str());
+  }
+  return files;
+}
+
+// How many GPUs the service serves: a node state keeps its count; a node workload (`gpus`)
+// or --gpus makes a new state a node. 1 = the single-GPU service. MIG slices are not served.
+Result<std::size_t> served_gpus(const std::filesystem::path& state, const Workload* w,
+                                std::optional<std::size_t> flag) {
+  auto stored = serve::NodeService::stored_gpus(state);
+  if (!stored) return stored.error();
+  std::size_t gpus = stored->value_or(1);
+  const char* from = *stored ? "the state" : nullptr;
+  auto agree = [&](std::size_t n, const char* source) -> Status {
+    if (from != nullptr && n != gpus) {
+      return Error(std::string(source) + " says " + std::to_string(n) + " GPU(s), " + from + " " +
+                       std::to_string(gpus),
+                   Error::Kind::kInvalidInput);
+    }
+    gpus = n;
+    from = source;
+    return {};
+  };
+  if (w != nullptr && !w->node.single_gpu()) {
+    for (const auto& options : w->node.options) {
+      for (const auto& partition : options) {
+        if (!partition.empty()) {
+          return Error(w->file +
+                           ": mig: corun serve runs whole GPUs; plan or run MIG slices with "
+                           "'corun plan' or 'corun run'",
+                       Error::Kind::kInvalidInput);
+        }
+      }
+    }
+    if (auto ok = agree(w->node.gpus(), "--workload"); !ok) return ok.error();
+  }
+  if (flag) {
+    if (auto ok = agree(*flag, "--gpus"); !ok) return ok.error();
+  }
+  if (gpus > 1 && !*stored && std::filesystem::exists(state / "serve.db")) {
+    return Error(state.string() + " holds a single-GPU service; give a new --state for a node",
+                 Error::Kind::kInvalidInput);
+  }
+  return gpus;
+}
+
 bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
 }
@@ -62,6 +148,7 @@ const bool registered = register_command({
         std::string state, host = "127.0.0.1", port_file, token_file, device = "rtx3090", workload,
                            solver = "ga", catalog, surrogate;
         int port = 8080, threads = 8, flush_ms = 1000, min_replan_ms = 200;
+        std::size_t gpus = 0;  // 0 = not given
         std::uint64_t seed = 1;
         double margin = 0.1;
         std::size_t max_body = 64 * 1024;
@@ -75,7 +162,13 @@ const bool registered = register_command({
                      "file holding the bearer token for mutating requests (default: a random "
                      "token kept in STATE/token)");
       sub.add_option("--device", f->device, "catalog device of a new state")->capture_default_str();
-      sub.add_option("--workload", f->workload, "workload whose models a new state starts with");
+      sub.add_option("--workload", f->workload,
+                     "workload whose models a new state starts with (a node workload, `gpus: "
+                     "N`, makes a node: its models are placed on the GPUs)");
+      sub.add_option("--gpus", f->gpus,
+                     "serve a node of this many whole GPUs (one state, planner and learner per "
+                     "GPU; default: the state's, the workload's, else 1)")
+          ->check(CLI::Range(1, 64));
       sub.add_option("--solver", f->solver, "ga, exhaustive, exact, greedy, hillclimb")
           ->capture_default_str();
       sub.add_option("--seed", f->seed, "seed of the solver and the twin")->capture_default_str();
@@ -118,17 +211,28 @@ const bool registered = register_command({
         if (!token) return report_error(token.error());
         const auto modes = f->learning.parsed(false);
         if (!modes) return report_error(modes.error());
-        Result<std::unique_ptr<PredictorSource>> source = Error("unset");
         const TwinOptions twin{f->margin, 10};
-        if (f->surrogate.empty()) {
-          source = std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>(twin));
-        } else {
+        auto make_source = [f, twin]() -> Result<std::unique_ptr<PredictorSource>> {
+          if (f->surrogate.empty()) {
+            return std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>(twin));
+          }
           auto s = surrogate::Surrogate::load(f->surrogate);
-          if (!s) return report_error(s.error());
+          if (!s) return s.error();
           auto fitted = FittedOrTwinSource::on_own_testbed(std::move(*s), {3, 10, f->seed}, twin);
-          if (!fitted) return report_error(fitted.error());
-          source = std::unique_ptr<PredictorSource>(std::move(*fitted));
+          if (!fitted) return fitted.error();
+          return std::unique_ptr<PredictorSource>(std::move(*fitted));
+        };
+        std::optional<Workload> workload;
+        if (!f->workload.empty()) {
+          auto w = load_workload(f->workload, **catalog);
+          if (!w) return report_error(w.error());
+          workload = std::move(*w);
         }
+        const auto fresh_node = serve::NodeService::stored_gpus(f->state);
+        if (!fresh_node) return report_error(fresh_node.error());
+        auto gpus = served_gpus(f->state, workload ? &*workload : nullptr,
+                                f->gpus > 0 ? std::optional<std::size_t>(f->gpus) : std::nullopt);
+        if (!gpus) return report_error(gpus.error());
         serve::ServiceOptions so;
         so.state_dir = f->state;
         so.token = *token;
@@ -141,14 +245,39 @@ const bool registered = register_command({
         so.min_replan_interval_ms = f->min_replan_ms;
         so.learning = f->learning.options;
         so.learning.enabled = modes->front();
-        auto service = serve::Service::open(std::move(so), **catalog, std::move(*source));
-        if (!service) return report_error(service.error());
+        std::unique_ptr<serve::HttpHandler> handler;
+        std::function<void()> stop_service;
+        if (*gpus > 1) {
+          std::vector<std::string> initial;
+          if (workload && !fresh_node->has_value()) {
+            auto placed = place_initial(*workload, f->workload, f->state, f->solver, f->seed);
+            if (!placed) return report_error(placed.error());
+            initial = std::move(*placed);
+          }
+          if (workload) so.device = workload->device.name;
+          so.workload_file.clear();
+          auto node = serve::NodeService::open(so, *gpus, initial, **catalog, make_source);
+          if (!node) return report_error(node.error());
+          std::fprintf(stderr, "corun serve: a node of %zu GPU(s), one planner and learner each\n",
+                       *gpus);
+          auto* raw = node->get();
+          stop_service = [raw] { raw->stop(); };
+          handler = std::move(*node);
+        } else {
+          auto source = make_source();
+          if (!source) return report_error(source.error());
+          auto service = serve::Service::open(std::move(so), **catalog, std::move(*source));
+          if (!service) return report_error(service.error());
+          auto* raw = service->get();
+          stop_service = [raw] { raw->stop(); };
+          handler = std::move(*service);
+        }
         serve::ServerOptions http;
         http.host = f->host;
         http.port = f->port;
         http.threads = f->threads;
         http.max_body_bytes = f->max_body;
-        serve::HttpServer server(**service, http);
+        serve::HttpServer server(*handler, http);
         if (auto ok = start_server(server, f->port_file); !ok) return report_error(ok.error());
         std::fprintf(stderr, "corun serve: listening on http://%s:%d (state %s, token %s)\n",
                      f->host.c_str(), server.port(), f->state.c_str(),
@@ -158,7 +287,7 @@ const bool registered = register_command({
         sigwait(&stop_signals, &sig);
         std::fprintf(stderr, "corun serve: stopping (signal %d)\n", sig);
         server.stop();
-        (*service)->stop();
+        stop_service();
         return kExitOk;
       });
     },

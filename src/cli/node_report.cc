@@ -96,6 +96,20 @@ std::string unit_label(const NodePlan& plan, std::size_t m) {
 
 }  // namespace
 
+ModelsByUnit models_by_unit(const Workload& w, const NodePlan& plan) {
+  ModelsByUnit out;
+  out.on.resize(plan.layout.units.size());
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    const auto u = plan.assignment[m];
+    if (u == kNotPlaced) {
+      out.unplaced.push_back(w.models[m].name);
+    } else {
+      out.on[static_cast<std::size_t>(u)].push_back(m);
+    }
+  }
+  return out;
+}
+
 nlohmann::json node_plan_json(const Workload& w, const NodePlan& plan,
                               const NodeOutcome* measured) {
   nlohmann::json models = nlohmann::json::array();

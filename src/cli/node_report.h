@@ -60,6 +60,14 @@ struct NodeSession {
 Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags,
                                                        UnitPlanCache* shared = nullptr);
 
+/// @brief The models a node plan puts on each of its units (indices into w.models), and the
+/// names of those it could not place.
+struct ModelsByUnit {
+  std::vector<std::vector<std::size_t>> on;  ///< per unit of plan.layout
+  std::vector<std::string> unplaced;
+};
+ModelsByUnit models_by_unit(const Workload& w, const NodePlan& plan);
+
 /// @brief One node plan (and, when measured, what the testbed saw) as JSON: the layout, each
 /// model's GPU, slice, unit and configuration, predictions, measurements and search cost.
 nlohmann::json node_plan_json(const Workload& w, const NodePlan& plan, const NodeOutcome* measured);

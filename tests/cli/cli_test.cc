@@ -571,19 +571,27 @@ TEST(Cli, AnInfeasibleNodePlanNamesTheModelsThatMissTheirSla) {
   EXPECT_EQ(text.out.find("breaks: cam"), std::string::npos) << text.out;
 }
 
-TEST(Cli, NodeWorkloadsAreRefusedByOneGpuVerbsAndBadPinsNameTheirField) {
+TEST(Cli, NodeWorkloadsAreRefusedByOneGpuVerbsAndMigByServeAndBadPinsNameTheirField) {
   const auto bad = run("plan " + write_node_workload("2").string());
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("models[0].gpu"), std::string::npos) << bad.err;
   const auto node = write_node_workload("0").string();
   const auto state = temp_dir() / "node-serve-state";
   std::filesystem::remove_all(state);
-  for (const std::string& cmd :
-       {"measure " + node, "serve --port 0 --state " + state.string() + " --workload " + node}) {
-    const auto r = run(cmd);
-    EXPECT_EQ(r.code, 2) << cmd;
-    EXPECT_NE(r.err.find("node of 2 GPU(s)"), std::string::npos) << r.err;
-  }
+  const auto measured = run("measure " + node);
+  EXPECT_EQ(measured.code, 2);
+  EXPECT_NE(measured.err.find("node of 2 GPU(s)"), std::string::npos) << measured.err;
+  // serve runs a node of whole GPUs (tests/serve: ServeProcess), not MIG slices, and a GPU
+  // count that disagrees with the workload's is refused before anything is created.
+  const auto mig = run("serve --port 0 --state " + state.string() + " --workload " +
+                       std::string(CORUN_SOURCE_DIR) + "/workloads/mig-a100-n5-v3.yaml");
+  EXPECT_EQ(mig.code, 2);
+  EXPECT_NE(mig.err.find("mig: corun serve runs whole GPUs"), std::string::npos) << mig.err;
+  const auto count =
+      run("serve --port 0 --gpus 3 --state " + state.string() + " --workload " + node);
+  EXPECT_EQ(count.code, 2);
+  EXPECT_NE(count.err.find("--gpus says 3 GPU(s), --workload 2"), std::string::npos) << count.err;
+  EXPECT_FALSE(std::filesystem::exists(state / "node.json"));
   const auto eval = run("eval node " + node + " --repeats 1 --json");
   ASSERT_EQ(eval.code, 0) << eval.err;
   const auto j = nlohmann::json::parse(eval.out);

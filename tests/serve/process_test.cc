@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "serve_test_util.h"
 
@@ -35,7 +36,8 @@ constexpr const char* kToken = "process-test-token-0123456789";
 // `corun serve` as a child process; killed with SIGKILL and reaped when it goes out of scope.
 class ServerProcess {
  public:
-  ServerProcess(const std::filesystem::path& dir, const std::string& solver) {
+  ServerProcess(const std::filesystem::path& dir, const std::string& solver,
+                const std::vector<std::string>& extra = {}) {
     const auto state = dir / "state";
     const auto token_file = dir / "token";
     port_file_ = dir / "port";
@@ -50,10 +52,16 @@ class ServerProcess {
         ::dup2(fd, 1);
         ::dup2(fd, 2);
       }
-      const std::string st = state.string(), pf = port_file_.string(), tf = token_file.string();
-      ::execl(CORUN_BINARY, CORUN_BINARY, "serve", "--state", st.c_str(), "--port", "0",
-              "--port-file", pf.c_str(), "--token-file", tf.c_str(), "--solver", solver.c_str(),
-              "--min-replan-ms", "50", "--flush-ms", "200", static_cast<char*>(nullptr));
+      std::vector<std::string> args = {
+          CORUN_BINARY, "serve",       "--state",           state.string(), "--port",
+          "0",          "--port-file", port_file_.string(), "--token-file", token_file.string(),
+          "--solver",   solver,        "--min-replan-ms",   "50",           "--flush-ms",
+          "200"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(CORUN_BINARY, argv.data());
       ::_exit(127);
     }
     // Wait for the port file (written after bind), at most 30 s.
@@ -171,6 +179,48 @@ TEST(ServeProcess, BreachReplansAndKill9RestartKeepsModelsAndPlan) {
   decided.erase("learning");  // live state: the history keeps the plans as decided
   EXPECT_EQ(history["plans"].back(), decided);
   EXPECT_EQ(get(again.port(), "/healthz")["status"], "ok");
+}
+
+// A node workload (`gpus: 2`) makes the service a node: the node planner places the workload's
+// models (c0 pinned to GPU 1), each GPU plans its own, and after kill -9 the service restarts
+// from the state alone with every model on its GPU.
+TEST(ServeProcess, ANodeWorkloadServesEachGpuAndSurvivesKill9) {
+  std::string why;
+  if (skip_reason(why)) GTEST_SKIP() << why;
+  TempDir dir;
+  const auto file = dir.path() / "node.yaml";
+  std::ofstream(file) << "device: a100-80gb\n"
+                         "gpus: 2\n"
+                         "models:\n"
+                         "  - {name: c0, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: "
+                         "{fps: 15}, sla: {latency_ms_p95: 200}, gpu: 1}\n"
+                         "  - {name: c1, model: yolo11n, knobs: {imgsz: [320, 640]}, demand: "
+                         "{fps: 15}, sla: {latency_ms_p95: 200}}\n"
+                         "  - {name: c2, model: yolo11s, knobs: {imgsz: [320, 640]}, demand: "
+                         "{fps: 15}, sla: {latency_ms_p95: 200}}\n";
+  json plan;
+  {
+    ServerProcess server(dir.path(), "ga", {"--workload", file.string()});
+    ASSERT_TRUE(server.running()) << server.log();
+    plan = wait_plan(server.port(), [](const json& p) { return p["models"].size() == 3; });
+    ASSERT_EQ(plan["models"].size(), 3U) << plan.dump() << server.log();
+    EXPECT_EQ(plan["gpus"], 2);
+    EXPECT_EQ(plan["models"]["c0"]["gpu"], 1);
+    for (const auto& [name, m] : plan["models"].items()) {
+      EXPECT_TRUE(m.contains("gpu") && m.contains("plan_id")) << name;
+    }
+    EXPECT_EQ(get(server.port(), "/healthz")["gpus"], 2);
+    server.kill9();
+  }
+  // The state alone: no --workload.
+  ServerProcess again(dir.path(), "ga");
+  ASSERT_TRUE(again.running()) << again.log();
+  const json after = wait_plan(again.port(), [](const json& p) { return p["models"].size() == 3; });
+  for (const auto& [name, m] : plan["models"].items()) {
+    EXPECT_EQ(after["models"][name]["gpu"], m["gpu"]) << name;
+  }
+  const json models = get(again.port(), "/v1/models");
+  EXPECT_EQ(models["models"].size(), 3U);
 }
 
 TEST(ServeProcess, Kill9DuringLoadLosesNoAcknowledgedRegistrationOrPlan) {

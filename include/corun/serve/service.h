@@ -91,6 +91,11 @@ class Service final : public HttpHandler {
   bool wait_for_plan(std::int64_t after, int timeout_ms);
   /// @brief Stops the planner and flushes telemetry (also done by the destructor).
   void stop();
+  /// @brief Whether the request carries the service's bearer token (constant-time compare).
+  [[nodiscard]] bool authorised(const HttpRequest& req) const;
+  /// @brief The request's JSON body under the API's limits (size, media type, depth), or the
+  /// 4xx handle() would answer for it.
+  [[nodiscard]] std::variant<nlohmann::json, ApiError> parse_body(const HttpRequest& req) const;
 
  private:
   Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store);
@@ -103,8 +108,6 @@ class Service final : public HttpHandler {
   HttpResponse error(const ApiError& e) const { return error_response(e); }
   // A state write that failed (serve/api_error.h storage_error), logged with its cause.
   HttpResponse storage_failure(const RouteCall& call, const Error& e) const;
-  std::variant<nlohmann::json, ApiError> parse_body(const HttpRequest& req) const;
-  bool authorised(const HttpRequest& req) const;
 
   HttpResponse get_health(const RouteCall& call);
   HttpResponse get_metrics(const RouteCall& call);

@@ -1,0 +1,530 @@
+#include "corun/serve/node_service.h"
+
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <string_view>
+
+#include "corun/core/atomic_file.h"
+#include "corun/serve/api_error.h"
+#include "corun/serve/telemetry.h"
+
+namespace corun::serve {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kNodeFile = "node.json";
+
+json body_json(const HttpResponse& r) { return json::parse(r.body, nullptr, false); }
+
+bool ok_status(int status) { return status >= 200 && status < 300; }
+
+HttpRequest with_body(const HttpRequest& req, const std::string& path, const json& body) {
+  HttpRequest r = req;
+  r.path = path;
+  r.body = body.dump(-1, ' ', true, json::error_handler_t::replace);
+  r.content_type = "application/json";
+  return r;
+}
+
+HttpRequest get(const std::string& path) {
+  HttpRequest r;
+  r.method = "GET";
+  r.path = path;
+  return r;
+}
+
+// `name{labels} value` with `gpu="K"` first among its labels.
+std::string with_gpu_label(std::string_view line, std::size_t gpu) {
+  const std::string label = "gpu=\"" + std::to_string(gpu) + "\"";
+  const std::size_t brace = line.find('{');
+  const std::size_t space = line.find(' ');
+  if (brace != std::string_view::npos && (space == std::string_view::npos || brace < space)) {
+    const bool empty = brace + 1 < line.size() && line[brace + 1] == '}';
+    return std::string(line.substr(0, brace + 1)) + label + (empty ? "" : ",") +
+           std::string(line.substr(brace + 1));
+  }
+  if (space == std::string_view::npos) return std::string(line);
+  return std::string(line.substr(0, space)) + "{" + label + "}" + std::string(line.substr(space));
+}
+
+}  // namespace
+
+std::filesystem::path NodeService::unit_dir(const std::filesystem::path& state_dir, std::size_t k) {
+  return state_dir / ("gpu" + std::to_string(k));
+}
+
+Result<std::optional<std::size_t>> NodeService::stored_gpus(
+    const std::filesystem::path& state_dir) {
+  const auto file = state_dir / kNodeFile;
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return std::optional<std::size_t>();
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const json j = json::parse(ss.str(), nullptr, false);
+  if (!j.is_object() || !j.contains("gpus") || !j["gpus"].is_number_unsigned() ||
+      j["gpus"].get<std::size_t>() < 1 || j["gpus"].get<std::size_t>() > 64) {
+    return Error(file.string() + ": gpus: not a GPU count (1..64)", Error::Kind::kDamaged);
+  }
+  return std::optional<std::size_t>(j["gpus"].get<std::size_t>());
+}
+
+Result<std::unique_ptr<NodeService>> NodeService::open(const ServiceOptions& options,
+                                                       std::size_t gpus,
+                                                       const std::vector<std::string>& initial,
+                                                       const Catalog& catalog,
+                                                       const SourceFactory& source) {
+  if (gpus < 1 || gpus > 64) return Error("a node has 1 to 64 GPUs", Error::Kind::kInvalidInput);
+  auto stored = stored_gpus(options.state_dir);
+  if (!stored) return stored.error();
+  if (*stored && **stored != gpus) {
+    return Error(options.state_dir.string() + " holds a node of " + std::to_string(**stored) +
+                     " GPU(s), not " + std::to_string(gpus),
+                 Error::Kind::kInvalidInput);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir, ec);
+  if (ec) {
+    return Error("cannot create " + options.state_dir.string() + ": " + ec.message(),
+                 Error::Kind::kIo);
+  }
+  if (!*stored) {
+    const json node = {{"gpus", gpus}, {"device", options.device}};
+    if (auto ok = write_file_atomic(options.state_dir / kNodeFile, node.dump() + "\n"); !ok) {
+      return ok.error();
+    }
+  }
+  std::vector<std::unique_ptr<Service>> units;
+  for (std::size_t k = 0; k < gpus; ++k) {
+    ServiceOptions o = options;
+    o.state_dir = unit_dir(options.state_dir, k);
+    o.workload_file = k < initial.size() ? initial[k] : "";
+    auto src = source();
+    if (!src) return src.error().wrap("gpu" + std::to_string(k));
+    auto s = Service::open(std::move(o), catalog, std::move(*src));
+    if (!s) return s.error().wrap("gpu" + std::to_string(k));
+    units.push_back(std::move(*s));
+  }
+  std::unique_ptr<NodeService> node(new NodeService(std::move(units)));
+  MutexLock lock(node->where_mutex_);
+  for (std::size_t k = 0; k < node->units_.size(); ++k) {
+    const json list = body_json(node->forward(k, get("/v1/models")));
+    if (!list.is_object() || !list.contains("models") || !list["models"].is_array()) continue;
+    for (const auto& m : list["models"]) {
+      const std::string name = m.value("name", "");
+      if (!node->where_.emplace(name, k).second) {
+        return Error(
+            "model '" + name + "' is registered on two GPUs of " + options.state_dir.string(),
+            Error::Kind::kDamaged);
+      }
+    }
+  }
+  return node;
+}
+
+NodeService::NodeService(std::vector<std::unique_ptr<Service>> units) : units_(std::move(units)) {}
+
+NodeService::~NodeService() { stop(); }
+
+void NodeService::stop() {
+  for (auto& u : units_) u->stop();
+}
+
+HttpResponse NodeService::transport_error(int status, const std::string& path,
+                                          const std::string& reason, const std::string& field) {
+  return units_.front()->transport_error(status, path, reason, field);
+}
+
+HttpResponse NodeService::handle(const HttpRequest& req) {
+  try {
+    return route(req);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "corun serve: internal error on %s %s: %s\n",
+                 req.method.substr(0, 16).c_str(), req.path.substr(0, 128).c_str(), e.what());
+    return error_response({500, "internal", std::string("internal error: ") + e.what(), ""});
+  }
+}
+
+std::optional<std::size_t> NodeService::gpu_of(const std::string& model) const {
+  MutexLock lock(where_mutex_);
+  const auto it = where_.find(model);
+  if (it == where_.end()) return std::nullopt;
+  return it->second;
+}
+
+HttpResponse NodeService::route(const HttpRequest& req) {
+  const std::string& p = req.path;
+  const bool is_get = req.method == "GET";
+  const bool is_post = req.method == "POST";
+  if (p == "/healthz" && is_get) return health(req);
+  if (p == "/metrics" && is_get) return metrics(req);
+  if (p == "/v1/models" && is_get) return list_models(req);
+  if (p == "/v1/models" && is_post) return register_model(req);
+  if (p == "/v1/telemetry" && is_get) return get_telemetry(req);
+  if (p == "/v1/telemetry" && is_post) return post_telemetry(req);
+  if (p == "/v1/plan" && is_get) return get_plan(req);
+  if (p == "/v1/plan/history" && is_get) return get_history(req);
+  if (p == "/v1/replan" && is_post) return replan(req);
+  if (p == "/v1/whatif" && is_post) return whatif(req);
+  if (p == "/v1/tools/place" && is_post) return tools_place(req);
+  constexpr std::string_view kModel = "/v1/models/";
+  if (p.size() > kModel.size() && p.compare(0, kModel.size(), kModel) == 0) {
+    const std::string rest = p.substr(kModel.size());
+    const std::string name = rest.substr(0, rest.find('/'));
+    if (req.method == "DELETE" && rest == name && units_.front()->authorised(req)) {
+      MutexLock mutate(mutate_mutex_);
+      const auto k = gpu_of(name);
+      HttpResponse r = forward(k.value_or(0), req);
+      if (k && ok_status(r.status)) {
+        MutexLock lock(where_mutex_);
+        where_.erase(name);
+      }
+      return r;
+    }
+    // An unknown model: GPU 0 answers (404), as it answers any malformed model path.
+    return forward(gpu_of(name).value_or(0), req);
+  }
+  // Everything else (the OpenAPI document, unknown paths, wrong methods): GPU 0 answers, as
+  // every GPU would.
+  return forward(0, req);
+}
+
+std::variant<std::optional<std::size_t>, HttpResponse> NodeService::take_pin(json& entry) const {
+  if (!entry.is_object() || !entry.contains("gpu")) return std::optional<std::size_t>();
+  const json& g = entry["gpu"];
+  if (!g.is_number_integer() || g.get<std::int64_t>() < 0 ||
+      g.get<std::int64_t>() >= static_cast<std::int64_t>(units_.size())) {
+    return error_response({422, "invalid_spec",
+                           "gpu must be an integer in [0, " + std::to_string(units_.size() - 1) +
+                               "]: this node has " + std::to_string(units_.size()) + " GPU(s)",
+                           "gpu"});
+  }
+  const auto k = g.get<std::size_t>();
+  entry.erase("gpu");
+  return std::optional<std::size_t>(k);
+}
+
+std::variant<NodeService::Entry, HttpResponse> NodeService::read_entry(
+    const HttpRequest& req) const {
+  auto parsed = units_.front()->parse_body(req);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
+  Entry out;
+  out.body = std::move(std::get<json>(parsed));
+  auto pin = take_pin(out.body);
+  if (auto* r = std::get_if<HttpResponse>(&pin)) return *r;
+  out.pin = std::get<std::optional<std::size_t>>(pin);
+  const json& b = out.body;
+  if (b.is_object() && b.contains("name") && b["name"].is_string()) {
+    out.name = b["name"].get<std::string>();
+  }
+  return out;
+}
+
+std::variant<NodeService::Placement, HttpResponse> NodeService::place(
+    const HttpRequest& req, const json& entry, std::optional<std::size_t> pin) {
+  // Every GPU's what-if, in parallel: each plans its own model set plus the entry.
+  const HttpRequest ask = with_body(req, "/v1/whatif", entry);
+  std::vector<std::future<HttpResponse>> asked;
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    asked.push_back(std::async(std::launch::async, [this, k, &ask] { return forward(k, ask); }));
+  }
+  Placement out;
+  std::optional<HttpResponse> failed;
+  for (std::size_t k = 0; k < asked.size(); ++k) {
+    HttpResponse r = asked[k].get();
+    if (!ok_status(r.status) && !failed) failed = r;
+    out.answers.push_back(body_json(r));
+  }
+  if (failed) return *failed;
+  if (pin) {
+    out.gpu = *pin;
+    return out;
+  }
+  auto better = [&](std::size_t a, std::size_t b) {  // whether GPU a's answer beats GPU b's
+    const bool fa = out.answers[a].value("fits", false);
+    const bool fb = out.answers[b].value("fits", false);
+    if (fa != fb) return fa;
+    return out.answers[a].value("utility_gain", 0.0) > out.answers[b].value("utility_gain", 0.0);
+  };
+  for (std::size_t k = 1; k < units_.size(); ++k) {
+    if (better(k, out.gpu)) out.gpu = k;
+  }
+  return out;
+}
+
+HttpResponse NodeService::register_model(const HttpRequest& req) {
+  Service& first = *units_.front();
+  if (!first.authorised(req)) return forward(0, req);  // 401, before any planning
+  auto read = read_entry(req);
+  if (auto* r = std::get_if<HttpResponse>(&read)) return *r;
+  const Entry& entry = std::get<Entry>(read);
+  const std::string& name = entry.name;
+  MutexLock mutate(mutate_mutex_);
+  // Already on a GPU: that GPU refuses the duplicate, as it would alone.
+  if (const auto k = gpu_of(name)) return forward(*k, with_body(req, req.path, entry.body));
+  auto placed = place(req, entry.body, entry.pin);
+  if (auto* r = std::get_if<HttpResponse>(&placed)) return *r;
+  const std::size_t k = std::get<Placement>(placed).gpu;
+  HttpResponse r = forward(k, with_body(req, req.path, entry.body));
+  if (!ok_status(r.status)) return r;
+  {
+    MutexLock lock(where_mutex_);
+    where_[name] = k;
+  }
+  json out = body_json(r);
+  out["gpu"] = k;
+  return json_response(r.status, out);
+}
+
+HttpResponse NodeService::whatif(const HttpRequest& req) {
+  auto read = read_entry(req);
+  if (auto* r = std::get_if<HttpResponse>(&read)) return *r;
+  const Entry& entry = std::get<Entry>(read);
+  if (const auto k = gpu_of(entry.name)) {
+    return forward(*k, with_body(req, req.path, entry.body));
+  }
+  auto placed = place(req, entry.body, entry.pin);
+  if (auto* r = std::get_if<HttpResponse>(&placed)) return *r;
+  const Placement& pl = std::get<Placement>(placed);
+  // The node's utility: every GPU's plan now; the chosen one's changes by its gain.
+  double before = 0;
+  json candidates = json::array();
+  for (std::size_t k = 0; k < pl.answers.size(); ++k) {
+    const json& a = pl.answers[k];
+    before += a.value("utility_before", 0.0);
+    candidates.push_back({{"gpu", k},
+                          {"fits", a.value("fits", false)},
+                          {"utility_gain", a.value("utility_gain", 0.0)}});
+  }
+  json out = pl.answers[pl.gpu];
+  out["gpu"] = pl.gpu;
+  out["utility_before"] = before;
+  out["utility_after"] = before + out.value("utility_gain", 0.0);
+  out["gpus"] = candidates;
+  return json_response(200, out);
+}
+
+HttpResponse NodeService::post_telemetry(const HttpRequest& req) {
+  Service& first = *units_.front();
+  if (!first.authorised(req)) return forward(0, req);
+  auto parsed = first.parse_body(req);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
+  const json body = std::move(std::get<json>(parsed));
+  // Validate every sample before any GPU takes one, so that a bad sample changes nothing.
+  auto samples = parse_telemetry(body);
+  if (auto* e = std::get_if<ApiError>(&samples)) return error_response(*e);
+  const auto& s = std::get<std::vector<TelemetrySample>>(samples);
+  const bool batch = body.is_array();
+  std::vector<json> per_gpu(units_.size(), json::array());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto k = gpu_of(s[i].model);
+    if (!k) {
+      return error_response({404, "unknown_model", "no model '" + s[i].model.substr(0, 64) + "'",
+                             batch ? "[" + std::to_string(i) + "].model" : "model"});
+    }
+    per_gpu[*k].push_back(batch ? body[i] : body);
+  }
+  std::size_t accepted = 0, breaches = 0;
+  json units = json::array();
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    if (per_gpu[k].empty()) continue;
+    const json part = batch ? per_gpu[k] : per_gpu[k][0];
+    HttpResponse r = forward(k, with_body(req, req.path, part));
+    if (!ok_status(r.status)) return r;  // a storage failure: that GPU names it
+    json a = body_json(r);
+    accepted += a.value("accepted", std::size_t{0});
+    breaches += a.value("breaches", std::size_t{0});
+    a["gpu"] = k;
+    units.push_back(std::move(a));
+  }
+  json out = {{"accepted", accepted}, {"breaches", breaches}, {"gpus", units}};
+  if (units.size() == 1) out["plan_id"] = units[0].value("plan_id", std::int64_t{0});
+  return json_response(202, out);
+}
+
+HttpResponse NodeService::list_models(const HttpRequest& req) {
+  json models = json::array();
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    HttpResponse r = forward(k, req);
+    if (!ok_status(r.status)) return r;
+    const json a = body_json(r);
+    if (!a.is_object() || !a.contains("models") || !a["models"].is_array()) continue;
+    for (const auto& m : a["models"]) {
+      json entry = m;
+      entry["gpu"] = k;
+      models.push_back(std::move(entry));
+    }
+  }
+  return json_response(200, {{"models", models}, {"gpus", units_.size()}});
+}
+
+HttpResponse NodeService::get_telemetry(const HttpRequest& req) {
+  json models = json::object();
+  json flush;
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    HttpResponse r = forward(k, req);
+    if (!ok_status(r.status)) return r;
+    const json a = body_json(r);
+    if (!a.is_object()) continue;
+    if (a.contains("flush_interval_ms")) flush = a["flush_interval_ms"];
+    if (!a.contains("models") || !a["models"].is_object()) continue;
+    for (const auto& [name, t] : a["models"].items()) {
+      json entry = t;
+      entry["gpu"] = k;
+      models[name] = std::move(entry);
+    }
+  }
+  return json_response(200, {{"models", models}, {"flush_interval_ms", flush}});
+}
+
+HttpResponse NodeService::get_plan(const HttpRequest& req) {
+  json units = json::array();
+  json models = json::object();
+  json learning = json::object();
+  double utility = 0;
+  bool feasible = true;
+  std::optional<HttpResponse> none;
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    HttpResponse r = forward(k, req);
+    if (r.status == 404) {
+      if (!none) none = r;
+      units.push_back({{"gpu", k}, {"plan", nullptr}});
+      continue;
+    }
+    if (!ok_status(r.status)) return r;
+    json plan = body_json(r);
+    utility += plan.value("predicted_utility", 0.0);
+    feasible = feasible && plan.value("feasible", false);
+    const auto id = plan.value("id", std::int64_t{0});
+    if (plan.contains("models") && plan["models"].is_object()) {
+      for (const auto& [name, m] : plan["models"].items()) {
+        json entry = m;
+        entry["gpu"] = k;
+        entry["plan_id"] = id;
+        models[name] = std::move(entry);
+      }
+    }
+    if (plan.contains("learning") && plan["learning"].is_object()) {
+      for (const auto& [name, l] : plan["learning"].items()) learning[name] = l;
+    }
+    units.push_back({{"gpu", k}, {"plan", std::move(plan)}});
+  }
+  if (models.empty() && none) return *none;  // no GPU has a plan yet
+  return json_response(200, {{"gpus", units_.size()},
+                             {"feasible", feasible},
+                             {"predicted_utility", utility},
+                             {"models", models},
+                             {"learning", learning},
+                             {"units", units}});
+}
+
+HttpResponse NodeService::get_history(const HttpRequest& req) {
+  json units = json::array();
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    HttpResponse r = forward(k, req);  // GPU 0 answers a bad query first
+    if (!ok_status(r.status)) return r;
+    const json a = body_json(r);
+    json plans = a.is_object() && a.contains("plans") ? a["plans"] : json::array();
+    units.push_back({{"gpu", k}, {"plans", std::move(plans)}});
+  }
+  return json_response(200, {{"gpus", units}});
+}
+
+HttpResponse NodeService::replan(const HttpRequest& req) {
+  json units = json::array();
+  int status = 202;
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    HttpResponse r = forward(k, req);  // GPU 0 refuses a request without the token first
+    if (!ok_status(r.status)) return r;
+    status = r.status;
+    json a = body_json(r);
+    a["gpu"] = k;
+    units.push_back(std::move(a));
+  }
+  return json_response(status, {{"requested", true}, {"gpus", units}});
+}
+
+HttpResponse NodeService::tools_place(const HttpRequest& req) {
+  HttpRequest r = req;
+  std::size_t k = 0;
+  if (const auto it = r.query.find("gpu"); it != r.query.end()) {
+    const std::string& v = it->second;
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || v.size() > 3 || *end != '\0' || n < 0 ||
+        n >= static_cast<long long>(units_.size())) {
+      return error_response(
+          {400, "bad_parameter",
+           "gpu must be an integer in [0, " + std::to_string(units_.size() - 1) + "]", "gpu"});
+    }
+    k = static_cast<std::size_t>(n);
+    r.query.erase(it);
+  }
+  HttpResponse out = forward(k, r);
+  if (!ok_status(out.status)) return out;
+  json a = body_json(out);
+  a["gpu"] = k;
+  return json_response(out.status, a);
+}
+
+HttpResponse NodeService::health(const HttpRequest& req) {
+  json units = json::array();
+  std::size_t models = 0;
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    HttpResponse r = forward(k, req);
+    json a = body_json(r);
+    models += a.value("models", std::size_t{0});
+    a["gpu"] = k;
+    units.push_back(std::move(a));
+  }
+  return json_response(
+      200, {{"status", "ok"}, {"gpus", units_.size()}, {"models", models}, {"units", units}});
+}
+
+HttpResponse NodeService::metrics(const HttpRequest& req) {
+  // Each GPU's exposition with a gpu label on every sample, families kept together (the text
+  // format wants a family's samples in one group, under one HELP and TYPE).
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::string, std::string>> family;  // name -> (header, samples)
+  HttpResponse first;
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    HttpResponse r = forward(k, req);
+    if (k == 0) first = r;
+    if (!ok_status(r.status)) return r;
+    std::string current;
+    std::istringstream in(r.body);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      if (line.rfind("# ", 0) == 0) {
+        std::istringstream words(line.substr(2));
+        std::string kind, name;
+        words >> kind >> name;
+        if (kind == "HELP" || kind == "TYPE") {
+          current = name;
+          if (family.emplace(name, std::pair<std::string, std::string>()).second) {
+            order.push_back(name);
+          }
+          if (k == 0) family[name].first += line + "\n";
+        }
+        continue;
+      }
+      if (current.empty()) {
+        current = line.substr(0, line.find_first_of("{ "));
+        if (family.emplace(current, std::pair<std::string, std::string>()).second) {
+          order.push_back(current);
+        }
+      }
+      family[current].second += with_gpu_label(line, k) + "\n";
+    }
+  }
+  std::string body;
+  for (const auto& name : order) body += family[name].first + family[name].second;
+  first.body = std::move(body);
+  return first;
+}
+
+}  // namespace corun::serve
