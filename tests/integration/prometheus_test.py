@@ -152,6 +152,35 @@ def main() -> int:
                 if status != "success":
                     sys.exit(f"FAIL: dashboard query {promql}: {status}")
             print(f"dashboard: {len(exprs)} queries accepted, {len(families)} metric families")
+
+            # 4. A node of two GPUs: every GPU's exposition joined, a gpu label on each sample,
+            # each family once; the linter reads it as it reads one GPU's.
+            node_log = tmp / "node.log"
+            node = subprocess.Popen(
+                [corun, "serve", "--state", str(tmp / "node"), "--gpus", "2", "--port", "0",
+                 "--port-file", str(tmp / "node-port"), "--token-file", str(tmp / "token"),
+                 "--solver", "greedy"],
+                stdout=node_log.open("wb"), stderr=subprocess.STDOUT)
+            procs.append(node)
+            node_port = int(wait_for("the node's port file",
+                                     lambda: (tmp / "node-port").read_text().strip(), node,
+                                     node_log))
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{node_port}/v1/models", data=json.dumps(entry).encode(),
+                method="POST",
+                headers={"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
+            with urllib.request.urlopen(req, timeout=30) as r:
+                assert r.status == 201, r.status
+            with urllib.request.urlopen(f"http://127.0.0.1:{node_port}/metrics", timeout=10) as r:
+                node_exposition = r.read()
+            check = subprocess.run([promtool, "check", "metrics"], input=node_exposition,
+                                   capture_output=True, check=False)
+            if check.returncode != 0:
+                sys.exit("FAIL: promtool check metrics on a node:\n" + check.stdout.decode() +
+                         check.stderr.decode() + "\n" + node_exposition.decode())
+            if b'gpu="1"' not in node_exposition:
+                sys.exit("FAIL: the node's exposition has no sample of GPU 1")
+            print("promtool check metrics on a node of 2 GPUs: ok")
             return 0
         finally:
             for p in procs:
