@@ -162,7 +162,7 @@ class GaSolver final : public Solver {
         std::vector<std::size_t> who;
         std::vector<JointConfig> fixes;
         for (std::size_t i = kElite; i < next.size(); ++i) {
-          if (next_fit[i] >= -1e5) continue;
+          if (is_feasible_fitness(next_fit[i])) continue;
           const std::size_t m = act[rng.below(act.size())];
           const std::size_t r = rank[m][static_cast<std::size_t>(next[i][m])];
           if (r == 0) continue;
@@ -240,7 +240,7 @@ class GaSolver final : public Solver {
     std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return fit[a] > fit[b]; });
     std::vector<std::size_t> starts = {order.front()};
     for (std::size_t i : order) {
-      if (starts.size() >= starts_wanted || fit[i] < -1e5) break;
+      if (starts.size() >= starts_wanted || !is_feasible_fitness(fit[i])) break;
       const bool seen = std::any_of(starts.begin(), starts.end(),
                                     [&](std::size_t k) { return pop[k] == pop[i]; });
       if (!seen) starts.push_back(i);
@@ -266,7 +266,7 @@ class GaSolver final : public Solver {
     std::uint64_t evaluated = eval.evaluated();
     bool proved = false;
     std::uint64_t nodes = 0;
-    if (bounded_polish_ && best_fit > -1e5 && act.size() <= kBoundedSearchMaxModels) {
+    if (bounded_polish_ && is_feasible_fitness(best_fit) && act.size() <= kBoundedSearchMaxModels) {
       if (auto b = detail::bounded_search(p, best, best_fit, kBoundNodes)) {
         if (b->improved) best = std::move(b->best);
         evaluated += b->evaluated;

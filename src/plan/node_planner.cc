@@ -57,7 +57,7 @@ double slowdown(const Predicted& with, const Predicted& alone) {
 
 }  // namespace
 
-double NodePlan::fitness() const { return feasible ? utility : -1e6 - excess; }
+double NodePlan::fitness() const { return feasible ? utility : kInfeasibleFitness - excess; }
 
 namespace {
 

@@ -5,6 +5,7 @@
 
 #include "../../src/plan/search.h"
 #include "corun/catalog/catalog.h"
+#include "corun/plan/node.h"
 #include "corun/plan/solver.h"
 #include "synthetic.h"
 
@@ -130,6 +131,23 @@ TEST(Solvers, ExactAndGaMatchExhaustiveOnThePaperSpace) {
     const PlanResult r = solve(s, p);
     EXPECT_LE(r.utility, ex.utility + 1e-9) << s;  // nobody beats the exhaustive optimum
   }
+}
+
+// Feasible plans' fitness is their utility, 0 included; every infeasible plan's is below it,
+// however small its excess, and a VRAM overflow ranks below an SLA excess of the same size.
+TEST(Solvers, FitnessTellsFeasiblePlansFromInfeasibleOnes) {
+  PlanProblem::Score idle;  // nothing planned: utility 0, feasible
+  EXPECT_TRUE(is_feasible_fitness(idle.fitness()));
+  PlanProblem::Score near{500.0, 1e-9, true};
+  EXPECT_FALSE(is_feasible_fitness(near.fitness()));
+  EXPECT_LT(near.fitness(), idle.fitness());
+  PlanProblem::Score vram{500.0, 1e-9, false};
+  EXPECT_FALSE(is_feasible_fitness(vram.fitness()));
+  EXPECT_LT(vram.fitness(), near.fitness());
+  NodePlan none;
+  none.feasible = false;
+  none.excess = 3;
+  EXPECT_FALSE(is_feasible_fitness(none.fitness()));
 }
 
 // The exact solver's cuts (lazy forward checking, the knapsack relaxations) must never cut the

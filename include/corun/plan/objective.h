@@ -52,6 +52,15 @@ bool meets_sla(const ModelSpec& m, const Predicted& p, const Margin& margin);
 /// max(0, value·(1+margin)/limit - 1). 0 means the SLA holds.
 double sla_excess(const ModelSpec& m, const Predicted& p, const Margin& margin);
 
+/// Where the fitness of infeasible plans starts (Score::fitness, NodePlan::fitness): below the
+/// utility of every feasible plan, which is never negative, going down with the plan's excess.
+inline constexpr double kInfeasibleFitness = -1e6;
+
+/// @brief Whether a fitness is that of a feasible plan (Score::fitness, NodePlan::fitness).
+[[nodiscard]] constexpr bool is_feasible_fitness(double fitness) {
+  return fitness > kInfeasibleFitness / 2;
+}
+
 /// @brief A planning problem: which models run, what they may use, how plans are scored.
 /// Owns the per-(model, local config) tables the solvers need; cheap to query, thread-safe.
 class PlanProblem {
@@ -99,6 +108,8 @@ class PlanProblem {
 
   /// @brief Score of one configuration given its predictions: utility (sum of weight ×
   /// quality × served fraction over active models), and whether every SLA and VRAM holds.
+  /// Its fitness() is the utility of a feasible plan (never negative) and, for an infeasible
+  /// one, kInfeasibleFitness minus its excess: is_feasible_fitness() tells them apart.
   struct Score {
     double utility = 0;
     double excess = 0;  ///< summed SLA excess (0 when every SLA holds)
@@ -106,7 +117,7 @@ class PlanProblem {
     [[nodiscard]] bool feasible() const { return fits_vram && excess == 0; }
     /// @brief Feasible plans rank by utility; infeasible ones below all of them, by excess.
     [[nodiscard]] double fitness() const {
-      return feasible() ? utility : -1e6 - excess - (fits_vram ? 0 : 1e3);
+      return feasible() ? utility : kInfeasibleFitness - excess - (fits_vram ? 0 : 1e3);
     }
   };
   [[nodiscard]] Score score(std::span<const std::int32_t> config,
