@@ -266,9 +266,13 @@ HttpResponse NodeService::register_model(const HttpRequest& req) {
   MutexLock mutate(mutate_mutex_);
   // Already on a GPU: that GPU refuses the duplicate, as it would alone.
   if (const auto k = gpu_of(name)) return forward(*k, with_body(req, req.path, entry.body));
-  auto placed = place(req, entry.body, entry.pin);
-  if (auto* r = std::get_if<HttpResponse>(&placed)) return *r;
-  const std::size_t k = std::get<Placement>(placed).gpu;
+  // A pin needs no what-if: its GPU validates and plans it.
+  std::size_t k = entry.pin.value_or(0);
+  if (!entry.pin) {
+    auto placed = place(req, entry.body, std::nullopt);
+    if (auto* r = std::get_if<HttpResponse>(&placed)) return *r;
+    k = std::get<Placement>(placed).gpu;
+  }
   HttpResponse r = forward(k, with_body(req, req.path, entry.body));
   if (!ok_status(r.status)) return r;
   {
