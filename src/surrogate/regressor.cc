@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <variant>
 
 #include "corun/core/check.h"
 #include "corun/core/json_number.h"
@@ -715,9 +716,10 @@ void SpecializedForest::cell(const float* x, std::uint16_t* ranks) const {
 std::optional<SpecializedForest> Regressor::specialize(const float* x,
                                                        std::span<const std::uint8_t> fixed) const {
   // Only trees of bounded depth (all that XGBoost grows here): the copy recurses.
-  if (kind_ != RegressorKind::kGbdt || packed_.depth < 0) return std::nullopt;
-  CORUN_CHECK(fixed.size() >= static_cast<std::size_t>(gbdt_.in));
-  const GbdtModel& m = gbdt_;
+  const auto* forest = std::get_if<Forest>(&model_);
+  if (forest == nullptr || forest->packed.depth < 0) return std::nullopt;
+  const GbdtModel& m = forest->trees;
+  CORUN_CHECK(fixed.size() >= static_cast<std::size_t>(m.in));
   GbdtModel g;  // the specialised trees, unpacked
   g.in = m.in;
   g.out = m.out;
@@ -773,47 +775,53 @@ Result<Regressor> Regressor::fit(RegressorKind kind, const Matrix& x, const Matr
                                  const RegressorOptions& options, std::uint64_t seed) {
   if (x.rows == 0) return Error("no training rows");
   Regressor r;
-  r.kind_ = kind;
   switch (kind) {
     case RegressorKind::kMlp:
-      r.mlp_ = fit_mlp(x, y, options.mlp, seed);
+      r.model_ = fit_mlp(x, y, options.mlp, seed);
       break;
     case RegressorKind::kGbdt: {
       auto g = fit_gbdt(x, y, options.gbdt, seed);
       if (!g) return g.error();
-      r.gbdt_ = std::move(*g);
-      r.packed_ = PackedForest::pack(r.gbdt_);
+      PackedForest packed = PackedForest::pack(*g);
+      r.model_ = Forest{std::move(*g), std::move(packed)};
       break;
     }
     case RegressorKind::kLinear:
-      r.linear_ = fit_linear(x, y, options.ridge_lambda, options.linear_monotone);
+      r.model_ = fit_linear(x, y, options.ridge_lambda, options.linear_monotone);
       break;
   }
   return r;
 }
 
+namespace {
+
+// One callable from several lambdas, one per alternative of a variant (std::visit).
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+}  // namespace
+
+RegressorKind Regressor::kind() const {
+  return std::visit(Overloaded{[](const MlpModel&) { return RegressorKind::kMlp; },
+                               [](const Forest&) { return RegressorKind::kGbdt; },
+                               [](const LinearModel&) { return RegressorKind::kLinear; }},
+                    model_);
+}
+
 int Regressor::inputs() const {
-  switch (kind_) {
-    case RegressorKind::kMlp:
-      return mlp_.in;
-    case RegressorKind::kGbdt:
-      return gbdt_.in;
-    case RegressorKind::kLinear:
-      return linear_.in;
-  }
-  return 0;
+  return std::visit(
+      Overloaded{[](const Forest& f) { return f.trees.in; }, [](const auto& m) { return m.in; }},
+      model_);
 }
 
 int Regressor::outputs() const {
-  switch (kind_) {
-    case RegressorKind::kMlp:
-      return mlp_.out;
-    case RegressorKind::kGbdt:
-      return gbdt_.out;
-    case RegressorKind::kLinear:
-      return linear_.out;
-  }
-  return 0;
+  return std::visit(
+      Overloaded{[](const Forest& f) { return f.trees.out; }, [](const auto& m) { return m.out; }},
+      model_);
 }
 
 namespace {
@@ -866,76 +874,81 @@ inline void dense(const float* __restrict x, int in, const float* __restrict w,
 
 }  // namespace
 
-void Regressor::predict(const float* x, std::size_t n, float* y, RegressorScratch& scratch) const {
-  switch (kind_) {
-    case RegressorKind::kMlp: {
-      const MlpModel& m = mlp_;
-      if (scratch.h1.size() < static_cast<std::size_t>(m.h1))
-        scratch.h1.resize(static_cast<std::size_t>(m.h1));
-      if (scratch.h2.size() < static_cast<std::size_t>(m.h2))
-        scratch.h2.resize(static_cast<std::size_t>(m.h2));
-      for (std::size_t r = 0; r < n; ++r) {
-        dense(x + r * static_cast<std::size_t>(m.in), m.in, m.w1.data(), m.b1.data(), m.h1,
-              scratch.h1.data(), true);
-        dense(scratch.h1.data(), m.h1, m.w2.data(), m.b2.data(), m.h2, scratch.h2.data(), true);
-        float* yr = y + r * static_cast<std::size_t>(m.out);
-        dense(scratch.h2.data(), m.h2, m.w3.data(), m.b3.data(), m.out, yr, false);
-        if (!m.skip.empty()) {
-          const float* xr = x + r * static_cast<std::size_t>(m.in);
-          const auto no = static_cast<std::size_t>(m.out);
-          for (std::size_t i = 0; i < static_cast<std::size_t>(m.in); ++i) {
-            const float xi = xr[i];
-            const float* wi = m.skip.data() + i * no;
-            for (std::size_t o = 0; o < no; ++o) yr[o] += xi * wi[o];
-          }
-        }
-      }
-      return;
-    }
-    case RegressorKind::kGbdt: {
-      if (packed_.depth >= 0) {
-        predict_packed(gbdt_, packed_, x, n, y);
-        return;
-      }
-      // Tree-major: one tree's nodes stay in cache while every row of the batch walks it.
-      const GbdtModel& m = gbdt_;
+namespace {
+
+void predict_mlp(const MlpModel& m, const float* x, std::size_t n, float* y,
+                 RegressorScratch& scratch) {
+  if (scratch.h1.size() < static_cast<std::size_t>(m.h1))
+    scratch.h1.resize(static_cast<std::size_t>(m.h1));
+  if (scratch.h2.size() < static_cast<std::size_t>(m.h2))
+    scratch.h2.resize(static_cast<std::size_t>(m.h2));
+  for (std::size_t r = 0; r < n; ++r) {
+    dense(x + r * static_cast<std::size_t>(m.in), m.in, m.w1.data(), m.b1.data(), m.h1,
+          scratch.h1.data(), true);
+    dense(scratch.h1.data(), m.h1, m.w2.data(), m.b2.data(), m.h2, scratch.h2.data(), true);
+    float* yr = y + r * static_cast<std::size_t>(m.out);
+    dense(scratch.h2.data(), m.h2, m.w3.data(), m.b3.data(), m.out, yr, false);
+    if (!m.skip.empty()) {
+      const float* xr = x + r * static_cast<std::size_t>(m.in);
       const auto no = static_cast<std::size_t>(m.out);
-      const auto ni = static_cast<std::size_t>(m.in);
-      for (std::size_t o = 0; o < no; ++o) {
-        for (std::size_t r = 0; r < n; ++r) y[r * no + o] = m.base_score[o];
-        const auto end = static_cast<std::size_t>(m.output_tree_begin[o + 1]);
-        for (auto t = static_cast<std::size_t>(m.output_tree_begin[o]); t < end; ++t) {
-          const auto root = static_cast<std::size_t>(m.tree_begin[t]);
-          for (std::size_t r = 0; r < n; ++r) {
-            const float* xr = x + r * ni;
-            std::size_t node = root;
-            while (m.feature[node] >= 0) {
-              const float v = xr[m.feature[node]];
-              // Branch-free: a NaN compares false and takes the default direction.
-              const bool go_left = goes_left(v, m.threshold[node], m.default_left[node] != 0);
-              node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
-            }
-            y[r * no + o] += m.threshold[node];
-          }
-        }
+      for (std::size_t i = 0; i < static_cast<std::size_t>(m.in); ++i) {
+        const float xi = xr[i];
+        const float* wi = m.skip.data() + i * no;
+        for (std::size_t o = 0; o < no; ++o) yr[o] += xi * wi[o];
       }
-      return;
-    }
-    case RegressorKind::kLinear: {
-      const LinearModel& m = linear_;
-      const auto no = static_cast<std::size_t>(m.out);
-      for (std::size_t r = 0; r < n; ++r) {
-        for (std::size_t o = 0; o < no; ++o) {
-          double s = m.b[o];
-          for (std::size_t i = 0; i < static_cast<std::size_t>(m.in); ++i) {
-            s += static_cast<double>(x[r * static_cast<std::size_t>(m.in) + i]) * m.w[i * no + o];
-          }
-          y[r * no + o] = static_cast<float>(s);
-        }
-      }
-      return;
     }
   }
+}
+
+void predict_trees(const GbdtModel& m, const PackedForest& packed, const float* x, std::size_t n,
+                   float* y) {
+  if (packed.depth >= 0) {
+    predict_packed(m, packed, x, n, y);
+    return;
+  }
+  // Tree-major: one tree's nodes stay in cache while every row of the batch walks it.
+  const auto no = static_cast<std::size_t>(m.out);
+  const auto ni = static_cast<std::size_t>(m.in);
+  for (std::size_t o = 0; o < no; ++o) {
+    for (std::size_t r = 0; r < n; ++r) y[r * no + o] = m.base_score[o];
+    const auto end = static_cast<std::size_t>(m.output_tree_begin[o + 1]);
+    for (auto t = static_cast<std::size_t>(m.output_tree_begin[o]); t < end; ++t) {
+      const auto root = static_cast<std::size_t>(m.tree_begin[t]);
+      for (std::size_t r = 0; r < n; ++r) {
+        const float* xr = x + r * ni;
+        std::size_t node = root;
+        while (m.feature[node] >= 0) {
+          const float v = xr[m.feature[node]];
+          // Branch-free: a NaN compares false and takes the default direction.
+          const bool go_left = goes_left(v, m.threshold[node], m.default_left[node] != 0);
+          node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
+        }
+        y[r * no + o] += m.threshold[node];
+      }
+    }
+  }
+}
+
+void predict_linear(const LinearModel& m, const float* x, std::size_t n, float* y) {
+  const auto no = static_cast<std::size_t>(m.out);
+  for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t o = 0; o < no; ++o) {
+      double s = m.b[o];
+      for (std::size_t i = 0; i < static_cast<std::size_t>(m.in); ++i) {
+        s += static_cast<double>(x[r * static_cast<std::size_t>(m.in) + i]) * m.w[i * no + o];
+      }
+      y[r * no + o] = static_cast<float>(s);
+    }
+  }
+}
+
+}  // namespace
+
+void Regressor::predict(const float* x, std::size_t n, float* y, RegressorScratch& scratch) const {
+  std::visit(Overloaded{[&](const MlpModel& m) { predict_mlp(m, x, n, y, scratch); },
+                        [&](const Forest& f) { predict_trees(f.trees, f.packed, x, n, y); },
+                        [&](const LinearModel& m) { predict_linear(m, x, n, y); }},
+             model_);
 }
 
 std::vector<double> Regressor::predict_one(std::span<const double> x) const {
@@ -951,38 +964,38 @@ std::vector<double> Regressor::predict_one(std::span<const double> x) const {
 
 nlohmann::json Regressor::to_json() const {
   nlohmann::json j;
-  j["kind"] = std::string(to_string(kind_));
-  switch (kind_) {
-    case RegressorKind::kMlp:
-      j["layers"] = {mlp_.in, mlp_.h1, mlp_.h2, mlp_.out};
-      j["activation"] = "relu";
-      j["w1"] = mlp_.w1;
-      j["b1"] = mlp_.b1;
-      j["w2"] = mlp_.w2;
-      j["b2"] = mlp_.b2;
-      j["w3"] = mlp_.w3;
-      j["b3"] = mlp_.b3;
-      if (!mlp_.skip.empty()) j["skip"] = mlp_.skip;
-      break;
-    case RegressorKind::kGbdt:
-      j["inputs"] = gbdt_.in;
-      j["outputs"] = gbdt_.out;
-      j["base_score"] = gbdt_.base_score;
-      j["tree_begin"] = gbdt_.tree_begin;
-      j["output_tree_begin"] = gbdt_.output_tree_begin;
-      j["feature"] = gbdt_.feature;
-      j["threshold"] = gbdt_.threshold;
-      j["left"] = gbdt_.left;
-      j["right"] = gbdt_.right;
-      j["default_left"] = gbdt_.default_left;
-      break;
-    case RegressorKind::kLinear:
-      j["inputs"] = linear_.in;
-      j["outputs"] = linear_.out;
-      j["w"] = linear_.w;
-      j["b"] = linear_.b;
-      break;
-  }
+  j["kind"] = std::string(to_string(kind()));
+  std::visit(Overloaded{[&](const MlpModel& m) {
+                          j["layers"] = {m.in, m.h1, m.h2, m.out};
+                          j["activation"] = "relu";
+                          j["w1"] = m.w1;
+                          j["b1"] = m.b1;
+                          j["w2"] = m.w2;
+                          j["b2"] = m.b2;
+                          j["w3"] = m.w3;
+                          j["b3"] = m.b3;
+                          if (!m.skip.empty()) j["skip"] = m.skip;
+                        },
+                        [&](const Forest& f) {
+                          const GbdtModel& m = f.trees;
+                          j["inputs"] = m.in;
+                          j["outputs"] = m.out;
+                          j["base_score"] = m.base_score;
+                          j["tree_begin"] = m.tree_begin;
+                          j["output_tree_begin"] = m.output_tree_begin;
+                          j["feature"] = m.feature;
+                          j["threshold"] = m.threshold;
+                          j["left"] = m.left;
+                          j["right"] = m.right;
+                          j["default_left"] = m.default_left;
+                        },
+                        [&](const LinearModel& m) {
+                          j["inputs"] = m.in;
+                          j["outputs"] = m.out;
+                          j["w"] = m.w;
+                          j["b"] = m.b;
+                        }},
+             model_);
   return j;
 }
 
@@ -991,12 +1004,11 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
     Regressor r;
     const auto kind = parse_regressor(j.at("kind").get<std::string>());
     if (!kind) return Error("regressor.kind: unknown '" + j.at("kind").get<std::string>() + "'");
-    r.kind_ = *kind;
     switch (*kind) {
       case RegressorKind::kMlp: {
         const auto layers = json_numbers<int>(j.at("layers"));
         if (layers.size() != 4) return Error("regressor.layers: expected 4 sizes");
-        MlpModel& m = r.mlp_;
+        MlpModel m;
         m.in = layers[0];
         m.h1 = layers[1];
         m.h2 = layers[2];
@@ -1017,10 +1029,11 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
             (!m.skip.empty() && m.skip.size() != sz(m.in, m.out))) {
           return Error("regressor: MLP weight arrays do not match its layer sizes");
         }
+        r.model_ = std::move(m);
         break;
       }
       case RegressorKind::kGbdt: {
-        GbdtModel& m = r.gbdt_;
+        GbdtModel m;
         m.in = json_number<int>(j.at("inputs"));
         m.out = json_number<int>(j.at("outputs"));
         m.base_score = json_numbers<float>(j.at("base_score"));
@@ -1070,11 +1083,12 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
           }
         }
         if (!ok) return Error("regressor: GBDT node arrays are inconsistent");
-        r.packed_ = PackedForest::pack(m);
+        PackedForest packed = PackedForest::pack(m);
+        r.model_ = Forest{std::move(m), std::move(packed)};
         break;
       }
       case RegressorKind::kLinear: {
-        LinearModel& m = r.linear_;
+        LinearModel m;
         m.in = json_number<int>(j.at("inputs"));
         m.out = json_number<int>(j.at("outputs"));
         m.w = j.at("w").get<std::vector<double>>();
@@ -1083,6 +1097,7 @@ Result<Regressor> Regressor::from_json(const nlohmann::json& j) {
             m.b.size() != static_cast<std::size_t>(m.out)) {
           return Error("regressor: linear weights do not match its sizes");
         }
+        r.model_ = std::move(m);
         break;
       }
     }

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "corun/core/result.h"
@@ -173,7 +174,7 @@ class Regressor {
   static Result<Regressor> fit(RegressorKind kind, const Matrix& x, const Matrix& y,
                                const RegressorOptions& options, std::uint64_t seed);
 
-  [[nodiscard]] RegressorKind kind() const { return kind_; }
+  [[nodiscard]] RegressorKind kind() const;
   [[nodiscard]] int inputs() const;
   [[nodiscard]] int outputs() const;
 
@@ -192,17 +193,20 @@ class Regressor {
   [[nodiscard]] nlohmann::json to_json() const;
   static Result<Regressor> from_json(const nlohmann::json& j);
 
-  /// @brief Read-only access for tests and benchmarks.
-  [[nodiscard]] const MlpModel& mlp() const { return mlp_; }
-  [[nodiscard]] const GbdtModel& gbdt() const { return gbdt_; }
-  [[nodiscard]] const LinearModel& linear() const { return linear_; }
+  /// @brief Read-only access for tests and benchmarks; the regressor must be of that kind
+  /// (std::bad_variant_access otherwise).
+  [[nodiscard]] const MlpModel& mlp() const { return std::get<MlpModel>(model_); }
+  [[nodiscard]] const GbdtModel& gbdt() const { return std::get<Forest>(model_).trees; }
+  [[nodiscard]] const LinearModel& linear() const { return std::get<LinearModel>(model_); }
 
  private:
-  RegressorKind kind_ = RegressorKind::kLinear;
-  MlpModel mlp_;
-  GbdtModel gbdt_;
-  PackedForest packed_;  ///< gbdt_ for prediction
-  LinearModel linear_;
+  /// The trees as fitted, and packed for prediction (packed.depth -1: too deep to pack).
+  struct Forest {
+    GbdtModel trees;
+    PackedForest packed;
+  };
+  /// The model; which alternative it holds is the regressor's kind, so the two cannot disagree.
+  std::variant<LinearModel, MlpModel, Forest> model_;
 };
 
 /// @brief Fits an MLP (exposed for tests of the optimiser on synthetic data).
