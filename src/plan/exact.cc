@@ -8,7 +8,8 @@
 // completion can repair it (prune). Forward checking filters the unassigned models' domains
 // the same way at every node and keeps each surviving configuration's optimistic utility
 // (lazily: one worth no more than a configuration already checked cannot move the bound of
-// 2. below, so it is checked only at the nodes that reach bound 3.).
+// 2. below; bound 3. first runs with it at its parent's bound, and only a node that this does
+// not cut checks it and runs bound 3. again).
 // Three bounds then cut the tree, cheapest first:
 //  1. the parent's optimistic utilities (still valid below it, as loads only grow): children
 //     are tried in their order and the rest are cut at the first that cannot beat the
@@ -511,6 +512,14 @@ class ExactSolver final : public Solver {
       }
     }
     std::vector<float> settle_load = std::vector<float>(dims);
+    bool has_stale(std::size_t depth) const {
+      const auto& stale = stale_at[depth];
+      for (std::size_t d = depth + 1; d < order.size(); ++d) {
+        const auto& s = stale[order[d]];
+        if (std::find(s.begin(), s.end(), 1) != s.end()) return true;
+      }
+      return false;
+    }
 
     // Per depth: the surviving domains and optimistic utilities handed to the children.
     std::vector<std::vector<std::vector<std::int32_t>>> next_at;
@@ -622,11 +631,17 @@ class ExactSolver final : public Solver {
           if (p.excess(i, cur[i], q) > 0) ok = false;
           bound += p.model_utility(i, cur[i], q);
         }
-        if (ok && bound > best_utility + 1e-12 && depth + 1 < last) settle(depth, sum, rest);
-        if (ok && bound > best_utility + 1e-12 && depth + 1 < last &&
-            !can_beat(depth, sum, rest, next, value,
-                      best_utility + 1e-12 - (bound - unassigned_bound))) {
-          ok = false;
+        if (ok && bound > best_utility + 1e-12 && depth + 1 < last) {
+          const double need = best_utility + 1e-12 - (bound - unassigned_bound);
+          // First with the unchecked configurations at their parents' bounds (valid, looser);
+          // only a node that this does not cut pays for checking them and tries again.
+          const bool stale_left = has_stale(depth);
+          if (stale_left && !can_beat(depth, sum, rest, next, value, need)) {
+            ok = false;
+          } else {
+            settle(depth, sum, rest);
+            if (!can_beat(depth, sum, rest, next, value, need)) ok = false;
+          }
         }
         if (ok && bound > best_utility + 1e-12) {
           if (depth + 1 == last) {
