@@ -56,6 +56,28 @@ def wait_for(what: str, probe, proc: subprocess.Popen, log: Path):
         time.sleep(0.2)
 
 
+def register(base: str, entry: dict) -> None:
+    """POST /v1/models with the test's token; fails unless the model is registered."""
+    req = urllib.request.Request(
+        base + "/v1/models", data=json.dumps(entry).encode(), method="POST",
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 201, r.status
+
+
+def checked_exposition(promtool: str, base: str, what: str) -> bytes:
+    """GET /metrics, which `promtool check metrics` must accept."""
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        exposition = r.read()
+    check = subprocess.run([promtool, "check", "metrics"], input=exposition,
+                           capture_output=True, check=False)
+    if check.returncode != 0:
+        sys.exit(f"FAIL: promtool check metrics on {what}:\n" + check.stdout.decode() +
+                 check.stderr.decode() + "\n" + exposition.decode())
+    print(f"promtool check metrics on {what}: ok")
+    return exposition
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -81,21 +103,10 @@ def main() -> int:
             base = f"http://127.0.0.1:{port}"
             entry = {"name": "cam0", "model": "yolo11n", "knobs": {"imgsz": [320, 640]},
                      "demand": {"fps": 30}, "sla": {"latency_ms_p95": 50}}
-            req = urllib.request.Request(
-                base + "/v1/models", data=json.dumps(entry).encode(), method="POST",
-                headers={"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
-            with urllib.request.urlopen(req, timeout=10) as r:
-                assert r.status == 201, r.status
+            register(base, entry)
 
             # 1. The exposition format, as Prometheus' own linter reads it.
-            with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
-                exposition = r.read()
-            check = subprocess.run([promtool, "check", "metrics"], input=exposition,
-                                   capture_output=True, check=False)
-            if check.returncode != 0:
-                sys.exit("FAIL: promtool check metrics:\n" + check.stdout.decode() +
-                         check.stderr.decode() + "\n" + exposition.decode())
-            print("promtool check metrics: ok")
+            exposition = checked_exposition(promtool, base, "one GPU")
 
             # 2. A real scrape.
             prom_port = free_port()
@@ -165,22 +176,11 @@ def main() -> int:
             node_port = int(wait_for("the node's port file",
                                      lambda: (tmp / "node-port").read_text().strip(), node,
                                      node_log))
-            req = urllib.request.Request(
-                f"http://127.0.0.1:{node_port}/v1/models", data=json.dumps(entry).encode(),
-                method="POST",
-                headers={"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
-            with urllib.request.urlopen(req, timeout=30) as r:
-                assert r.status == 201, r.status
-            with urllib.request.urlopen(f"http://127.0.0.1:{node_port}/metrics", timeout=10) as r:
-                node_exposition = r.read()
-            check = subprocess.run([promtool, "check", "metrics"], input=node_exposition,
-                                   capture_output=True, check=False)
-            if check.returncode != 0:
-                sys.exit("FAIL: promtool check metrics on a node:\n" + check.stdout.decode() +
-                         check.stderr.decode() + "\n" + node_exposition.decode())
+            node_base = f"http://127.0.0.1:{node_port}"
+            register(node_base, entry)
+            node_exposition = checked_exposition(promtool, node_base, "a node of 2 GPUs")
             if b'gpu="1"' not in node_exposition:
                 sys.exit("FAIL: the node's exposition has no sample of GPU 1")
-            print("promtool check metrics on a node of 2 GPUs: ok")
             return 0
         finally:
             for p in procs:
