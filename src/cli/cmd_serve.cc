@@ -97,12 +97,13 @@ Result<std::vector<std::string>> place_initial(const Workload& w, const std::str
 
 // How many GPUs the service serves: a node state keeps its count; a node workload (`gpus`)
 // or --gpus makes a new state a node. 1 = the single-GPU service. MIG slices are not served.
-Result<std::size_t> served_gpus(const std::filesystem::path& state, const Workload* w,
+// `stored`: the state's node GPU count (NodeService::stored_gpus), none for a new or
+// single-GPU state.
+Result<std::size_t> served_gpus(const std::filesystem::path& state,
+                                std::optional<std::size_t> stored, const Workload* w,
                                 std::optional<std::size_t> flag) {
-  auto stored = serve::NodeService::stored_gpus(state);
-  if (!stored) return stored.error();
-  std::size_t gpus = stored->value_or(1);
-  const char* from = *stored ? "the state" : nullptr;
+  std::size_t gpus = stored.value_or(1);
+  const char* from = stored ? "the state" : nullptr;
   auto agree = [&](std::size_t n, const char* source) -> Status {
     if (from != nullptr && n != gpus) {
       return Error(std::string(source) + " says " + std::to_string(n) + " GPU(s), " + from + " " +
@@ -129,7 +130,7 @@ Result<std::size_t> served_gpus(const std::filesystem::path& state, const Worklo
   if (flag) {
     if (auto ok = agree(*flag, "--gpus"); !ok) return ok.error();
   }
-  if (gpus > 1 && !*stored && std::filesystem::exists(state / "serve.db")) {
+  if (gpus > 1 && !stored && std::filesystem::exists(state / "serve.db")) {
     return Error(state.string() + " holds a single-GPU service; give a new --state for a node",
                  Error::Kind::kInvalidInput);
   }
@@ -207,6 +208,18 @@ const bool registered = register_command({
 
         auto catalog = load_catalog(f->catalog);
         if (!catalog) return report_error(catalog.error());
+        // What the state will serve, decided before anything is written to it.
+        std::optional<Workload> workload;
+        if (!f->workload.empty()) {
+          auto w = load_workload(f->workload, **catalog);
+          if (!w) return report_error(w.error());
+          workload = std::move(*w);
+        }
+        const auto stored = serve::NodeService::stored_gpus(f->state);
+        if (!stored) return report_error(stored.error());
+        auto gpus = served_gpus(f->state, *stored, workload ? &*workload : nullptr,
+                                f->gpus > 0 ? std::optional<std::size_t>(f->gpus) : std::nullopt);
+        if (!gpus) return report_error(gpus.error());
         auto token = load_token(f->token_file, f->state);
         if (!token) return report_error(token.error());
         const auto modes = f->learning.parsed(false);
@@ -222,17 +235,6 @@ const bool registered = register_command({
           if (!fitted) return fitted.error();
           return std::unique_ptr<PredictorSource>(std::move(*fitted));
         };
-        std::optional<Workload> workload;
-        if (!f->workload.empty()) {
-          auto w = load_workload(f->workload, **catalog);
-          if (!w) return report_error(w.error());
-          workload = std::move(*w);
-        }
-        const auto fresh_node = serve::NodeService::stored_gpus(f->state);
-        if (!fresh_node) return report_error(fresh_node.error());
-        auto gpus = served_gpus(f->state, workload ? &*workload : nullptr,
-                                f->gpus > 0 ? std::optional<std::size_t>(f->gpus) : std::nullopt);
-        if (!gpus) return report_error(gpus.error());
         serve::ServiceOptions so;
         so.state_dir = f->state;
         so.token = *token;
@@ -249,7 +251,7 @@ const bool registered = register_command({
         std::function<void()> stop_service;
         if (*gpus > 1) {
           std::vector<std::string> initial;
-          if (workload && !fresh_node->has_value()) {
+          if (workload && !stored->has_value()) {
             auto placed = place_initial(*workload, f->workload, f->state, f->solver, f->seed);
             if (!placed) return report_error(placed.error());
             initial = std::move(*placed);

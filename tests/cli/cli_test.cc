@@ -591,7 +591,7 @@ TEST(Cli, NodeWorkloadsAreRefusedByOneGpuVerbsAndMigByServeAndBadPinsNameTheirFi
       run("serve --port 0 --gpus 3 --state " + state.string() + " --workload " + node);
   EXPECT_EQ(count.code, 2);
   EXPECT_NE(count.err.find("--gpus says 3 GPU(s), --workload 2"), std::string::npos) << count.err;
-  EXPECT_FALSE(std::filesystem::exists(state / "node.json"));
+  EXPECT_FALSE(std::filesystem::exists(state));  // refused before anything is written
   const auto eval = run("eval node " + node + " --repeats 1 --json");
   ASSERT_EQ(eval.code, 0) << eval.err;
   const auto j = nlohmann::json::parse(eval.out);

@@ -30,6 +30,11 @@ constexpr const char* kBusyLlm =
     R"("request_concurrency":[2,8]},"demand":{"rps":4,"prompt_tokens":1024,"output_tokens":256},)"
     R"("sla":{"ttft_ms_p95":1500,"tpot_ms_p95":60},"weight":3,"gpu":0})";
 
+// Each GPU's predictions: the catalog twin.
+Result<std::unique_ptr<PredictorSource>> twin_source() {
+  return std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>());
+}
+
 std::unique_ptr<NodeService> open_node(const std::filesystem::path& dir, std::size_t gpus) {
   ServiceOptions o;
   o.state_dir = dir;
@@ -37,10 +42,7 @@ std::unique_ptr<NodeService> open_node(const std::filesystem::path& dir, std::si
   o.solver = "greedy";
   o.telemetry_flush_ms = 100;
   o.min_replan_interval_ms = 0;
-  auto n = NodeService::open(o, gpus, {}, Catalog::default_catalog(), [] {
-    return Result<std::unique_ptr<PredictorSource>>(
-        std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>()));
-  });
+  auto n = NodeService::open(o, gpus, {}, Catalog::default_catalog(), twin_source);
   EXPECT_TRUE(n.ok()) << (n.ok() ? "" : n.error().what());
   return n.ok() ? std::move(*n) : nullptr;
 }
@@ -198,10 +200,7 @@ TEST(NodeService, ModelsStayOnTheirGpuAcrossARestart) {
   ServiceOptions o;
   o.state_dir = dir.path();
   o.token = kToken;
-  auto wrong = NodeService::open(o, 3, {}, Catalog::default_catalog(), [] {
-    return Result<std::unique_ptr<PredictorSource>>(
-        std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>()));
-  });
+  auto wrong = NodeService::open(o, 3, {}, Catalog::default_catalog(), twin_source);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(std::string(wrong.error().what()).find("2 GPU(s), not 3"), std::string::npos);
 
