@@ -613,11 +613,13 @@ void walk_lanes(const PackedForest& f, const float* xr, std::size_t begin, std::
   }
 }
 
-// One row through trees [begin, end), added to `acc` in tree order.
+// One row through trees [begin, end), summed in GbdtModel's order, plus `base`.
 float walk_packed(const PackedForest& f, const float* xr, std::size_t begin, std::size_t end,
-                  float acc) {
-  walk_lanes(f, xr, begin, end, [&](std::size_t, float v) { acc += v; });
-  return acc;
+                  float base) {
+  std::array<float, kSumLanes> lanes{};
+  walk_lanes(f, xr, begin, end,
+             [&](std::size_t t, float v) { lanes[(t - begin) % kSumLanes] += v; });
+  return sum_lanes(lanes.data(), base);
 }
 
 void predict_packed(const GbdtModel& m, const PackedForest& f, const float* x, std::size_t n,
@@ -683,24 +685,62 @@ std::int32_t copy_free(const GbdtModel& m, std::size_t node, const float* x,
   return at;
 }
 
-// Leaf value of each packed tree of `f` for row `xr`, written to leaves[ids[t]].
-void walk_leaves(const PackedForest& f, const float* xr, std::span<const std::int32_t> ids,
-                 float* leaves) {
-  walk_lanes(f, xr, 0, ids.size(), [&](std::size_t t, float v) { leaves[ids[t]] = v; });
+// The distinct inputs the subtree of `node` splits on, appended to `seen`.
+void tree_inputs(const GbdtModel& g, std::size_t node, std::vector<std::int32_t>& seen) {
+  if (g.feature[node] < 0) return;
+  if (std::find(seen.begin(), seen.end(), g.feature[node]) == seen.end()) {
+    seen.push_back(g.feature[node]);
+  }
+  tree_inputs(g, static_cast<std::size_t>(g.left[node]), seen);
+  tree_inputs(g, static_cast<std::size_t>(g.right[node]), seen);
 }
+
+// The thresholds the subtree of `node` compares with.
+void tree_thresholds(const GbdtModel& g, std::size_t node, std::vector<float>& out) {
+  if (g.feature[node] < 0) return;
+  out.push_back(g.threshold[node]);
+  tree_thresholds(g, static_cast<std::size_t>(g.left[node]), out);
+  tree_thresholds(g, static_cast<std::size_t>(g.right[node]), out);
+}
+
+// The leaf row x reaches from `node`.
+float walk_tree(const GbdtModel& g, std::size_t node, const float* x) {
+  while (g.feature[node] >= 0) {
+    const bool go_left =
+        goes_left(x[g.feature[node]], g.threshold[node], g.default_left[node] != 0);
+    node = static_cast<std::size_t>(go_left ? g.left[node] : g.right[node]);
+  }
+  return g.threshold[node];
+}
+
+// Largest output count a specialised forest sums on the stack.
+constexpr std::size_t kMaxSpecialOut = 8;
 
 }  // namespace
 
-void SpecializedForest::predict(const float* x, float* y, std::vector<float>& leaves) const {
-  if (leaves.size() < trees) leaves.resize(trees);
-  for (std::size_t g = 0; g < groups.size(); ++g)
-    walk_leaves(groups[g], x, members[g], leaves.data());
-  for (std::size_t o = 0; o < static_cast<std::size_t>(out); ++o) {
-    float acc = base_score[o];
-    const auto end = static_cast<std::size_t>(output_tree_begin[o + 1]);
-    for (auto t = static_cast<std::size_t>(output_tree_begin[o]); t < end; ++t) acc += leaves[t];
-    y[o] = acc;
+void SpecializedForest::predict(const float* x, const std::uint16_t* ranks, float* y) const {
+  std::array<float, kMaxSpecialOut * kSumLanes> acc{};
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const std::uint16_t* to = slot[g].data();
+    walk_lanes(groups[g], x, 0, slot[g].size(), [&](std::size_t t, float v) { acc[to[t]] += v; });
   }
+  const auto no = static_cast<std::size_t>(out);
+  for (std::size_t o = 0; o < no; ++o) {
+    y[o] = sum_lanes(acc.data() + o * kSumLanes, base_score[o]) + constant[o];
+  }
+  for (std::size_t j = 0; j < table.size(); ++j) {
+    if (table[j].empty()) continue;
+    const std::size_t r = ranks[j] == kNanRank ? cuts[j].size() + 1 : ranks[j];
+    const float* row = table[j].data() + r * no;
+    for (std::size_t o = 0; o < no; ++o) y[o] += row[o];
+  }
+}
+
+void SpecializedForest::predict(const float* x, float* y,
+                                std::vector<std::uint16_t>& scratch) const {
+  if (scratch.size() < cut_inputs.size()) scratch.resize(cut_inputs.size());
+  if (has_cells) cell(x, scratch.data());
+  predict(x, scratch.data(), y);
 }
 
 void SpecializedForest::cell(const float* x, std::uint16_t* ranks) const {
@@ -742,14 +782,82 @@ std::optional<SpecializedForest> Regressor::specialize(const float* x,
     f.cut_inputs.push_back(static_cast<std::int32_t>(k));
     f.cuts.push_back(std::move(c));
   }
+  if (m.out < 1 || static_cast<std::size_t>(m.out) > kMaxSpecialOut) return std::nullopt;
+  const auto no = static_cast<std::size_t>(m.out);
   f.out = m.out;
   f.base_score = m.base_score;
-  f.output_tree_begin = m.output_tree_begin;
-  f.trees = m.tree_begin.size();
+  f.constant.assign(no, 0.0f);
+  f.table.assign(f.cut_inputs.size(), {});
+  // Each tree by what is left of it: a constant, a step function of one input (summed into
+  // that input's table as steps at its thresholds' ranks, then prefix-summed: same-signed
+  // steps for a monotone tree), or a tree to walk.
+  std::vector<std::vector<float>> steps(f.cut_inputs.size());
+  std::vector<std::vector<float>> nan_value(f.cut_inputs.size());
   std::vector<std::vector<std::int32_t>> by_depth(PackedForest::kMaxDepth + 1);
-  for (std::size_t t = 0; t < f.trees; ++t) {
-    const int d = tree_depth(g, static_cast<std::size_t>(g.tree_begin[t]), PackedForest::kMaxDepth);
-    by_depth[static_cast<std::size_t>(d)].push_back(static_cast<std::int32_t>(t));
+  std::vector<std::int32_t> tree_out;
+  std::vector<float> row(static_cast<std::size_t>(g.in), 0.0f);
+  std::vector<std::int32_t> inputs;
+  std::vector<float> thresholds;
+  for (std::size_t o = 0; o < no; ++o) {
+    for (auto t = static_cast<std::size_t>(m.output_tree_begin[o]);
+         t < static_cast<std::size_t>(m.output_tree_begin[o + 1]); ++t) {
+      const auto root = static_cast<std::size_t>(g.tree_begin[t]);
+      inputs.clear();
+      tree_inputs(g, root, inputs);
+      if (inputs.empty()) {
+        f.constant[o] += g.threshold[root];
+        continue;
+      }
+      if (inputs.size() == 1 && f.has_cells) {
+        const auto k = static_cast<std::size_t>(inputs[0]);
+        const auto j = static_cast<std::size_t>(
+            std::find(f.cut_inputs.begin(), f.cut_inputs.end(), inputs[0]) - f.cut_inputs.begin());
+        const std::vector<float>& c = f.cuts[j];
+        if (steps[j].empty()) {
+          steps[j].assign((c.size() + 1) * no, 0.0f);
+          nan_value[j].assign(no, 0.0f);
+        }
+        thresholds.clear();
+        tree_thresholds(g, root, thresholds);
+        std::sort(thresholds.begin(), thresholds.end());
+        thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+        // Below every threshold, then at each one: a value at threshold θ has rank (index of θ
+        // among the cuts) + 1 and walks as every value of that rank does.
+        row[k] = -std::numeric_limits<float>::infinity();
+        float before = walk_tree(g, root, row.data());
+        steps[j][o] += before;
+        for (float th : thresholds) {
+          const auto r =
+              static_cast<std::size_t>(std::lower_bound(c.begin(), c.end(), th) - c.begin()) + 1;
+          row[k] = th;
+          const float v = walk_tree(g, root, row.data());
+          steps[j][r * no + o] += v - before;
+          before = v;
+        }
+        row[k] = std::numeric_limits<float>::quiet_NaN();
+        nan_value[j][o] += walk_tree(g, root, row.data());
+        row[k] = 0.0f;
+        continue;
+      }
+      const int d = tree_depth(g, root, PackedForest::kMaxDepth);
+      by_depth[static_cast<std::size_t>(d)].push_back(static_cast<std::int32_t>(t));
+      tree_out.resize(std::max(tree_out.size(), t + 1), 0);
+      tree_out[t] = static_cast<std::int32_t>(o);
+    }
+  }
+  for (std::size_t j = 0; j < steps.size(); ++j) {
+    if (steps[j].empty()) continue;
+    const std::size_t ranks = f.cuts[j].size() + 1;
+    std::vector<float>& tab = f.table[j];
+    tab.assign((ranks + 1) * no, 0.0f);
+    for (std::size_t o = 0; o < no; ++o) {
+      float acc = 0;
+      for (std::size_t r = 0; r < ranks; ++r) {
+        acc += steps[j][r * no + o];
+        tab[r * no + o] = acc;
+      }
+      tab[ranks * no + o] = nan_value[j][o];
+    }
   }
   for (std::size_t d = 0; d < by_depth.size(); ++d) {
     if (by_depth[d].empty()) continue;
@@ -761,9 +869,15 @@ std::optional<SpecializedForest> Regressor::specialize(const float* x,
     part.default_left = g.default_left;
     part.left = g.left;
     part.right = g.right;
-    for (auto t : by_depth[d]) part.tree_begin.push_back(g.tree_begin[static_cast<std::size_t>(t)]);
+    std::vector<std::uint16_t> to;
+    for (auto t : by_depth[d]) {
+      part.tree_begin.push_back(g.tree_begin[static_cast<std::size_t>(t)]);
+      const auto lane = to.size() % kSumLanes;
+      to.push_back(static_cast<std::uint16_t>(
+          static_cast<std::size_t>(tree_out[static_cast<std::size_t>(t)]) * kSumLanes + lane));
+    }
     f.groups.push_back(PackedForest::pack(part));
-    f.members.push_back(std::move(by_depth[d]));
+    f.slot.push_back(std::move(to));
   }
   return f;
 }
@@ -909,11 +1023,14 @@ void predict_trees(const GbdtModel& m, const PackedForest& packed, const float* 
   // Tree-major: one tree's nodes stay in cache while every row of the batch walks it.
   const auto no = static_cast<std::size_t>(m.out);
   const auto ni = static_cast<std::size_t>(m.in);
+  std::vector<float> lanes(n * kSumLanes);
   for (std::size_t o = 0; o < no; ++o) {
-    for (std::size_t r = 0; r < n; ++r) y[r * no + o] = m.base_score[o];
+    std::fill(lanes.begin(), lanes.end(), 0.0f);
+    const auto begin = static_cast<std::size_t>(m.output_tree_begin[o]);
     const auto end = static_cast<std::size_t>(m.output_tree_begin[o + 1]);
-    for (auto t = static_cast<std::size_t>(m.output_tree_begin[o]); t < end; ++t) {
+    for (auto t = begin; t < end; ++t) {
       const auto root = static_cast<std::size_t>(m.tree_begin[t]);
+      const std::size_t lane = (t - begin) % kSumLanes;
       for (std::size_t r = 0; r < n; ++r) {
         const float* xr = x + r * ni;
         std::size_t node = root;
@@ -923,8 +1040,11 @@ void predict_trees(const GbdtModel& m, const PackedForest& packed, const float* 
           const bool go_left = goes_left(v, m.threshold[node], m.default_left[node] != 0);
           node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
         }
-        y[r * no + o] += m.threshold[node];
+        lanes[r * kSumLanes + lane] += m.threshold[node];
       }
+    }
+    for (std::size_t r = 0; r < n; ++r) {
+      y[r * no + o] = sum_lanes(lanes.data() + r * kSumLanes, m.base_score[o]);
     }
   }
 }

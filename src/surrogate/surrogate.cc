@@ -674,7 +674,7 @@ void CompiledSurrogate::predict(std::span<const std::int32_t> configs, std::span
           const std::size_t cand = begin + ws.rows[r];
           const auto local = static_cast<std::size_t>(configs[cand * models_ + h.model]);
           special_[hi][local].predict(ws.x.data() + r * h.dim, ws.z.data() + r * k_out,
-                                      ws.scratch.h1);
+                                      ws.scratch.ranks);
         }
       } else {
         regressors_[h.regressor].predict(ws.x.data(), rows, ws.z.data(), ws.scratch);
@@ -722,14 +722,14 @@ void CompiledSurrogate::predict_given(std::size_t m, std::size_t l, const Totals
         if (auto it = ws.cells.find(key); it != ws.cells.end()) {
           std::copy_n(it->second.begin(), h.targets.size(), ws.z.begin());
         } else {
-          f.predict(x, ws.z.data(), ws.scratch.h1);
+          f.predict(x, key.ranks.data(), ws.z.data());
           if (ws.cells.size() >= Workspace::kMaxCells) ws.cells.clear();
           std::array<float, kTargetCount> z{};
           std::copy_n(ws.z.begin(), h.targets.size(), z.begin());
           ws.cells.emplace(key, z);
         }
       } else {
-        f.predict(x, ws.z.data(), ws.scratch.h1);
+        f.predict(x, ws.z.data(), ws.scratch.ranks);
       }
     } else {
       regressors_[h.regressor].predict(x, 1, ws.z.data(), ws.scratch);

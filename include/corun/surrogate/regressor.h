@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -83,7 +84,21 @@ struct GbdtOptions {
 };
 
 /// @brief Trees exported from XGBoost into flat arrays: one ensemble per output. A node goes
-/// left when x[feature] < threshold (or x is NaN and default_left), as XGBoost does.
+/// left when x[feature] < threshold (or x is NaN and default_left), as XGBoost does. An output
+/// is its base score plus the sum of its trees' leaves in one fixed order, which every form
+/// (flat, packed, specialised) keeps so that they predict bit for bit the same: the trees
+/// [begin, end) of the output are dealt to kSumLanes running sums in turn (tree begin + i goes
+/// to lane i mod kSumLanes, each lane summed in tree order), the lanes are added pairwise
+/// ((0+1)+(2+3))+((4+5)+(6+7)), and the base score last. Eight independent sums instead of one
+/// chain of hundreds of dependent additions: a SIMD add per eight trees.
+inline constexpr std::size_t kSumLanes = 8;
+
+/// @brief The lanes of GbdtModel's summation order added up, then `base`.
+inline float sum_lanes(const float* lanes, float base) {
+  return base + (((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                 ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])));
+}
+
 struct GbdtModel {
   int in = 0;
   int out = 0;
@@ -114,32 +129,42 @@ struct PackedForest {
 };
 
 /// @brief A GBDT specialised to fixed values of some of its inputs: every split on a fixed
-/// input is resolved, so what remains walks only the free inputs (often no split at all).
-/// The trees are grouped by their remaining depth, each group packed as a PackedForest and
-/// walked in lockstep without branches. Predicts exactly what the full trees do for any x that
-/// agrees on the fixed inputs (same comparisons; leaves summed in the original tree order).
+/// input is resolved, so what remains splits only on the free inputs. What is left of a tree
+/// is then one of three kinds: a constant (no split left), a step function of one free input
+/// (every split left on that input), or a tree of several inputs. The constants are summed
+/// once; the step functions of each input are summed into one table indexed by the input's
+/// rank among its thresholds (one lookup instead of a walk per tree); only the trees of several
+/// inputs are walked, grouped by depth and packed as PackedForests, eight in lockstep.
+/// The predictions equal the full trees' up to float rounding (the sum runs in another order,
+/// the same for every row): each part is monotone wherever every tree is (the table is built
+/// from same-signed steps), so a monotone forest stays monotone, as the exact solver needs.
 struct SpecializedForest {
   int out = 0;
   std::vector<float> base_score;
-  std::vector<std::int32_t> output_tree_begin;
-  std::size_t trees = 0;
-  std::vector<PackedForest> groups;                ///< by remaining depth
-  std::vector<std::vector<std::int32_t>> members;  ///< original tree index of each packed tree
   /// The free inputs the trees still split on, and each one's sorted distinct thresholds. A
   /// row's rank among them decides every comparison a walk makes, so rows of the same cell (the
   /// same rank on every cut input) predict the same values.
   std::vector<std::int32_t> cut_inputs;
   std::vector<std::vector<float>> cuts;
   bool has_cells = true;  ///< false: an input has too many thresholds for 16-bit ranks
+  std::vector<float> constant;  ///< per output: the trees with no split left, summed
+  /// Per cut input: the sum of the trees that split on it alone, by rank, (cuts.size() + 2) x
+  /// out (the last row: NaN); empty when no tree splits on it alone (or !has_cells).
+  std::vector<std::vector<float>> table;
+  std::vector<PackedForest> groups;  ///< the trees of several inputs, by depth
+  /// Per group, per packed tree: where its leaf is summed, output * kSumLanes + lane.
+  std::vector<std::vector<std::uint16_t>> slot;
 
   /// @brief The cell of row x: per cut input, how many of its thresholds are <= x (kNanRank
   /// for NaN, which walks the default direction).
   void cell(const float* x, std::uint16_t* ranks) const;
   static constexpr std::uint16_t kNanRank = 0xFFFF;
 
-  /// @brief y[0..out) for one row x (which must agree on the fixed inputs); `leaves` is
-  /// scratch space (grown to `trees`).
-  void predict(const float* x, float* y, std::vector<float>& leaves) const;
+  /// @brief y[0..out) for one row x (which must agree on the fixed inputs) whose cell() is
+  /// `ranks` (read only when has_cells; may then not be null).
+  void predict(const float* x, const std::uint16_t* ranks, float* y) const;
+  /// @brief The same, computing the ranks into `scratch`.
+  void predict(const float* x, float* y, std::vector<std::uint16_t>& scratch) const;
 };
 
 /// @brief Ridge regression: y = x W + b.
@@ -163,6 +188,7 @@ struct RegressorOptions {
 /// not allocate once warmed up.
 struct RegressorScratch {
   std::vector<float> h1, h2;
+  std::vector<std::uint16_t> ranks;  ///< a row's cell (SpecializedForest)
 };
 
 /// @brief One trained regressor of any kind, predicting `out` values from `in` features.
