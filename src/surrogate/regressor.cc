@@ -580,21 +580,12 @@ void pack_node(const GbdtModel& m, std::size_t node, std::size_t pos, int level,
   pack_node(m, static_cast<std::size_t>(m.right[node]), 2 * pos + 2, level + 1, depth, tree, f);
 }
 
-// One row through trees [begin, end) of a packed forest: emit(t, leaf value) for each tree,
-// in tree order. Eight trees walk in lockstep so that their dependent loads overlap.
-template <class Emit>
-void walk_lanes(const PackedForest& f, const float* xr, std::size_t begin, std::size_t end,
-                Emit emit) {
-  const auto depth = static_cast<std::size_t>(f.depth);
+// Trees [begin, end) of complete binary trees of `depth` levels, eight walked in lockstep so
+// that their dependent loads overlap: step(t, node) is the child a row takes at internal node
+// `node` of tree t; emit(t, leaf index) is called for each tree, in tree order.
+template <class Step, class Emit>
+void walk_in_lanes(std::size_t depth, std::size_t begin, std::size_t end, Step step, Emit emit) {
   const std::size_t internal = (std::size_t{1} << depth) - 1;
-  const std::size_t width = internal + 1;
-  auto step = [&](std::size_t t, std::size_t node) {
-    const std::size_t k = t * internal + node;
-    const float v = xr[f.feature[k]];
-    // A NaN compares false and takes the default direction, as in the unpacked walk.
-    const bool go_left = goes_left(v, f.threshold[k], f.default_left[k] != 0);
-    return 2 * node + (go_left ? 1 : 2);
-  };
   constexpr std::size_t kLanes = 8;
   std::size_t t = begin;
   for (; t + kLanes <= end; t += kLanes) {
@@ -602,15 +593,33 @@ void walk_lanes(const PackedForest& f, const float* xr, std::size_t begin, std::
     for (std::size_t level = 0; level < depth; ++level) {
       for (std::size_t j = 0; j < kLanes; ++j) node[j] = step(t + j, node[j]);
     }
-    for (std::size_t j = 0; j < kLanes; ++j) {
-      emit(t + j, f.leaf[(t + j) * width + node[j] - internal]);
-    }
+    for (std::size_t j = 0; j < kLanes; ++j) emit(t + j, node[j] - internal);
   }
   for (; t < end; ++t) {
     std::size_t node = 0;
     for (std::size_t level = 0; level < depth; ++level) node = step(t, node);
-    emit(t, f.leaf[t * width + node - internal]);
+    emit(t, node - internal);
   }
+}
+
+// One row through trees [begin, end) of a packed forest: emit(t, leaf value) for each tree,
+// in tree order.
+template <class Emit>
+void walk_lanes(const PackedForest& f, const float* xr, std::size_t begin, std::size_t end,
+                Emit emit) {
+  const auto depth = static_cast<std::size_t>(f.depth);
+  const std::size_t internal = (std::size_t{1} << depth) - 1;
+  const std::size_t width = internal + 1;
+  walk_in_lanes(
+      depth, begin, end,
+      [&](std::size_t t, std::size_t node) {
+        const std::size_t k = t * internal + node;
+        const float v = xr[f.feature[k]];
+        // A NaN compares false and takes the default direction, as in the unpacked walk.
+        const bool go_left = goes_left(v, f.threshold[k], f.default_left[k] != 0);
+        return 2 * node + (go_left ? 1 : 2);
+      },
+      [&](std::size_t t, std::size_t leaf) { emit(t, f.leaf[t * width + leaf]); });
 }
 
 // One row through trees [begin, end), summed in GbdtModel's order, plus `base`.
@@ -724,6 +733,26 @@ void SpecializedForest::predict(const float* x, const std::uint16_t* ranks, floa
     const std::uint16_t* to = slot[g].data();
     walk_lanes(groups[g], x, 0, slot[g].size(), [&](std::size_t t, float v) { acc[to[t]] += v; });
   }
+  for (std::size_t g = 0; g < rank_groups.size(); ++g) {
+    const RankGroup& f = rank_groups[g];
+    const std::uint16_t* to = slot[g].data();
+    const auto depth = static_cast<std::size_t>(f.depth);
+    const std::size_t internal = (std::size_t{1} << depth) - 1;
+    const std::uint32_t* node = f.node.data();
+    const float* leaf = f.leaf.data();
+    walk_in_lanes(
+        depth, 0, slot[g].size(),
+        [&](std::size_t t, std::size_t k) {
+          const std::uint32_t w = node[t * internal + k];
+          const std::uint32_t r = ranks[(w >> 16) & 0xFF];
+          // x < threshold q  <=>  fewer than q + 1 thresholds are <= x; NaN: its default.
+          // Arithmetic, not branches: the directions are unpredictable.
+          const std::size_t left = static_cast<std::size_t>(r <= (w & 0xFFFF)) |
+                                   static_cast<std::size_t>((w >> 24) & (r == kNanRank));
+          return 2 * k + 2 - left;
+        },
+        [&](std::size_t t, std::size_t l) { acc[to[t]] += leaf[t * (internal + 1) + l]; });
+  }
   const auto no = static_cast<std::size_t>(out);
   for (std::size_t o = 0; o < no; ++o) {
     y[o] = sum_lanes(acc.data() + o * kSumLanes, base_score[o]) + constant[o];
@@ -746,10 +775,21 @@ void SpecializedForest::predict(const float* x, float* y,
 void SpecializedForest::cell(const float* x, std::uint16_t* ranks) const {
   for (std::size_t j = 0; j < cut_inputs.size(); ++j) {
     const float v = x[cut_inputs[j]];
-    const auto& c = cuts[j];
-    ranks[j] =
-        v != v ? kNanRank
-               : static_cast<std::uint16_t>(std::upper_bound(c.begin(), c.end(), v) - c.begin());
+    if (v != v) {
+      ranks[j] = kNanRank;
+      continue;
+    }
+    // How many thresholds are <= v, by a binary search without branches (each step a
+    // conditional move: the thresholds' order makes the branches unpredictable).
+    const std::vector<float>& c = cuts[j];
+    const float* base = c.data();
+    std::size_t n = c.size();
+    while (n > 1) {
+      const std::size_t half = n / 2;
+      base = base[half - 1] <= v ? base + half : base;
+      n -= half;
+    }
+    ranks[j] = static_cast<std::uint16_t>(base - c.data() + (n == 1 && *base <= v ? 1 : 0));
   }
 }
 
@@ -876,8 +916,32 @@ std::optional<SpecializedForest> Regressor::specialize(const float* x,
       to.push_back(static_cast<std::uint16_t>(
           static_cast<std::size_t>(tree_out[static_cast<std::size_t>(t)]) * kSumLanes + lane));
     }
-    f.groups.push_back(PackedForest::pack(part));
+    PackedForest packed = PackedForest::pack(part);
     f.slot.push_back(std::move(to));
+    if (!f.has_cells || f.cut_inputs.size() > 0xFF) {
+      f.groups.push_back(std::move(packed));
+      continue;
+    }
+    // Walked on the row's ranks: each internal node as its threshold's index among its input's
+    // cuts (16 bits), the input's index among the cut inputs (8) and its NaN direction.
+    // Padding under a leaf copied down (pack_node) keeps whatever it maps to: every leaf under
+    // it is the same.
+    SpecializedForest::RankGroup rg;
+    rg.depth = packed.depth;
+    rg.leaf = std::move(packed.leaf);
+    rg.node.resize(packed.feature.size());
+    for (std::size_t k = 0; k < packed.feature.size(); ++k) {
+      const auto at = std::find(f.cut_inputs.begin(), f.cut_inputs.end(), packed.feature[k]);
+      std::uint32_t j = 0, q = 0;
+      if (at != f.cut_inputs.end()) {
+        j = static_cast<std::uint32_t>(at - f.cut_inputs.begin());
+        const auto& c = f.cuts[j];
+        q = static_cast<std::uint32_t>(std::lower_bound(c.begin(), c.end(), packed.threshold[k]) -
+                                       c.begin());
+      }
+      rg.node[k] = q | j << 16 | std::uint32_t{packed.default_left[k] != 0} << 24;
+    }
+    f.rank_groups.push_back(std::move(rg));
   }
   return f;
 }

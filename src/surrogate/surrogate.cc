@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -615,15 +616,34 @@ void CompiledSurrogate::specialize(const Workload& w) {
 }
 
 std::size_t CompiledSurrogate::CellHash::operator()(const CellKey& k) const {
-  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the fields
-  auto mix = [&](std::uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ULL;
-  };
-  mix(k.head);
-  mix(k.local);
-  for (std::uint16_t r : k.ranks) mix(r);
-  return static_cast<std::size_t>(h);
+  // The key as five words, each multiplied in (independent products, not one chain).
+  static_assert(sizeof(k.ranks) == 4 * sizeof(std::uint64_t));
+  std::array<std::uint64_t, 4> w{};
+  std::memcpy(w.data(), k.ranks.data(), sizeof(w));
+  std::uint64_t h = (std::uint64_t{k.head} << 32 | k.local) * 0x9E3779B97F4A7C15ULL;
+  h ^= w[0] * 0xC2B2AE3D27D4EB4FULL;
+  h ^= w[1] * 0x165667B19E3779F9ULL;
+  h ^= w[2] * 0xD6E8FEB86659FD93ULL;
+  h ^= w[3] * 0xFF51AFD7ED558CCDULL;
+  h ^= h >> 32;
+  h *= 0xC4CEB9FE1A85EC53ULL;
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+const CompiledSurrogate::CellCache::Value* CompiledSurrogate::CellCache::find(
+    const CellKey& k) const {
+  if (slots_.empty()) return nullptr;
+  const Entry& e = slots_[CellHash{}(k) & (kSlots - 1)];
+  return e.used && e.key == k ? &e.value : nullptr;
+}
+
+void CompiledSurrogate::CellCache::put(const CellKey& k, const Value& v) {
+  if (slots_.empty()) slots_.resize(kSlots);
+  Entry& e = slots_[CellHash{}(k) & (kSlots - 1)];
+  if (!e.used) ++filled_;
+  e.key = k;
+  e.value = v;
+  e.used = true;
 }
 
 CompiledSurrogate::Workspace CompiledSurrogate::make_workspace() const {
@@ -719,14 +739,13 @@ void CompiledSurrogate::predict_given(std::size_t m, std::size_t l, const Totals
         key.head = static_cast<std::uint32_t>(hi);
         key.local = static_cast<std::uint32_t>(l);
         f.cell(x, key.ranks.data());
-        if (auto it = ws.cells.find(key); it != ws.cells.end()) {
-          std::copy_n(it->second.begin(), h.targets.size(), ws.z.begin());
+        if (const CellCache::Value* hit = ws.cells.find(key)) {
+          std::copy_n(hit->begin(), h.targets.size(), ws.z.begin());
         } else {
           f.predict(x, key.ranks.data(), ws.z.data());
-          if (ws.cells.size() >= Workspace::kMaxCells) ws.cells.clear();
-          std::array<float, kTargetCount> z{};
+          CellCache::Value z{};
           std::copy_n(ws.z.begin(), h.targets.size(), z.begin());
-          ws.cells.emplace(key, z);
+          ws.cells.put(key, z);
         }
       } else {
         f.predict(x, ws.z.data(), ws.scratch.ranks);

@@ -240,6 +240,15 @@ TEST(Gbdt, PackedAndSpecialisedFormsPredictBitForBit) {
       spec->predict(row.data(), got.data(), ranks);
       // Another summation order (constants, per-input tables, walked trees): float rounding
       // of a sum of 80 leaves, far below 1e-5 here.
+      // The cell: per cut input, how many of its thresholds are <= the value.
+      std::vector<std::uint16_t> cell(spec->cut_inputs.size());
+      spec->cell(row.data(), cell.data());
+      for (std::size_t j = 0; j < cell.size(); ++j) {
+        const float v = row[static_cast<std::size_t>(spec->cut_inputs[j])];
+        const auto& c = spec->cuts[j];
+        EXPECT_EQ(cell[j], std::isnan(v) ? SpecializedForest::kNanRank
+                                         : std::upper_bound(c.begin(), c.end(), v) - c.begin());
+      }
       const auto flat = walk_flat(m, row.data());
       for (std::size_t o2 = 0; o2 < got.size(); ++o2) {
         EXPECT_NEAR(got[o2], flat[o2], 1e-5f * (1 + std::abs(flat[o2]))) << trial << "." << k;

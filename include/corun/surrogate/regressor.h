@@ -151,8 +151,20 @@ struct SpecializedForest {
   /// Per cut input: the sum of the trees that split on it alone, by rank, (cuts.size() + 2) x
   /// out (the last row: NaN); empty when no tree splits on it alone (or !has_cells).
   std::vector<std::vector<float>> table;
-  std::vector<PackedForest> groups;  ///< the trees of several inputs, by depth
-  /// Per group, per packed tree: where its leaf is summed, output * kSumLanes + lane.
+  /// The trees of several inputs, by depth, walked on the row's cell (the ranks): per internal
+  /// node, bits 0-15 its threshold's index among its input's cuts, 16-23 that input's index
+  /// among cut_inputs, 24 whether NaN goes left. A quarter of the bytes of a PackedForest's.
+  struct RankGroup {
+    int depth = 0;
+    std::vector<std::uint32_t> node;
+    std::vector<float> leaf;
+  };
+  std::vector<RankGroup> rank_groups;
+  /// The same trees walked on the row's values, when the ranks cannot be (!has_cells, or more
+  /// than 255 cut inputs); then rank_groups is empty.
+  std::vector<PackedForest> groups;
+  /// Per group (of whichever kind), per packed tree: where its leaf is summed,
+  /// output * kSumLanes + lane.
   std::vector<std::vector<std::uint16_t>> slot;
 
   /// @brief The cell of row x: per cut input, how many of its thresholds are <= x (kNanRank

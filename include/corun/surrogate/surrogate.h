@@ -8,7 +8,6 @@
 #include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "corun/core/result.h"
@@ -163,6 +162,29 @@ class CompiledSurrogate {
   struct CellHash {
     std::size_t operator()(const CellKey& k) const;
   };
+  /// @brief Outputs by cell, direct-mapped: a fixed array of kSlots entries (allocated on the
+  /// first put), each cell in the one slot its hash names, a newer cell replacing an older one
+  /// there. One cache line per lookup, no allocation per entry, nothing to clear.
+  class CellCache {
+   public:
+    using Value = std::array<float, kTargetCount>;
+    /// @brief The outputs remembered for `k`, or null.
+    [[nodiscard]] const Value* find(const CellKey& k) const;
+    void put(const CellKey& k, const Value& v);
+    /// @brief Cells remembered now.
+    [[nodiscard]] std::size_t size() const { return filled_; }
+    [[nodiscard]] bool empty() const { return filled_ == 0; }
+    static constexpr std::size_t kSlots = std::size_t{1} << 17;
+
+   private:
+    struct alignas(64) Entry {
+      CellKey key;
+      Value value{};
+      bool used = false;
+    };
+    std::vector<Entry> slots_;
+    std::size_t filled_ = 0;
+  };
   struct Workspace {
     std::vector<float> x;  ///< kChunk x max feature dim
     std::vector<float> z;  ///< kChunk x max outputs
@@ -171,9 +193,8 @@ class CompiledSurrogate {
     std::vector<std::int32_t> config;  ///< models() entries, for predict_given()
     RegressorScratch scratch;
     /// predict_given()'s outputs by cell: exact search asks for the same cells again and again
-    /// (about four times each at N = 12); cleared when it reaches kMaxCells.
-    std::unordered_map<CellKey, std::array<float, kTargetCount>, CellHash> cells;
-    static constexpr std::size_t kMaxCells = std::size_t{1} << 19;
+    /// (about three times each at N = 12).
+    CellCache cells;
   };
 
   /// @brief Compiles `s` for `w`. `standalone` replaces the surrogate's own standalone table
