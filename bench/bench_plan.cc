@@ -74,14 +74,15 @@ const Fixture& fixture(const std::string& file,
   return *slot;
 }
 
+// Every solver with the two threads the controller and `corun plan` give it by default.
 void solve(benchmark::State& state, const std::string& solver, const std::string& file,
-           surrogate::RegressorKind regressor) {
+           surrogate::RegressorKind regressor, int threads = 2) {
   const Fixture& fx = fixture(file, regressor);
   auto s = make_solver(solver);
   if (!s) std::abort();
   PlanResult last;
   for (auto _ : state) {
-    auto r = (*s)->solve(*fx.problem, {1, 2, std::nullopt});
+    auto r = (*s)->solve(*fx.problem, {1, threads, std::nullopt});
     if (!r) {
       state.SkipWithError(r.error().message().c_str());
       return;
@@ -277,6 +278,16 @@ void register_all() {
             ->MinTime(0.5);
       }
     }
+  }
+  // Beside the exact solver's split search over two threads: the same search on one.
+  for (const auto& [label, file] : {std::pair<std::string, std::string>{"N12", "scale-n12.yaml"}}) {
+    benchmark::RegisterBenchmark(("BM_Solve/gbdt/exact/" + label + "/threads:1").c_str(),
+                                 [file](benchmark::State& st) {
+                                   solve(st, "exact", file, surrogate::RegressorKind::kGbdt, 1);
+                                 })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
   }
 }
 

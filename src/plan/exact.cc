@@ -21,9 +21,13 @@
 // The incumbent starts from the GA's answer. When the search finishes, the answer is optimal
 // under the predictor (stats.proved_optimal).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "search.h"
 
@@ -59,7 +63,7 @@ class ExactSolver final : public Solver {
     // the GA's least-violating plan is the answer.
     const bool plannable = std::none_of(p.active_models().begin(), p.active_models().end(),
                                         [&](std::size_t m) { return s.cands[m].empty(); });
-    if (plannable) s.run();
+    if (plannable) s.run_split(o.threads);
     PlanResult r = s.best.empty() ? *seed_plan : evaluate_plan(p, s.best, "exact");
     r.solver = "exact";
     r.stats.evaluated = seed_plan->stats.evaluated + s.evaluated;
@@ -570,13 +574,13 @@ class ExactSolver final : public Solver {
       std::iota(tried.begin(), tried.end(), 0);
       std::stable_sort(tried.begin(), tried.end(),
                        [&](auto x, auto y) { return values[m][x] > values[m][y]; });
-      for (const std::size_t x : tried) {
-        if (!(assigned + values[m][x] + rest_best > best_utility + 1e-12)) break;
+      // One child: the configuration domains[m][x] of m, its bounds, and its subtree.
+      auto visit = [&](std::size_t x) {
         const std::int32_t l = domains[m][x];
         ++nodes;
         const auto lu = static_cast<std::size_t>(l);
         const double v = vram + p.space().local_vram_bytes(m, lu);
-        if (v + rest_vram[depth + 1] > capacity) continue;
+        if (v + rest_vram[depth + 1] > capacity) return;
         // The assigned load, added afresh from the parent's (an add-then-subtract in place
         // would drift over millions of nodes).
         for (std::size_t k = 0; k < dims; ++k) sum[k] = parent_sum[k] + c[m][lu][k];
@@ -656,7 +660,116 @@ class ExactSolver final : public Solver {
           }
         }
         cur[m] = kAbsent;
+      };
+      for (const std::size_t x : tried) {
+        if (!(assigned + values[m][x] + rest_best > best_utility + 1e-12)) break;
+        if (split == nullptr || depth != split->depth) {
+          visit(x);
+          continue;
+        }
+        // A task of the split search: every worker meets every task, in the same order, and
+        // runs those dealt to it (round robin).
+        const std::size_t k = task++;
+        if (k % split->workers != worker) continue;
+        task_run(k, [&] { visit(x); });
       }
+    }
+
+    // The split search (run_split): the subtrees of the nodes at depth `split->depth` are tasks,
+    // dealt round robin to the workers. Each worker walks the levels above on its own copy, all
+    // alike (with the seed incumbent and the direction statistics of those levels only), and
+    // runs its tasks in order with its own incumbent and statistics carried from task to task.
+    // What it finds and spends depends on the number of workers only, never on the timing.
+    struct Split {
+      std::size_t depth = 0;
+      std::size_t workers = 1;
+      struct Task {
+        double utility = -std::numeric_limits<double>::infinity();  // improved the worker's to
+        JointConfig best;
+        std::uint64_t nodes = 0, evaluated = 0;
+      };
+      std::mutex mutex;                   // guards `tasks`
+      std::map<std::size_t, Task> tasks;  // by task index
+    };
+    Split* split = nullptr;
+    std::size_t worker = 0;
+    std::size_t task = 0;                              // index of the next task this worker meets
+    std::uint64_t task_nodes = 0, task_evaluated = 0;  // spent inside this worker's tasks
+    // The worker's own state, swapped in for its tasks.
+    struct Own {
+      double utility = -std::numeric_limits<double>::infinity();
+      JointConfig best;
+      std::vector<std::uint64_t> tried, cut;
+      std::vector<std::size_t> active;
+      std::uint64_t calls = 0;
+    } own;
+
+    void swap_own() {
+      std::swap(best_utility, own.utility);
+      std::swap(best, own.best);
+      std::swap(dir_tried, own.tried);
+      std::swap(dir_cut, own.cut);
+      std::swap(active_dirs, own.active);
+      std::swap(calls, own.calls);
+    }
+
+    template <class Body>
+    void task_run(std::size_t k, Body body) {
+      swap_own();
+      const double before = best_utility;
+      const std::uint64_t n0 = nodes, e0 = evaluated;
+      body();
+      Split::Task t;
+      if (best_utility > before) {
+        t.utility = best_utility;
+        t.best = best;
+      }
+      t.nodes = nodes - n0;
+      t.evaluated = evaluated - e0;
+      task_nodes += t.nodes;
+      task_evaluated += t.evaluated;
+      {
+        std::lock_guard<std::mutex> lock(split->mutex);
+        split->tasks.emplace(k, std::move(t));
+      }
+      swap_own();
+    }
+
+    // The search split over `workers` threads (this one included) at depth 1. The plan is the
+    // sequential search's (the first of the best plans in search order), whatever the number of
+    // workers; the statistics depend on that number only.
+    void run_split(int workers) {
+      if (workers <= 1 || order.size() < 3) {
+        run();
+        return;
+      }
+      Split sp;
+      sp.depth = 1;
+      sp.workers = static_cast<std::size_t>(workers);
+      const std::uint64_t n0 = nodes, e0 = evaluated;
+      own = Own{best_utility, best, dir_tried, dir_cut, active_dirs, calls};
+      split = &sp;
+      std::vector<Search> copies(sp.workers - 1, *this);
+      std::vector<std::thread> pool;
+      for (std::size_t w = 0; w < copies.size(); ++w) {
+        copies[w].worker = w + 1;
+        pool.emplace_back([&copies, w] { copies[w].run(); });
+      }
+      run();
+      for (auto& t : pool) t.join();
+      // The levels above the tasks were walked by every worker alike: counted once (this one's).
+      nodes = n0 + (nodes - n0 - task_nodes);
+      evaluated = e0 + (evaluated - e0 - task_evaluated);
+      for (const auto& [k, t] : sp.tasks) {
+        nodes += t.nodes;
+        evaluated += t.evaluated;
+        // In task order, a strictly better plan only: the first of the best in search order.
+        if (t.utility > best_utility) {
+          best_utility = t.utility;
+          best = t.best;
+        }
+      }
+      split = nullptr;
     }
   };
 };
@@ -666,7 +779,8 @@ class ExactSolver final : public Solver {
 namespace detail {
 
 std::optional<BoundedSearch> bounded_search(const PlanProblem& p, const JointConfig& incumbent,
-                                            double utility, std::uint64_t node_budget) {
+                                            double utility, std::uint64_t node_budget,
+                                            int workers) {
   const auto* agg = dynamic_cast<const AggregatePredictor*>(&p.predictor());
   if (agg == nullptr || p.active_models().empty()) return std::nullopt;
   ExactSolver::Search s(p, *agg);
@@ -675,7 +789,7 @@ std::optional<BoundedSearch> bounded_search(const PlanProblem& p, const JointCon
   s.budget = node_budget;
   const bool plannable = std::none_of(p.active_models().begin(), p.active_models().end(),
                                       [&](std::size_t m) { return s.cands[m].empty(); });
-  if (plannable) s.run();
+  if (plannable) s.run_split(workers);
   BoundedSearch out;
   out.improved = s.best_utility > utility;
   out.best = std::move(s.best);

@@ -53,10 +53,13 @@ struct BoundedSearch {
 };
 
 /// @brief The exact solver's branch and bound over a mean-field (aggregate) predictor, started
-/// from a feasible `incumbent` of predicted `utility` and stopped after `node_budget` nodes;
-/// nullopt when the predictor is not an aggregate one. Deterministic.
+/// from a feasible `incumbent` of predicted `utility` and stopped after `node_budget` nodes (per
+/// worker); nullopt when the predictor is not an aggregate one. `workers` > 1: the split search
+/// the exact solver runs (the same plan; nodes and evaluations depend on the number of workers).
+/// Deterministic.
 std::optional<BoundedSearch> bounded_search(const PlanProblem& p, const JointConfig& incumbent,
-                                            double utility, std::uint64_t node_budget);
+                                            double utility, std::uint64_t node_budget,
+                                            int workers = 1);
 
 /// @brief The GA; `bounded_polish` false: without its final bounded branch and bound (the exact
 /// solver's own seed, which runs the full one after it).

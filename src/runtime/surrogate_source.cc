@@ -1,10 +1,13 @@
 #include "corun/runtime/surrogate_source.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <mutex>
+#include <thread>
 
 #include "corun/core/check.h"
 #include "corun/core/rng.h"
@@ -18,11 +21,17 @@ using surrogate::Target;
 using surrogate::kTargetCount;
 
 // Workspaces of concurrent callers: predict() is const and called from several solver threads,
-// so each call borrows one (allocated once, reused) instead of allocating per call.
+// so each call borrows one (allocated once, reused) instead of allocating per call. One slot per
+// workspace, each behind its own lock on its own cache line; a thread starts from the slot its id
+// hashes to, so that concurrent callers (the exact solver's workers) keep to their own slot and
+// its workspace (and the cells it remembers) without contending for one lock.
 struct SurrogatePredictor::Pool {
-  std::mutex mu;
-  std::vector<std::unique_ptr<CompiledSurrogate::Workspace>> free;
-  std::vector<float> unused;
+  struct alignas(64) Slot {
+    std::mutex mu;
+    std::unique_ptr<CompiledSurrogate::Workspace> ws;
+  };
+  static constexpr std::size_t kSlots = 8;
+  std::array<Slot, kSlots> slots;
 };
 
 namespace {
@@ -32,25 +41,27 @@ constexpr std::size_t kAggregateDims = 6;  // count, sm, bw, vram, power, occupa
 
 class Borrowed {
  public:
-  Borrowed(SurrogatePredictor::Pool& pool, const CompiledSurrogate& c) : pool_(pool) {
-    std::lock_guard lock(pool_.mu);
-    if (!pool_.free.empty()) {
-      ws_ = std::move(pool_.free.back());
-      pool_.free.pop_back();
+  Borrowed(SurrogatePredictor::Pool& pool, const CompiledSurrogate& c) {
+    using Pool = SurrogatePredictor::Pool;
+    const std::size_t home =
+        std::hash<std::thread::id>{}(std::this_thread::get_id()) % Pool::kSlots;
+    for (std::size_t i = 0; i < Pool::kSlots && slot_ == nullptr; ++i) {
+      Pool::Slot& s = pool.slots[(home + i) % Pool::kSlots];
+      if (s.mu.try_lock()) slot_ = &s;
     }
-    if (!ws_) ws_ = std::make_unique<CompiledSurrogate::Workspace>(c.make_workspace());
+    if (slot_ == nullptr) {  // more concurrent callers than slots: wait for the home slot
+      slot_ = &pool.slots[home];
+      slot_->mu.lock();
+    }
+    if (!slot_->ws) slot_->ws = std::make_unique<CompiledSurrogate::Workspace>(c.make_workspace());
   }
-  ~Borrowed() {
-    std::lock_guard lock(pool_.mu);
-    pool_.free.push_back(std::move(ws_));
-  }
+  ~Borrowed() { slot_->mu.unlock(); }
   Borrowed(const Borrowed&) = delete;
   Borrowed& operator=(const Borrowed&) = delete;
-  CompiledSurrogate::Workspace& operator*() { return *ws_; }
+  CompiledSurrogate::Workspace& operator*() { return *slot_->ws; }
 
  private:
-  SurrogatePredictor::Pool& pool_;
-  std::unique_ptr<CompiledSurrogate::Workspace> ws_;
+  SurrogatePredictor::Pool::Slot* slot_ = nullptr;
 };
 
 // Natural-unit targets of one model (NaN = does not apply or never ran alone) to Predicted.

@@ -185,6 +185,48 @@ TEST(Solvers, ExactMatchesExhaustiveFromTightToLooseSlas) {
   EXPECT_GE(feasible, 4);  // the sweep must exercise the bounds on feasible problems
 }
 
+// The exact solver splits its search over its threads (the subtrees below depth 1 dealt round
+// robin): from no incumbent, so that plans improve inside the tasks, the split finds the same
+// plan as the sequential search, whatever the number of workers, and a run with a given number
+// of workers spends exactly what another does (nothing depends on the timing).
+TEST(Solvers, ExactSplitSearchFindsTheSequentialPlanWithAnyWorkers) {
+  const Workload base = load("scale-n8.yaml");
+  int compared = 0;
+  for (const double scale : {0.7, 1.0, 1.5}) {
+    Workload w = base;
+    for (auto& m : w.models) {
+      for (auto* v : {&m.sla.latency_ms_p95, &m.sla.ttft_ms_p95, &m.sla.tpot_ms_p95}) {
+        if (v->has_value()) **v *= scale;
+      }
+    }
+    testing::SyntheticPredictor pred(w);
+    PlanProblem p(w, std::vector<bool>(w.models.size(), true), pred);
+    const double none = -std::numeric_limits<double>::infinity();
+    constexpr std::uint64_t kBudget = std::uint64_t{1} << 40;
+    const auto one = detail::bounded_search(p, {}, none, kBudget, 1);
+    ASSERT_TRUE(one.has_value() && one->finished);
+    if (!one->improved) continue;
+    ++compared;
+    for (const int workers : {2, 3}) {
+      const auto split = detail::bounded_search(p, {}, none, kBudget, workers);
+      ASSERT_TRUE(split.has_value() && split->finished);
+      EXPECT_EQ(split->best, one->best) << "scale " << scale << ", " << workers << " workers";
+      const auto again = detail::bounded_search(p, {}, none, kBudget, workers);
+      EXPECT_EQ(again->nodes, split->nodes) << "scale " << scale << ", " << workers << " workers";
+      EXPECT_EQ(again->evaluated, split->evaluated);
+    }
+    // The solver itself, one thread or two: the same plan.
+    auto exact = make_solver("exact");
+    ASSERT_TRUE(exact.ok());
+    auto a = (*exact)->solve(p, SolverOptions{1, 1, std::nullopt});
+    auto b = (*exact)->solve(p, SolverOptions{1, 2, std::nullopt});
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->config, b->config) << "scale " << scale;
+    EXPECT_TRUE(a->stats.proved_optimal && b->stats.proved_optimal);
+  }
+  EXPECT_GE(compared, 2);
+}
+
 // The GA ends with the exact solver's branch and bound cut after a few thousand nodes: where
 // that search finishes, the GA's plan is the optimum and it says so (before it never did).
 TEST(Solvers, GaProvesItsPlanWhereItsBoundedSearchFinishes) {
