@@ -19,9 +19,9 @@
 //     load axis, their typical mix and each pair of axes; those that cut are tried first), each
 //     a multiple-choice knapsack bounded by its LP relaxation.
 // The incumbent starts from the GA's answer. When the search finishes, the answer is optimal
-// under the predictor (stats.proved_optimal).
+// under the predictor (stats.proved_optimal). With more than one thread the subtrees below
+// depth 1 are split among them (run_split): the same plan, whatever the number of threads.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <limits>
 #include <map>
@@ -684,7 +684,8 @@ class ExactSolver final : public Solver {
       std::size_t depth = 0;
       std::size_t workers = 1;
       struct Task {
-        double utility = -std::numeric_limits<double>::infinity();  // improved the worker's to
+        // The worker's incumbent after the task, where the task improved it (else -inf).
+        double utility = -std::numeric_limits<double>::infinity();
         JointConfig best;
         std::uint64_t nodes = 0, evaluated = 0;
       };
