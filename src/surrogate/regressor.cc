@@ -1096,15 +1096,7 @@ void predict_trees(const GbdtModel& m, const PackedForest& packed, const float* 
       const auto root = static_cast<std::size_t>(m.tree_begin[t]);
       const std::size_t lane = (t - begin) % kSumLanes;
       for (std::size_t r = 0; r < n; ++r) {
-        const float* xr = x + r * ni;
-        std::size_t node = root;
-        while (m.feature[node] >= 0) {
-          const float v = xr[m.feature[node]];
-          // Branch-free: a NaN compares false and takes the default direction.
-          const bool go_left = goes_left(v, m.threshold[node], m.default_left[node] != 0);
-          node = static_cast<std::size_t>(go_left ? m.left[node] : m.right[node]);
-        }
-        lanes[r * kSumLanes + lane] += m.threshold[node];
+        lanes[r * kSumLanes + lane] += walk_tree(m, root, x + r * ni);
       }
     }
     for (std::size_t r = 0; r < n; ++r) {

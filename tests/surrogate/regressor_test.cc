@@ -262,6 +262,51 @@ TEST(Gbdt, PackedAndSpecialisedFormsPredictBitForBit) {
   EXPECT_FALSE(lin->specialize(row.data(), fixed).has_value());
 }
 
+// Trees deeper than PackedForest::kMaxDepth are walked unpacked, in the same summation order:
+// nine chains of twelve splits (more trees than summation lanes), bit for bit the flat walk.
+TEST(Gbdt, TreesTooDeepToPackPredictInTheSameOrder) {
+  nlohmann::json j = {{"kind", "gbdt"}, {"inputs", 1}, {"outputs", 1}, {"base_score", {0.5}}};
+  std::vector<int> tree_begin, feature, left, right, default_left;
+  std::vector<double> threshold;
+  constexpr int kTrees = 9, kSplits = 12;
+  for (int t = 0; t < kTrees; ++t) {
+    tree_begin.push_back(static_cast<int>(feature.size()));
+    auto leaf = [&](double v) {
+      feature.push_back(-1);
+      threshold.push_back(v);
+      left.push_back(-1);
+      right.push_back(-1);
+      default_left.push_back(0);
+    };
+    for (int d = 0; d < kSplits; ++d) {
+      // Node: x < d / 12 goes to a leaf; otherwise on down the chain (the last: another leaf).
+      const int at = static_cast<int>(feature.size());
+      feature.push_back(0);
+      threshold.push_back(static_cast<double>(d) / kSplits);
+      left.push_back(at + 1);
+      right.push_back(at + 2);
+      default_left.push_back(d % 2);
+      leaf(0.1 * (t + 1) + 0.01 * d);
+    }
+    leaf(-0.3 * (t + 1));
+  }
+  j["tree_begin"] = tree_begin;
+  j["output_tree_begin"] = {0, kTrees};
+  j["feature"] = feature;
+  j["threshold"] = threshold;
+  j["left"] = left;
+  j["right"] = right;
+  j["default_left"] = default_left;
+  auto reg = Regressor::from_json(j);
+  ASSERT_TRUE(reg.ok()) << reg.error().what();
+  RegressorScratch scratch;
+  for (const float x : {-1.0f, 0.0f, 0.3f, 0.55f, 0.99f, 2.0f, NAN}) {
+    float got = 0;
+    reg->predict(&x, 1, &got, scratch);
+    EXPECT_EQ(got, walk_flat(reg->gbdt(), &x).at(0)) << x;
+  }
+}
+
 // A forest fitted under monotone constraints, specialised, stays monotone along its free
 // inputs exactly (not only up to rounding): the exact solver's proof compares predictions at
 // different loads. Swept through every threshold of the free inputs, each step is checked.
