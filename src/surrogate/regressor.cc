@@ -834,7 +834,7 @@ std::optional<SpecializedForest> Regressor::specialize(const float* x,
   std::vector<std::vector<float>> steps(f.cut_inputs.size());
   std::vector<std::vector<float>> nan_value(f.cut_inputs.size());
   std::vector<std::vector<std::int32_t>> by_depth(PackedForest::kMaxDepth + 1);
-  std::vector<std::int32_t> tree_out;
+  std::vector<std::int32_t> tree_out(m.tree_begin.size(), 0);  // each tree's output
   std::vector<float> row(static_cast<std::size_t>(g.in), 0.0f);
   std::vector<std::int32_t> inputs;
   std::vector<float> thresholds;
@@ -881,7 +881,6 @@ std::optional<SpecializedForest> Regressor::specialize(const float* x,
       }
       const int d = tree_depth(g, root, PackedForest::kMaxDepth);
       by_depth[static_cast<std::size_t>(d)].push_back(static_cast<std::int32_t>(t));
-      tree_out.resize(std::max(tree_out.size(), t + 1), 0);
       tree_out[t] = static_cast<std::int32_t>(o);
     }
   }

@@ -630,20 +630,17 @@ std::size_t CompiledSurrogate::CellHash::operator()(const CellKey& k) const {
   return static_cast<std::size_t>(h ^ (h >> 29));
 }
 
-const CompiledSurrogate::CellCache::Value* CompiledSurrogate::CellCache::find(
-    const CellKey& k) const {
-  if (slots_.empty()) return nullptr;
-  const Entry& e = slots_[CellHash{}(k) & (kSlots - 1)];
-  return e.used && e.key == k ? &e.value : nullptr;
-}
-
-void CompiledSurrogate::CellCache::put(const CellKey& k, const Value& v) {
+CompiledSurrogate::CellCache::Value& CompiledSurrogate::CellCache::slot(const CellKey& k,
+                                                                        bool& hit) {
   if (slots_.empty()) slots_.resize(kSlots);
   Entry& e = slots_[CellHash{}(k) & (kSlots - 1)];
-  if (!e.used) ++filled_;
-  e.key = k;
-  e.value = v;
-  e.used = true;
+  hit = e.used && e.key == k;
+  if (!hit) {
+    if (!e.used) ++filled_;
+    e.key = k;
+    e.used = true;
+  }
+  return e.value;
 }
 
 CompiledSurrogate::Workspace CompiledSurrogate::make_workspace() const {
@@ -739,14 +736,10 @@ void CompiledSurrogate::predict_given(std::size_t m, std::size_t l, const Totals
         key.head = static_cast<std::uint32_t>(hi);
         key.local = static_cast<std::uint32_t>(l);
         f.cell(x, key.ranks.data());
-        if (const CellCache::Value* hit = ws.cells.find(key)) {
-          std::copy_n(hit->begin(), h.targets.size(), ws.z.begin());
-        } else {
-          f.predict(x, key.ranks.data(), ws.z.data());
-          CellCache::Value z{};
-          std::copy_n(ws.z.begin(), h.targets.size(), z.begin());
-          ws.cells.put(key, z);
-        }
+        bool hit = false;
+        CellCache::Value& remembered = ws.cells.slot(key, hit);
+        if (!hit) f.predict(x, key.ranks.data(), remembered.data());
+        std::copy_n(remembered.begin(), h.targets.size(), ws.z.begin());
       } else {
         f.predict(x, ws.z.data(), ws.scratch.ranks);
       }

@@ -153,7 +153,7 @@ struct SpecializedForest {
   std::vector<std::vector<float>> table;
   /// The trees of several inputs, by depth, walked on the row's cell (the ranks): per internal
   /// node, bits 0-15 its threshold's index among its input's cuts, 16-23 that input's index
-  /// among cut_inputs, 24 whether NaN goes left. A quarter of the bytes of a PackedForest's.
+  /// among cut_inputs, 24 whether NaN goes left: 4 bytes a node where a PackedForest has 9.
   struct RankGroup {
     int depth = 0;
     std::vector<std::uint32_t> node;

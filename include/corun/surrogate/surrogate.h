@@ -168,9 +168,9 @@ class CompiledSurrogate {
   class CellCache {
    public:
     using Value = std::array<float, kTargetCount>;
-    /// @brief The outputs remembered for `k`, or null.
-    [[nodiscard]] const Value* find(const CellKey& k) const;
-    void put(const CellKey& k, const Value& v);
+    /// @brief The slot of `k`: `hit` says whether it holds k's outputs; if not, it is k's now
+    /// (a cell there before is forgotten) and the caller writes them into it.
+    [[nodiscard]] Value& slot(const CellKey& k, bool& hit);
     /// @brief Cells remembered now.
     [[nodiscard]] std::size_t size() const { return filled_; }
     [[nodiscard]] bool empty() const { return filled_ == 0; }
