@@ -65,6 +65,21 @@ std::optional<BoundedSearch> bounded_search(const PlanProblem& p, const JointCon
 /// solver's own seed, which runs the full one after it).
 std::unique_ptr<Solver> make_ga_solver(bool bounded_polish);
 
+/// @brief Every bound of a search over a mean-field predictor predicts against a load shrunk by
+/// this relative slack: a search adds loads up in another order than the predictor does, and
+/// float rounding must not make a bound pessimistic (monotonicity makes a smaller load an
+/// optimistic one).
+inline constexpr float kBoundSlack = 1e-5f;
+
+/// @brief Per active model m and local configuration l, an upper bound of the utility model m
+/// can contribute in l to any feasible plan: its utility predicted against the least load the
+/// other active models can add (shrunk by kBoundSlack), -inf where l breaks its SLA even
+/// there. Empty rows for inactive models. nullopt unless the problem's predictor is an aggregate
+/// one; bounds only where it is monotone() (otherwise a guide: the exact solver's heuristic
+/// mode). `evaluated` counts the predictions.
+std::optional<std::vector<std::vector<double>>> utility_bounds(const PlanProblem& p,
+                                                               std::uint64_t* evaluated = nullptr);
+
 /// @brief Milliseconds since `start`.
 inline double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

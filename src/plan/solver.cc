@@ -1,6 +1,7 @@
 #include "corun/plan/solver.h"
 
 #include <algorithm>
+#include <limits>
 #include <thread>
 
 #include "corun/core/strings.h"
@@ -43,6 +44,40 @@ PlanResult evaluate_plan(const PlanProblem& problem, const JointConfig& config,
 }
 
 namespace detail {
+
+std::optional<std::vector<std::vector<double>>> utility_bounds(const PlanProblem& p,
+                                                               std::uint64_t* evaluated) {
+  const auto* agg = dynamic_cast<const AggregatePredictor*>(&p.predictor());
+  if (agg == nullptr) return std::nullopt;
+  const std::size_t dims = agg->aggregate_dims();
+  std::vector<std::vector<float>> least(p.models());  // [m][k]: m's least contribution
+  std::vector<float> c(dims);
+  for (auto m : p.active_models()) {
+    for (std::size_t l = 0; l < p.local_count(m); ++l) {
+      agg->contribution(m, static_cast<std::int32_t>(l), c);
+      if (l == 0) least[m] = c;
+      for (std::size_t k = 0; k < dims; ++k) least[m][k] = std::min(least[m][k], c[k]);
+    }
+  }
+  std::vector<std::vector<double>> ub(p.models());
+  std::vector<float> others(dims);
+  for (auto m : p.active_models()) {
+    std::fill(others.begin(), others.end(), 0.0f);
+    for (auto k : p.active_models()) {
+      if (k == m) continue;
+      for (std::size_t d = 0; d < dims; ++d) others[d] += least[k][d];
+    }
+    for (auto& o : others) o *= 1 - kBoundSlack;
+    ub[m].assign(p.local_count(m), -std::numeric_limits<double>::infinity());
+    for (std::size_t l = 0; l < p.local_count(m); ++l) {
+      const auto li = static_cast<std::int32_t>(l);
+      const Predicted q = agg->predict_given(m, li, others);
+      if (evaluated != nullptr) ++*evaluated;
+      if (p.excess(m, li, q) == 0) ub[m][l] = p.model_utility(m, li, q);
+    }
+  }
+  return ub;
+}
 
 Evaluator::Evaluator(const PlanProblem& p, std::size_t batch, int threads)
     : p_(&p), n_(p.models()), threads_(std::max(1, threads)), predicted_(batch * p.models()) {

@@ -5,6 +5,7 @@
 
 #include "../../src/plan/search.h"
 #include "corun/catalog/catalog.h"
+#include "corun/core/rng.h"
 #include "corun/plan/node.h"
 #include "corun/plan/solver.h"
 #include "synthetic.h"
@@ -17,6 +18,16 @@ Workload load(const std::string& name) {
                          Catalog::default_catalog());
   EXPECT_TRUE(w.ok()) << w.error().what();
   return std::move(w).value();
+}
+
+// The workload with every latency SLA (latency, TTFT, TPOT p95) multiplied by `scale`.
+Workload with_slas_scaled(Workload w, double scale) {
+  for (auto& m : w.models) {
+    for (auto* v : {&m.sla.latency_ms_p95, &m.sla.ttft_ms_p95, &m.sla.tpot_ms_p95}) {
+      if (v->has_value()) **v *= scale;
+    }
+  }
+  return w;
 }
 
 PlanResult solve(const std::string& solver, const PlanProblem& p, std::uint64_t seed = 1) {
@@ -156,12 +167,7 @@ TEST(Solvers, ExactMatchesExhaustiveFromTightToLooseSlas) {
   const Workload base = load("paper-n5.yaml");
   int feasible = 0;
   for (const double scale : {0.4, 0.55, 0.7, 0.85, 1.0, 1.3, 2.0}) {
-    Workload w = base;
-    for (auto& m : w.models) {
-      for (auto* v : {&m.sla.latency_ms_p95, &m.sla.ttft_ms_p95, &m.sla.tpot_ms_p95}) {
-        if (v->has_value()) **v *= scale;
-      }
-    }
+    const Workload w = with_slas_scaled(base, scale);
     testing::SyntheticPredictor pred(w);
     PlanProblem p(w, std::vector<bool>(5, true), pred);
     const PlanResult ex = solve("exhaustive", p);
@@ -193,12 +199,7 @@ TEST(Solvers, ExactSplitSearchFindsTheSequentialPlanWithAnyWorkers) {
   const Workload base = load("scale-n8.yaml");
   int compared = 0;
   for (const double scale : {0.7, 1.0, 1.5}) {
-    Workload w = base;
-    for (auto& m : w.models) {
-      for (auto* v : {&m.sla.latency_ms_p95, &m.sla.ttft_ms_p95, &m.sla.tpot_ms_p95}) {
-        if (v->has_value()) **v *= scale;
-      }
-    }
+    const Workload w = with_slas_scaled(base, scale);
     testing::SyntheticPredictor pred(w);
     PlanProblem p(w, std::vector<bool>(w.models.size(), true), pred);
     const double none = -std::numeric_limits<double>::infinity();
@@ -250,6 +251,69 @@ TEST(Solvers, GaProvesItsPlanWhereItsBoundedSearchFinishes) {
     EXPECT_NEAR(ga.utility, exact.utility, 1e-9 * exact.utility) << "seed " << seed;
     EXPECT_EQ(ga.stats.proved_optimal, ga.stats.nodes < 3000u) << "seed " << seed;
   }
+}
+
+// The same predictions without the mean-field structure: solvers see a plain Predictor.
+class OpaquePredictor final : public Predictor {
+ public:
+  explicit OpaquePredictor(const Predictor& p) : p_(p) {}
+  [[nodiscard]] std::size_t models() const override { return p_.models(); }
+  void predict(std::span<const std::int32_t> c, std::size_t rows,
+               std::span<Predicted> out) const override {
+    p_.predict(c, rows, out);
+  }
+
+ private:
+  const Predictor& p_;
+};
+
+// The GA's polish skips the moves whose utility bound cannot beat the plan it climbs from
+// (monotone mean-field predictors only). Skipping them must not change a single step: the plan
+// is the one the unpruned polish (the same predictions, seen through a plain Predictor) finds,
+// for fewer predictions.
+TEST(Solvers, GaPolishSkipsOnlyMovesItsBoundsRuleOut) {
+  const Workload base = load("scale-n12.yaml");
+  int compared = 0;
+  for (const double scale : {0.7, 1.0, 1.5}) {
+    const Workload w = with_slas_scaled(base, scale);
+    testing::SyntheticPredictor pred(w);
+    ASSERT_TRUE(pred.monotone());
+    const OpaquePredictor opaque(pred);
+    PlanProblem bounded(w, std::vector<bool>(w.models.size(), true), pred);
+    PlanProblem plain(w, std::vector<bool>(w.models.size(), true), opaque);
+    const auto ub = detail::utility_bounds(bounded);
+    ASSERT_TRUE(ub.has_value());
+    ASSERT_FALSE(detail::utility_bounds(plain).has_value());
+    // What the pruning rests on: in every plan, a model that meets its SLA contributes no more
+    // than its bound (random plans, most of them loaded well above the least).
+    Rng rng(7);
+    JointConfig c(w.models.size());
+    std::vector<Predicted> q(w.models.size());
+    int checked = 0, above = 0;
+    for (int trial = 0; trial < 2000; ++trial) {
+      for (std::size_t m = 0; m < c.size(); ++m) {
+        c[m] = static_cast<std::int32_t>(rng.below(bounded.local_count(m)));
+      }
+      pred.predict(c, 1, q);
+      for (std::size_t m = 0; m < c.size(); ++m) {
+        if (bounded.excess(m, c[m], q[m]) > 0) continue;
+        ++checked;
+        above += bounded.model_utility(m, c[m], q[m]) > (*ub)[m][static_cast<std::size_t>(c[m])];
+      }
+    }
+    EXPECT_GT(checked, 1000) << "scale " << scale;
+    EXPECT_EQ(above, 0) << "scale " << scale << ": utilities above their bound";
+    for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+      const PlanResult a = solve("ga", bounded, seed);
+      const PlanResult b = solve("ga", plain, seed);
+      EXPECT_EQ(a.config, b.config) << "scale " << scale << ", seed " << seed;
+      EXPECT_EQ(a.utility, b.utility) << "scale " << scale << ", seed " << seed;
+      if (!a.feasible) continue;
+      ++compared;
+      EXPECT_LT(a.stats.evaluated, b.stats.evaluated) << "scale " << scale << ", seed " << seed;
+    }
+  }
+  EXPECT_GE(compared, 4);
 }
 
 TEST(Solvers, ExhaustiveRefusesASpaceBeyondTwoToThe64) {
