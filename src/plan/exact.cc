@@ -80,6 +80,7 @@ class ExactSolver final : public Solver {
   struct Search {
     const PlanProblem& p;
     const AggregatePredictor& agg;
+    const bool monotone;  // agg.monotone(): whether bears() may answer from its memo
     std::size_t dims;
     std::vector<std::size_t> order;                  // active models, branching order
     std::vector<std::vector<std::vector<float>>> c;  // contribution [m][l][k]
@@ -132,7 +133,7 @@ class ExactSolver final : public Solver {
                double* value = nullptr) {
       const auto lu = static_cast<std::size_t>(l);
       Memo& e = memo[m][lu];
-      if (agg.monotone()) {
+      if (monotone) {
         for (std::size_t s = 0; s < e.n_ok; ++s) {
           if (value != nullptr && (e.at_ub >> s & 1) == 0) continue;
           const float* x = &e.ok[s * dims];
@@ -172,7 +173,7 @@ class ExactSolver final : public Solver {
     }
 
     Search(const PlanProblem& problem, const AggregatePredictor& a)
-        : p(problem), agg(a), dims(a.aggregate_dims()) {
+        : p(problem), agg(a), monotone(a.monotone()), dims(a.aggregate_dims()) {
       const std::size_t n = p.models();
       c.resize(n);
       cmin.assign(n, std::vector<float>(dims, 0));

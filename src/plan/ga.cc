@@ -221,8 +221,9 @@ class GaSolver final : public Solver {
         return (*bound)[m][static_cast<std::size_t>(l)] -
                (*bound)[m][static_cast<std::size_t>(best[m])];
       };
-      auto add = [&](const JointConfig& c, double moved_bound) {
-        if (prune && !(moved_bound >= floor)) return;
+      // Whether a move whose bounds add up to `moved` could beat best_fit.
+      auto may_win = [&](double moved) { return !prune || moved >= floor; };
+      auto add = [&](const JointConfig& c) {
         flat.insert(flat.end(), c.begin(), c.end());
         moves.push_back(c);
       };
@@ -234,17 +235,16 @@ class GaSolver final : public Solver {
           c[ma] = la;
           const double with_a = prune ? base + gain(ma, la) : 0;
           if (!pairs) {
-            add(c, with_a);
+            if (may_win(with_a)) add(c);
             continue;
           }
           for (std::size_t b = a + 1; b < act.size(); ++b) {
             const std::size_t mb = act[b];
             for (std::int32_t lb = 0; lb < static_cast<std::int32_t>(p.local_count(mb)); ++lb) {
-              if (lb == best[mb]) continue;
-              if (prune && !(with_a + gain(mb, lb) >= floor)) continue;
+              if (lb == best[mb] || !may_win(prune ? with_a + gain(mb, lb) : 0)) continue;
               JointConfig d = c;
               d[mb] = lb;
-              add(d, prune ? with_a + gain(mb, lb) : 0);
+              add(d);
             }
           }
         }
