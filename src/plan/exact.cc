@@ -80,7 +80,9 @@ class ExactSolver final : public Solver {
   struct Search {
     const PlanProblem& p;
     const AggregatePredictor& agg;
-    const bool monotone;  // agg.monotone(): whether bears() may answer from its memo
+    // Whether bears() may answer from its memo: a monotone predictor's (and not in the memo's
+    // reference search, detail::bounded_search(..., recall = false)).
+    bool recall;
     std::size_t dims;
     std::vector<std::size_t> order;                  // active models, branching order
     std::vector<std::vector<std::vector<float>>> c;  // contribution [m][l][k]
@@ -133,7 +135,7 @@ class ExactSolver final : public Solver {
                double* value = nullptr) {
       const auto lu = static_cast<std::size_t>(l);
       Memo& e = memo[m][lu];
-      if (monotone) {
+      if (recall) {
         for (std::size_t s = 0; s < e.n_ok; ++s) {
           if (value != nullptr && (e.at_ub >> s & 1) == 0) continue;
           const float* x = &e.ok[s * dims];
@@ -173,7 +175,7 @@ class ExactSolver final : public Solver {
     }
 
     Search(const PlanProblem& problem, const AggregatePredictor& a)
-        : p(problem), agg(a), monotone(a.monotone()), dims(a.aggregate_dims()) {
+        : p(problem), agg(a), recall(a.monotone()), dims(a.aggregate_dims()) {
       const std::size_t n = p.models();
       c.resize(n);
       cmin.assign(n, std::vector<float>(dims, 0));
@@ -833,14 +835,15 @@ class ExactSolver final : public Solver {
 namespace detail {
 
 std::optional<BoundedSearch> bounded_search(const PlanProblem& p, const JointConfig& incumbent,
-                                            double utility, std::uint64_t node_budget,
-                                            int workers) {
+                                            double utility, std::uint64_t node_budget, int workers,
+                                            bool recall) {
   const auto* agg = dynamic_cast<const AggregatePredictor*>(&p.predictor());
   if (agg == nullptr || p.active_models().empty()) return std::nullopt;
   ExactSolver::Search s(p, *agg);
   s.best = incumbent;
   s.best_utility = utility;
   s.budget = node_budget;
+  s.recall = s.recall && recall;
   const bool plannable = std::none_of(p.active_models().begin(), p.active_models().end(),
                                       [&](std::size_t m) { return s.cands[m].empty(); });
   if (plannable) s.run_split(workers);

@@ -56,10 +56,12 @@ struct BoundedSearch {
 /// from a feasible `incumbent` of predicted `utility` and stopped after `node_budget` nodes (per
 /// worker); nullopt when the predictor is not an aggregate one. `workers` > 1: the split search
 /// the exact solver runs (the same plan; nodes and evaluations depend on the number of workers).
+/// `recall` false: every feasibility check is predicted, none answered from the memo of loads
+/// borne and refused (the same search, for more predictions: the memo's reference).
 /// Deterministic.
 std::optional<BoundedSearch> bounded_search(const PlanProblem& p, const JointConfig& incumbent,
                                             double utility, std::uint64_t node_budget,
-                                            int workers = 1);
+                                            int workers = 1, bool recall = true);
 
 /// @brief The GA; `bounded_polish` false: without its final bounded branch and bound (the exact
 /// solver's own seed, which runs the full one after it).
