@@ -12,13 +12,16 @@
 #include "corun/core/strings.h"
 #include "corun/plan/objective.h"
 #include "corun/runtime/corrected_predictor.h"
+#include "shed_evidence.h"
 
 namespace corun {
 
 namespace {
 
 // Admission control's ceiling (AIMD, as TCP's congestion window, halved on a loss): a shed
-// model that breaches as measured at share f admits at most kShareBackoff x f from then on;
+// model that breaches as measured at share f, or measures there what the planner's own test
+// would refuse (the measured value times 1 + its margin above the SLA), admits at most
+// kShareBackoff x f from then on, even where a later search would hold all of its demand;
 // after kShareCleanWindows windows that held, the ceiling climbs back by kShareStep, up to
 // kShareRetry x the smallest share that breached: climbing back to a share that breached would
 // breach again. A demand, context or SLA change lifts it. The prediction alone would admit the
@@ -28,6 +31,12 @@ constexpr double kShareBackoff = 0.5;
 constexpr double kShareStep = 1.0 / 32;
 constexpr int kShareCleanWindows = 3;
 constexpr double kShareRetry = 0.9;
+
+// Measured evidence against an admission (detail::refuted): near its capacity a model's latency
+// turns too steeply with its own load for a correction learned at one share to carry to
+// another, so a shed model's recent windows are checked against each share the search admits.
+// The last kShedWindows windows of each model count.
+constexpr std::size_t kShedWindows = 16;
 
 // Weight of one observation in the moving average of a model's absolute prediction error.
 constexpr double kErrorAverageWeight = 0.1;
@@ -94,10 +103,15 @@ struct Controller::Learners {
 
   bool probe_due = false;  // paused: the next decision runs it at the smallest share
   bool probing = false;    // the plan in force runs it as a probe
+  // Its recent windows at a share below 1 (kShedWindows): see refuted().
+  std::deque<detail::ShedWindow> shed_windows;
 
-  // Its demand, context or SLA changed, or the GPU became faster: what breached before says
-  // nothing of it now.
-  void lift_share_cap() { share_cap = share_bad = 1; }
+  // Its demand, context or SLA changed, or the GPU became faster: what breached or was measured
+  // before says nothing of it now.
+  void lift_share_cap() {
+    share_cap = share_bad = 1;
+    shed_windows.clear();
+  }
 
   // The model's operating point moved: see TargetLearner::reopen.
   void reopen() {
@@ -359,9 +373,8 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   if (!first) return first.error();
   if (!*first) return std::optional<Decision>();
   std::optional<Attempt> chosen = std::move(**first);
-  const auto& given_up = chosen->decision.best_effort;
-  const bool gave_up = std::find(given_up.begin(), given_up.end(), true) != given_up.end();
-  if (options_.shed && gave_up) {
+  // shed() also holds models whose share ceiling is below 1 to it when the search held them.
+  if (options_.shed) {
     auto shed_attempt = shed(w, std::move(*chosen), generation, id, reason, &measure_ms);
     if (!shed_attempt) return shed_attempt.error();
     if (!*shed_attempt) return std::optional<Decision>();
@@ -486,12 +499,26 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
                                                             const std::string& reason,
                                                             double* measure_ms) {
   const std::size_t n = w.models.size();
-  std::vector<std::size_t> order;
-  for (std::size_t m = 0; m < n; ++m) {
-    if (m < first.decision.best_effort.size() && first.decision.best_effort[m] &&
-        sheddable(w.models[m])) {
-      order.push_back(m);
+  std::vector<double> caps(n, 1.0);
+  std::vector<double> bad(n, 1.0);
+  std::vector<bool> probe(n, false);
+  std::vector<std::deque<detail::ShedWindow>> evidence(n);
+  {
+    MutexLock lock(mutex_);
+    if (generation != generation_) return std::optional<Attempt>();
+    for (std::size_t m = 0; m < n && m < learners_.size(); ++m) {
+      caps[m] = learners_[m]->share_cap;
+      bad[m] = learners_[m]->share_bad;
+      probe[m] = learners_[m]->probe_due;
+      evidence[m] = learners_[m]->shed_windows;
     }
+  }
+  // The models given up, and those the search held whose ceiling is below 1: a share that
+  // measured beyond its SLA is not admitted again, whatever the prediction at all of the demand.
+  std::vector<std::size_t> order;
+  for (std::size_t m = 0; m < n && m < first.decision.best_effort.size(); ++m) {
+    if (!sheddable(w.models[m]) || first.decision.config[m] == kAbsent) continue;
+    if (first.decision.best_effort[m] || caps[m] < 1) order.push_back(m);
   }
   if (order.empty()) return std::optional<Attempt>(std::move(first));
   // Heaviest first: the models the objective values most keep the most of their demand.
@@ -499,23 +526,31 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
     return w.models[a].weight > w.models[b].weight;
   });
   const std::vector<Infeasibility> why = first.decision.infeasible;
-  std::vector<double> caps(n, 1.0);
-  std::vector<bool> probe(n, false);
-  {
-    MutexLock lock(mutex_);
-    if (generation != generation_) return std::optional<Attempt>();
-    for (std::size_t m = 0; m < n && m < learners_.size(); ++m) {
-      caps[m] = learners_[m]->share_cap;
-      probe[m] = learners_[m]->probe_due;
+  // Whether candidate `d` admits `share` of model m's demand against what m measured before.
+  auto contradicted = [&](std::size_t m, double share, const Attempt& a) {
+    const Decision& d = a.decision;
+    if (evidence[m].empty() || d.config[m] == kAbsent || m >= d.margins.size() || !a.table) {
+      return false;
     }
-  }
+    const LoadTable& loads = a.table->loads;
+    double u = 0;
+    for (std::size_t j = 0; j < d.config.size() && j < loads.size(); ++j) {
+      if (j == m || d.config[j] == kAbsent) continue;
+      const auto l = static_cast<std::size_t>(d.config[j]);
+      if (l < loads[j].size()) u += loads[j][l];
+    }
+    return detail::refuted(w.models[m], evidence[m], d.config[m], share, u, d.margins[m]);
+  };
   std::vector<bool> probed(n, false);
   std::vector<double> admitted(n, 1.0);
   Workload runs = w;
   Attempt chosen = std::move(first);
-  for (const std::size_t m : order) {
+  std::vector<bool> queued(n, false);
+  for (const std::size_t m : order) queued[m] = true;
+  for (std::size_t next = 0; next < order.size(); ++next) {
+    const std::size_t m = order[next];
     // An earlier model's refusals may have let it hold.
-    if (!chosen.decision.best_effort[m]) continue;
+    if (!chosen.decision.best_effort[m] && caps[m] >= 1) continue;
     double lo = 0;
     double hi = 1;
     std::optional<Attempt> best;
@@ -531,7 +566,8 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
                        nullptr, false);
       if (!a) return a.error().wrap("admitting part of " + w.models[m].name + "'s demand");
       if (!*a) return std::optional<Attempt>();
-      if (holds_admitted(runs.models[m], share, (*a)->decision, m)) {
+      if (holds_admitted(runs.models[m], share, (*a)->decision, m) &&
+          !contradicted(m, share, **a)) {
         lo = share;
         best = std::move(**a);
         if (k < 0) break;  // the ceiling holds: nothing above it is admitted
@@ -564,6 +600,19 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
       if (!*a) return std::optional<Attempt>();
       chosen = std::move(**a);
     }
+    // The plan that admits this share may leave another model best effort that the first
+    // search held: it is shed in turn, rather than run with all of its demand unheld.
+    std::vector<std::size_t> pushed_out;
+    for (std::size_t j = 0; j < n && j < chosen.decision.best_effort.size(); ++j) {
+      if (!queued[j] && chosen.decision.best_effort[j] && sheddable(w.models[j])) {
+        pushed_out.push_back(j);
+        queued[j] = true;
+      }
+    }
+    std::stable_sort(pushed_out.begin(), pushed_out.end(), [&](std::size_t a, std::size_t b) {
+      return w.models[a].weight > w.models[b].weight;
+    });
+    order.insert(order.end(), pushed_out.begin(), pushed_out.end());
   }
   Decision& d = chosen.decision;
   // Utility counts against what was asked for: the refused share earns nothing.
@@ -582,7 +631,25 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
     }
   }
   for (const auto& i : d.infeasible) {
-    if (admitted[i.model] >= 1) merged.push_back(i);
+    const bool known = std::any_of(why.begin(), why.end(),
+                                   [&](const Infeasibility& k) { return k.model == i.model; });
+    if (admitted[i.model] >= 1) {
+      merged.push_back(i);
+    } else if (!known) {  // pushed out by another model's admitted share
+      merged.push_back(i);
+      merged.back().admitted = admitted[i.model];
+    }
+  }
+  for (std::size_t m = 0; m < n; ++m) {
+    const auto listed = [&](const Infeasibility& i) { return i.model == m; };
+    if (admitted[m] >= 1 || d.config[m] == kAbsent || m >= d.margins.size() ||
+        std::any_of(merged.begin(), merged.end(), listed)) {
+      continue;
+    }
+    // Held as predicted, but below its ceiling.
+    merged.push_back(
+        measured_ceiling(w.models[m], m, d.config[m], d.predicted[m], d.margins[m], bad[m]));
+    merged.back().admitted = admitted[m];
   }
   std::stable_sort(
       merged.begin(), merged.end(),
@@ -782,6 +849,10 @@ void Controller::learn_locked(std::size_t m, const LearningSample& s) {
     l.last_error = s.error;
     l.abs_error += kErrorAverageWeight * (std::abs(s.error) - l.abs_error);
   }
+  if (s.share > 0 && s.share < 1 && std::isfinite(s.others_load)) {
+    l.shed_windows.push_back({s.local, s.share, s.others_load, detail::as_predicted(s.measured)});
+    if (l.shed_windows.size() > kShedWindows) l.shed_windows.pop_front();
+  }
 }
 
 ObservationResult Controller::observe(std::span<const ModelObservation> obs, std::int64_t plan_id,
@@ -828,6 +899,12 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
   auto hint_for = [&](std::size_t m) {
     using Hint = TargetLearner::ChangeHint;
     if (changed[m] == 0 || reporting < 2) return Hint::kUnknown;
+    // A model's first window has no shared error to tell its configuration's apart from.
+    if (learners_[m]
+            ->target[static_cast<std::size_t>(primary_target(workload_.models[m]))]
+            .observations() == 0) {
+      return Hint::kUnknown;
+    }
     const int together = changed[m] > 0 ? up : down;
     return together >= 2 && 2 * together >= reporting ? Hint::kShared : Hint::kConfig;
   };
@@ -846,6 +923,8 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     s.hint = hint_for(m);
     s.reopen = std::exchange(learners_[m]->reopened, false);
     s.breach = breaches(spec, o);
+    s.share = m < d.admitted.size() ? d.admitted[m] : 1.0;
+    s.measured = o.measured;
     for (Target t : surrogate::kAllTargets) {
       const std::size_t k = static_cast<std::size_t>(t);
       s.log_ratio[k] = log_ratio(o.measured[k], field(d.base[m], t));
@@ -870,12 +949,17 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     learn_locked(m, s);
     if (m < d.admitted.size() && d.admitted[m] > 0 && d.admitted[m] < 1) {
       Learners& l = *learners_[m];
-      if (std::exchange(l.probing, false) && !r.replan) {
+      const bool probed_window = std::exchange(l.probing, false);
+      if (probed_window && !r.replan) {
         // One window: what it measured decides what runs next.
         r.replan = true;
         r.reason = "probe " + spec.name;
       }
-      if (s.breach) {
+      // A window admitted on the planner's test (a probe was not) that measured what the test
+      // would refuse counts as a breach: the prediction that admitted the share is refuted.
+      const bool refused = !probed_window && m < d.margins.size() &&
+                           sla_excess(spec, detail::as_predicted(o.measured), d.margins[m]) > 0;
+      if (s.breach || refused) {
         l.share_bad = std::min(l.share_bad, d.admitted[m]);
         l.share_cap = std::min(l.share_cap, d.admitted[m]) * kShareBackoff;
         l.share_clean = 0;
@@ -1026,16 +1110,23 @@ void Controller::continue_after(std::int64_t last) {
 nlohmann::json to_json(const LearningSample& s) {
   nlohmann::json y = nlohmann::json::array();
   for (double v : s.log_ratio) y.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json());
+  nlohmann::json measured = nlohmann::json::array();
+  for (double v : s.measured) {
+    measured.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json());
+  }
   return {{"model", s.model},
           {"key", s.model_key},
           {"local", s.local},
-          {"others_load", std::isfinite(s.others_load) ? nlohmann::json(s.others_load) : nlohmann::json()},
+          {"others_load",
+           std::isfinite(s.others_load) ? nlohmann::json(s.others_load) : nlohmann::json()},
           {"hint", static_cast<int>(s.hint)},
           {"log_ratio", y},
           {"under_prediction", s.under_prediction},
           {"breach", s.breach},
           {"error", std::isfinite(s.error) ? nlohmann::json(s.error) : nlohmann::json()},
-          {"reopen", s.reopen}};
+          {"reopen", s.reopen},
+          {"share", s.share},
+          {"measured", measured}};
 }
 
 Result<LearningSample> learning_sample_from_json(const nlohmann::json& j) {
@@ -1060,6 +1151,20 @@ Result<LearningSample> learning_sample_from_json(const nlohmann::json& j) {
     s.breach = j.at("breach").get<bool>();
     s.error = j.at("error").is_number() ? j.at("error").get<double>() : NAN;
     s.reopen = j.value("reopen", false);  // absent in state stored before it existed
+    // Absent in state stored before they existed: served whole, nothing measured.
+    s.share = json_number_or(j, "share", 1.0);
+    if (!(s.share >= 0 && s.share <= 1)) return Error("share: expected a number in [0, 1]");
+    if (j.contains("measured")) {
+      const auto& v = j.at("measured");
+      if (!v.is_array() || v.size() != kTargetCount) return Error("measured: expected 4 values");
+      for (std::size_t k = 0; k < kTargetCount; ++k) {
+        if (v[k].is_null()) continue;
+        if (!v[k].is_number() || !(v[k].get<double>() >= 0)) {
+          return Error("measured[" + std::to_string(k) + "]: expected a number >= 0 or null");
+        }
+        s.measured[k] = v[k].get<double>();
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     return Error(std::string("malformed learning sample: ") + e.what());
   }

@@ -230,8 +230,43 @@ struct PinnedView {
 
 }  // namespace
 
+Infeasibility measured_ceiling(const ModelSpec& spec, std::size_t m, std::int32_t config,
+                               const Predicted& predicted, const Margin& margin,
+                               double measured_share) {
+  Infeasibility why;
+  why.model = m;
+  why.name = spec.name;
+  why.alone = false;
+  why.best_config = spec.describe(static_cast<std::size_t>(config));
+  why.measured_share = measured_share;
+  double worst = -std::numeric_limits<double>::infinity();
+  for (const Key& k : keys(spec)) {
+    if (!k.lower_is_better) continue;  // a sheddable model has no throughput floor
+    const double mk = k.name == "ttft_ms_p95"   ? margin.ttft
+                      : k.name == "tpot_ms_p95" ? margin.tpot
+                                                : margin.latency;
+    const double e = k.value(predicted) * (1 + mk) / k.limit;
+    if (e > worst) {
+      worst = e;
+      why.sla_key = k.name;
+      why.limit = k.limit;
+      why.best = k.value(predicted);
+      why.best_margin = mk;
+    }
+  }
+  return why;
+}
+
 std::string Infeasibility::message() const {
   const std::string unit = sla_key == "min_throughput" ? "" : " ms";
+  if (measured_share > 0) {
+    return name + ": " + sla_key + " " + format_number(limit) + " was not held at " +
+           format_number(std::round(100 * measured_share)) +
+           " % of its demand as measured (beyond its limit at the planned margin); the " +
+           format_quantity(best) + unit + " predicted at " + best_config +
+           " for all of it is not trusted until its demand changes or the GPU becomes faster" +
+           admission();
+  }
   std::string planned;
   if (best_margin > 0.005) {
     const double bound = sla_key == "min_throughput" ? best / (1 + best_margin)

@@ -112,6 +112,11 @@ struct LearningSample {
   /// The model's demand or context changed before this window: its learners were reopened
   /// (TargetLearner::reopen) first, and a replay does the same.
   bool reopen = false;
+  /// The admitted share of its demand in that window (below 1: shed, docs/scheduler.md).
+  double share = 1;
+  /// What was measured, by Target (NaN: not observed): a shed model's windows are the evidence
+  /// its later admissions are checked against.
+  std::array<double, kTargetCount> measured{NAN, NAN, NAN, NAN};
 };
 
 /// @brief The JSON form of a learning sample (serve's stored state).

@@ -30,6 +30,10 @@ struct Infeasibility {
   /// The share of its demand the plan admits instead (ControllerOptions::shed): 1 = all of it,
   /// best effort; 0 = paused.
   double admitted = 1;
+  /// Above 0: the SLA holds as predicted, but a share this large of the model's demand measured
+  /// above its limit at the planned margin (Controller's share ceiling), so the prediction is
+  /// not trusted for all of it; `best` is that prediction.
+  double measured_share = 0;
 
   /// @brief "chat: ttft_ms_p95 1500 cannot be met: best 9,900 ms (11,880 ms at its planned
   /// margin of 20 %) at precision=awq,...; CAUSE".
@@ -38,6 +42,13 @@ struct Infeasibility {
   /// when it admits all of its demand.
   [[nodiscard]] std::string admission() const;
 };
+
+/// @brief Why model `m` of `spec`, held as predicted in configuration `config`, still admits
+/// only part of its demand: a share `measured_share` of it measured above its limit at the
+/// planned margin. The key is the one closest to its limit under `predicted` and `margin`.
+Infeasibility measured_ceiling(const ModelSpec& spec, std::size_t m, std::int32_t config,
+                               const Predicted& predicted, const Margin& margin,
+                               double measured_share);
 
 /// @brief A plan under the degradation rule, and why it was needed.
 struct DegradedPlan {
