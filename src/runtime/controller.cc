@@ -896,15 +896,16 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
       if (changed[o.model] < 0) ++down_whole;
     }
   }
+  // A model's first window has no shared error to tell its configuration's apart from.
+  std::vector<bool> first_window(n, false);
+  for (std::size_t m = 0; m < n; ++m) {
+    const TargetLearner& t =
+        learners_[m]->target[static_cast<std::size_t>(primary_target(workload_.models[m]))];
+    first_window[m] = t.observations() == 0;
+  }
   auto hint_for = [&](std::size_t m) {
     using Hint = TargetLearner::ChangeHint;
-    if (changed[m] == 0 || reporting < 2) return Hint::kUnknown;
-    // A model's first window has no shared error to tell its configuration's apart from.
-    if (learners_[m]
-            ->target[static_cast<std::size_t>(primary_target(workload_.models[m]))]
-            .observations() == 0) {
-      return Hint::kUnknown;
-    }
+    if (changed[m] == 0 || reporting < 2 || first_window[m]) return Hint::kUnknown;
     const int together = changed[m] > 0 ? up : down;
     return together >= 2 && 2 * together >= reporting ? Hint::kShared : Hint::kConfig;
   };
