@@ -522,9 +522,10 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
   }
   if (order.empty()) return std::optional<Attempt>(std::move(first));
   // Heaviest first: the models the objective values most keep the most of their demand.
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+  const auto heaviest_first = [&](std::size_t a, std::size_t b) {
     return w.models[a].weight > w.models[b].weight;
-  });
+  };
+  std::stable_sort(order.begin(), order.end(), heaviest_first);
   const std::vector<Infeasibility> why = first.decision.infeasible;
   // Whether candidate `d` admits `share` of model m's demand against what m measured before.
   auto contradicted = [&](std::size_t m, double share, const Attempt& a) {
@@ -532,12 +533,9 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
     if (evidence[m].empty() || d.config[m] == kAbsent || m >= d.margins.size() || !a.table) {
       return false;
     }
-    const LoadTable& loads = a.table->loads;
     double u = 0;
-    for (std::size_t j = 0; j < d.config.size() && j < loads.size(); ++j) {
-      if (j == m || d.config[j] == kAbsent) continue;
-      const auto l = static_cast<std::size_t>(d.config[j]);
-      if (l < loads[j].size()) u += loads[j][l];
+    for (std::size_t j = 0; j < d.config.size(); ++j) {
+      if (j != m) u += a.table->load(j, d.config[j]);  // an absent model's is 0
     }
     return detail::refuted(w.models[m], evidence[m], d.config[m], share, u, d.margins[m]);
   };
@@ -609,9 +607,7 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
         queued[j] = true;
       }
     }
-    std::stable_sort(pushed_out.begin(), pushed_out.end(), [&](std::size_t a, std::size_t b) {
-      return w.models[a].weight > w.models[b].weight;
-    });
+    std::stable_sort(pushed_out.begin(), pushed_out.end(), heaviest_first);
     order.insert(order.end(), pushed_out.begin(), pushed_out.end());
   }
   Decision& d = chosen.decision;

@@ -83,6 +83,13 @@ std::vector<Key> keys(const ModelSpec& m) {
   return out;
 }
 
+// The margin a plan holds `k` to (a throughput floor is held with the latency margin).
+double margin_of(const Key& k, const Margin& margin) {
+  return k.name == "ttft_ms_p95"   ? margin.ttft
+         : k.name == "tpot_ms_p95" ? margin.tpot
+                                   : margin.latency;
+}
+
 // The demand a configuration serves, in the unit the demand is written in.
 struct Served {
   double offered = 0;
@@ -151,16 +158,11 @@ Infeasibility explain(const PlanProblem& p, std::size_t m, const std::vector<Pre
   // The key violated most at the closest configuration.
   const auto ks = keys(spec);
   double worst = -1;
-  auto margin_of = [&](const Key& k, std::size_t l) {
-    const Margin& margin = p.margin(m, static_cast<std::int32_t>(l));
-    return k.name == "ttft_ms_p95"   ? margin.ttft
-           : k.name == "tpot_ms_p95" ? margin.tpot
-                                     : margin.latency;
-  };
+
   // How far configuration l is from the key's limit at its planned margin (> 0: beyond it).
   auto excess = [&](const Key& k, std::size_t l) {
     const double v = k.value(preds[l]);
-    const double mk = margin_of(k, l);
+    const double mk = margin_of(k, p.margin(m, static_cast<std::int32_t>(l)));
     return k.lower_is_better ? v * (1 + mk) / k.limit - 1 : 1 - v / ((1 + mk) * k.limit);
   };
   for (const auto& k : ks) {
@@ -175,7 +177,7 @@ Infeasibility explain(const PlanProblem& p, std::size_t m, const std::vector<Pre
         if (excess(k, l) < excess(k, at)) at = l;
       }
       why.best = k.value(preds[at]);
-      why.best_margin = margin_of(k, at);
+      why.best_margin = margin_of(k, p.margin(m, static_cast<std::int32_t>(at)));
       why.best_config = spec.describe(at);
     }
   }
@@ -242,9 +244,7 @@ Infeasibility measured_ceiling(const ModelSpec& spec, std::size_t m, std::int32_
   double worst = -std::numeric_limits<double>::infinity();
   for (const Key& k : keys(spec)) {
     if (!k.lower_is_better) continue;  // a sheddable model has no throughput floor
-    const double mk = k.name == "ttft_ms_p95"   ? margin.ttft
-                      : k.name == "tpot_ms_p95" ? margin.tpot
-                                                : margin.latency;
+    const double mk = margin_of(k, margin);
     const double e = k.value(predicted) * (1 + mk) / k.limit;
     if (e > worst) {
       worst = e;

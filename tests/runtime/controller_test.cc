@@ -10,6 +10,7 @@
 #include "corun/runtime/online_run.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/testbed/sim.h"
+#include "scaled_latencies.h"
 
 namespace corun {
 namespace {
@@ -22,8 +23,8 @@ class SimSource final : public PredictorSource {
   [[nodiscard]] std::string describe() const override { return "scaled simulator"; }
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override {
     current_ = std::make_unique<Workload>(current);
-    return std::unique_ptr<Predictor>(
-        std::make_unique<Scaled>(*current_, *t_, optimism_).release());
+    return std::unique_ptr<Predictor>(std::make_unique<testing::ScaledLatencies>(
+        std::make_unique<TestbedPredictor>(*current_, *t_, 10, 99), optimism_));
   }
   std::vector<double> margins(const Workload& current) override {
     return std::vector<double>(current.models.size(), 0.05);
@@ -40,24 +41,6 @@ class SimSource final : public PredictorSource {
   }
 
  private:
-  class Scaled final : public Predictor {
-   public:
-    Scaled(const Workload& w, const Testbed& t, double k) : inner_(w, t, 10, 99), k_(k) {}
-    [[nodiscard]] std::size_t models() const override { return inner_.models(); }
-    void predict(std::span<const std::int32_t> c, std::size_t rows,
-                 std::span<Predicted> out) const override {
-      inner_.predict(c, rows, out);
-      for (auto& p : out.first(rows * models())) {
-        p.latency_ms_p95 *= static_cast<float>(k_);
-        p.ttft_ms_p95 *= static_cast<float>(k_);
-        p.tpot_ms_p95 *= static_cast<float>(k_);
-      }
-    }
-
-   private:
-    TestbedPredictor inner_;
-    double k_;
-  };
   const Testbed* t_;
   double optimism_;
   std::unique_ptr<Workload> current_;

@@ -19,6 +19,7 @@
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/runtime/twin_source.h"
 #include "corun/testbed/sim.h"
+#include "scaled_latencies.h"
 
 namespace corun {
 namespace {
@@ -318,31 +319,14 @@ class DialledTwin final : public PredictorSource {
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override {
     auto inner = twin_.predictor_for(current);
     if (!inner) return inner.error();
-    return std::unique_ptr<Predictor>(std::make_unique<Scaled>(std::move(*inner), *scale_));
+    return std::unique_ptr<Predictor>(
+        std::make_unique<testing::ScaledLatencies>(std::move(*inner), *scale_));
   }
   std::vector<double> margins(const Workload& current) override { return twin_.margins(current); }
   ErrorPriors priors(const Workload& current) override { return twin_.priors(current); }
   LoadTable loads(const Workload& current) override { return twin_.loads(current); }
 
  private:
-  class Scaled final : public Predictor {
-   public:
-    Scaled(std::unique_ptr<Predictor> inner, double k) : inner_(std::move(inner)), k_(k) {}
-    [[nodiscard]] std::size_t models() const override { return inner_->models(); }
-    void predict(std::span<const std::int32_t> c, std::size_t rows,
-                 std::span<Predicted> out) const override {
-      inner_->predict(c, rows, out);
-      for (auto& p : out.first(rows * models())) {
-        p.latency_ms_p95 *= static_cast<float>(k_);
-        p.ttft_ms_p95 *= static_cast<float>(k_);
-        p.tpot_ms_p95 *= static_cast<float>(k_);
-      }
-    }
-
-   private:
-    std::unique_ptr<Predictor> inner_;
-    double k_;
-  };
   TwinSource twin_;
   std::shared_ptr<const double> scale_;
 };
