@@ -447,7 +447,7 @@ std::optional<Device> Catalog::parse_device(const YamlField& f, std::string_view
   f.check_keys({"name", "display_name", "sm_count", "boost_clock_mhz", "base_clock_mhz",
                 "peak_fp32_tflops", "peak_fp16_tflops", "peak_bf16_tflops", "peak_int8_tops",
                 "mem_bandwidth_gbps", "l2_mb", "vram_gb", "tdp_w", "idle_power_w", "pcie_gbps",
-                "unified_memory", "cpu", "source"});
+                "storage_gbps", "unified_memory", "cpu", "source"});
   Device d;
   d.name = std::string(name);
   d.display_name = f.string_at("display_name", false).value_or(d.name);
@@ -464,6 +464,7 @@ std::optional<Device> Catalog::parse_device(const YamlField& f, std::string_view
   read_number(f, "tdp_w", 1e-3, 1e5, d.tdp_w);
   read_number(f, "idle_power_w", 1e-3, 1e5, d.idle_power_w);
   read_number(f, "pcie_gbps", 1e-3, 1e5, d.pcie_gbps);
+  if (auto v = f.number_at("storage_gbps", 1e-3, 1e5, false)) d.storage_gbps = *v;
   read_optional_bool(f, "unified_memory", d.unified_memory);
   if (auto cpu = parse_cpu(f["cpu"])) d.cpu = *cpu;
   d.source = f.string_at("source", false).value_or("");

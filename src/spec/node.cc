@@ -94,6 +94,7 @@ YAML::Node device_node(const Device& d) {
   n["tdp_w"] = d.tdp_w;
   n["idle_power_w"] = d.idle_power_w;
   n["pcie_gbps"] = d.pcie_gbps;
+  n["storage_gbps"] = d.storage_gbps;
   n["unified_memory"] = d.unified_memory;
   YAML::Node cpu;
   cpu["name"] = d.cpu.name;

@@ -34,6 +34,10 @@ struct Device {
   double tdp_w = 0;
   double idle_power_w = 0;
   double pcie_gbps = 0;         ///< host<->device, one direction, effective
+  /// Sequential read of model files on the host (NVMe, or the page cache of a file read
+  /// before): with pcie_gbps it bounds how fast a restarted server loads its weights. Optional
+  /// in devices.yaml; the default is a PCIe 3.0 NVMe drive's sequential read.
+  double storage_gbps = 3;
   bool unified_memory = false;  ///< GPU and CPU share DRAM (Jetson)
   HostCpu cpu;
   std::string source;
