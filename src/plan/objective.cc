@@ -155,14 +155,41 @@ ConfigCount PlanProblem::candidate_count() const {
   return ConfigCount::product(counts);
 }
 
+void PlanProblem::set_transitions(std::vector<std::vector<double>> cost,
+                                  std::vector<std::vector<bool>> allowed,
+                                  std::vector<std::vector<double>> throughput_scale) {
+  CORUN_CHECK(cost.empty() || cost.size() == models());
+  CORUN_CHECK(allowed.empty() || allowed.size() == models());
+  for (std::size_t m = 0; m < cost.size(); ++m) {
+    CORUN_CHECK(cost[m].size() == local_count(m));
+    for (double c : cost[m]) CORUN_CHECK(c >= 0 && std::isfinite(c));
+  }
+  for (std::size_t m = 0; m < allowed.size(); ++m) CORUN_CHECK(allowed[m].size() == local_count(m));
+  CORUN_CHECK(throughput_scale.empty() || throughput_scale.size() == models());
+  for (std::size_t m = 0; m < throughput_scale.size(); ++m) {
+    CORUN_CHECK(throughput_scale[m].size() == local_count(m));
+    for (double f : throughput_scale[m]) CORUN_CHECK(f > 0 && f <= 1);
+  }
+  throughput_scale_ = std::move(throughput_scale);
+  cost_ = std::move(cost);
+  allowed_ = std::move(allowed);
+}
+
 double PlanProblem::model_utility(std::size_t m, std::int32_t l, const Predicted& p) const {
+  return gross_utility(m, l, p) - transition_cost(m, l);
+}
+
+double PlanProblem::gross_utility(std::size_t m, std::int32_t l, const Predicted& p) const {
   const ModelSpec& spec = workload_->models[m];
   const Settings& s = settings_[m][static_cast<std::size_t>(l)];
+  const double throughput =
+      throughput_scale_.empty() ? p.throughput
+                                : p.throughput * throughput_scale_[m][static_cast<std::size_t>(l)];
   if (workload_->objective.maximize == "throughput") {
-    return spec.weight * served_fraction(spec, s, p.throughput);
+    return spec.weight * served_fraction(spec, s, throughput);
   }
   return spec.weight * quality_[m][static_cast<std::size_t>(l)] *
-         served_fraction(spec, s, p.throughput);
+         served_fraction(spec, s, throughput);
 }
 
 PlanProblem::Score PlanProblem::score(std::span<const std::int32_t> config,

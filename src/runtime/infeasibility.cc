@@ -195,18 +195,28 @@ struct PinnedView {
   std::unique_ptr<Predictor> predictor;
   MarginTable margins;
   std::vector<std::int32_t> pins;
+  std::vector<std::vector<double>> cost;  // the problem's transition costs, renumbered
+  std::vector<std::vector<bool>> allowed;
+  std::vector<std::vector<double>> scale;
 
   PinnedView(const PlanProblem& problem, Workload relaxed, std::vector<std::int32_t> pinned)
       : w(std::move(relaxed)), pins(std::move(pinned)) {
     const std::size_t n = w.models.size();
     std::vector<std::vector<std::int32_t>> map(n);
     margins = problem.margins();
+    cost = problem.transition_costs();
+    allowed = problem.allowed_configs();
+    scale = problem.throughput_scales();
     for (std::size_t m = 0; m < n; ++m) {
       const std::size_t count = problem.local_count(m);
       if (pins[m] == kAbsent) {
         for (std::size_t l = 0; l < count; ++l) map[m].push_back(static_cast<std::int32_t>(l));
         continue;
       }
+      const auto pin = static_cast<std::size_t>(pins[m]);
+      if (!cost.empty()) cost[m] = {cost[m][pin]};
+      if (!allowed.empty()) allowed[m] = {allowed[m][pin]};
+      if (!scale.empty()) scale[m] = {scale[m][pin]};
       ModelSpec& spec = w.models[m];
       spec.base = spec.settings(static_cast<std::size_t>(pins[m]));
       spec.knobs.clear();
@@ -325,7 +335,10 @@ Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& s
   auto solve_view = [&](const Workload& w, const std::vector<std::int32_t>& pinned)
       -> Result<std::pair<PlanResult, JointConfig>> {
     const PinnedView view(problem, w, pinned);
-    const PlanProblem p(view.w, active, *view.predictor, view.margins);
+    PlanProblem p(view.w, active, *view.predictor, view.margins);
+    if (!view.cost.empty() || !view.allowed.empty() || !view.scale.empty()) {
+      p.set_transitions(view.cost, view.allowed, view.scale);
+    }
     SolverOptions o = options;
     if (o.warm_start && o.warm_start->size() == n) o.warm_start = view.viewed(*o.warm_start);
     auto r = solver.solve(p, o);

@@ -739,6 +739,13 @@ Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t>
   out.gpu.mem_bw_util = std::clamp(jitter(gpu.mem_util), 0.0, 1.0);
   out.gpu.power_w = std::min(jitter(gpu.power_w), dev.cap_w);
   out.gpu.clock_mhz = gpu.clock_ratio * dev.boost_mhz;
+  // What the serving stack pays for transitions under way (corun run's loop says which).
+  for (const TransitionCharge& c : options.transitions) {
+    out.gpu.vram_used_gb += c.extra_vram_bytes / 1e9;
+    for (auto& mm : out.models) {
+      if (mm.model == c.model) charge_transition(w.models[c.model], c, options.window_s, mm);
+    }
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "corun/testbed/testbed.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "corun/core/strings.h"
@@ -82,6 +83,43 @@ Result<std::unique_ptr<Testbed>> make_testbed(std::string_view name) {
   return Error("unknown testbed '" + std::string(name) + "'" + did_you_mean(name, names) +
                    " (known: " + join(names, ", ") + ")",
                Error::Kind::kInvalidInput);
+}
+
+void charge_transition(const ModelSpec& m, const TransitionCharge& c, double window_s,
+                       ModelMetrics& mm) {
+  if (!mm.ok() || window_s <= 0) return;
+  const double down = std::clamp(c.outage_s, 0.0, window_s);
+  const double up = window_s - down;
+  const bool stream = m.arch.family == ModelFamily::kVision;
+  if (down > 0) {
+    if (stream) {
+      mm.throughput *= up / window_s;  // frames of the outage are lost
+    } else {
+      // Arrivals are uniform over the window; those of the outage wait for its end, the one
+      // that came at t waiting down − t. A share f = down / window of the requests waited:
+      // the window's p95 is the wait of the (1 − 0.05 / f) quantile of them, when f > 5 %.
+      const double f = down / window_s;
+      const double extra_ms = f > 0.05 ? 1e3 * down * (1 - 0.05 / f) : 0;
+      mm.latency_ms_p95 += extra_ms;
+      mm.latency_ms_p50 += f > 0.5 ? 1e3 * down * (1 - 0.5 / f) : 0;
+      if (mm.ttft_ms_p95) *mm.ttft_ms_p95 += extra_ms;
+      // The backlog is served after the outage: the window's completions are those of its
+      // requests (the engine catches up), so throughput keeps its value when up > 0.
+      if (up <= 0) {
+        mm.throughput = 0;
+        mm.tpot_ms_p95.reset();
+      }
+    }
+  }
+  if (c.warmup_requests > 0 && c.warmup_slowdown > 1) {
+    const double rate = m.demand.rps > 0 ? m.demand.rps : m.demand.fps;
+    const double requests = std::max(1.0, rate * std::max(up, 1e-9));
+    const double share = std::min(1.0, c.warmup_requests / requests / 0.05);
+    const double factor = 1 + (c.warmup_slowdown - 1) * share;
+    mm.latency_ms_p95 *= factor;
+    if (mm.ttft_ms_p95) *mm.ttft_ms_p95 *= factor;
+    if (mm.tpot_ms_p95) *mm.tpot_ms_p95 *= factor;
+  }
 }
 
 }  // namespace corun

@@ -430,3 +430,51 @@ TEST(Objective, ServedFractionCountsSkipsAndShortfall) {
 
 }  // namespace
 }  // namespace corun
+
+namespace corun {
+namespace {
+
+// Transition costs (PlanProblem::set_transitions) make every solver keep a model where the
+// exhaustive optimum of utility minus cost keeps it, and the exact solver's bounds still prove
+// that optimum: the cost is a constant per (model, configuration), subtracted inside
+// model_utility(), so a bound on utility minus it is still a bound.
+TEST(Solvers, TransitionCostsAreOptimisedByEverySolverAndBoundsStillHold) {
+  const Workload w = load("paper-n5.yaml");
+  testing::SyntheticPredictor pred(w);
+  PlanProblem free(w, std::vector<bool>(5, true), pred);
+  const PlanResult best = solve("exhaustive", free);
+  ASSERT_TRUE(best.feasible);
+  // The plan in force: the free optimum with model 0 moved to another configuration.
+  JointConfig in_force = best.config;
+  in_force[0] = best.config[0] == 0 ? 1 : 0;
+  // Leaving model 0's configuration in force costs 1e3 utility: larger than any gain.
+  std::vector<std::vector<double>> cost(5);
+  for (std::size_t m = 0; m < 5; ++m) cost[m].assign(free.local_count(m), 0.0);
+  for (std::size_t l = 0; l < cost[0].size(); ++l) {
+    if (static_cast<std::int32_t>(l) != in_force[0]) cost[0][l] = 1e3;
+  }
+  PlanProblem priced(w, std::vector<bool>(5, true), pred);
+  priced.set_transitions(cost);
+  const PlanResult ex = solve("exhaustive", priced);
+  ASSERT_TRUE(ex.feasible);
+  EXPECT_EQ(ex.config[0], in_force[0]);
+  const PlanResult exact = solve("exact", priced);
+  EXPECT_TRUE(exact.stats.proved_optimal);
+  EXPECT_EQ(exact.config[0], in_force[0]);
+  EXPECT_NEAR(exact.utility, ex.utility, 1e-6 * std::abs(ex.utility));
+  const PlanResult ga = solve("ga", priced, 1);
+  EXPECT_EQ(ga.config[0], in_force[0]);
+  // Not allowing configurations (a model within its dwell) excludes them as a pin does.
+  std::vector<std::vector<bool>> allowed(5);
+  for (std::size_t m = 0; m < 5; ++m) allowed[m].assign(free.local_count(m), true);
+  for (std::size_t l = 0; l < allowed[1].size(); ++l) {
+    allowed[1][l] = static_cast<std::int32_t>(l) == in_force[1];
+  }
+  PlanProblem dwelling(w, std::vector<bool>(5, true), pred);
+  dwelling.set_transitions({}, allowed);
+  EXPECT_EQ(solve("exhaustive", dwelling).config[1], in_force[1]);
+  EXPECT_EQ(solve("exact", dwelling).config[1], in_force[1]);
+}
+
+}  // namespace
+}  // namespace corun

@@ -91,8 +91,9 @@ class PlanProblem {
   /// @brief sla_excess of model m in local configuration l with predictions p, at its margin;
   /// a configuration a pin excludes counts as one full SLA excess.
   [[nodiscard]] double excess(std::size_t m, std::int32_t l, const Predicted& p) const {
-    const double pinned_out = pinned_[m] != kAbsent && pinned_[m] != l ? 1.0 : 0.0;
-    return pinned_out + sla_excess(workload_->models[m], p, margin(m, l));
+    const bool out = (pinned_[m] != kAbsent && pinned_[m] != l) ||
+                     (!allowed_.empty() && !allowed_[m][static_cast<std::size_t>(l)]);
+    return (out ? 1.0 : 0.0) + sla_excess(workload_->models[m], p, margin(m, l));
   }
   /// @brief Restricts model m to local configuration l: every other configuration of it scores
   /// as infeasible, so every solver keeps it there. Call before the problem is given to a
@@ -100,6 +101,33 @@ class PlanProblem {
   void pin(std::size_t m, std::int32_t l) { pinned_[m] = l; }
   /// @brief The configuration model m is pinned to, or kAbsent.
   [[nodiscard]] std::int32_t pinned(std::size_t m) const { return pinned_[m]; }
+  /// @brief What moving each model to each of its local configurations costs, in utility
+  /// (per model: one value per local configuration, >= 0; the plan in force's own is 0):
+  /// model_utility() subtracts it, so every solver maximises utility net of transitions. The
+  /// cost depends on the model's own configuration only, so the problem stays separable: an
+  /// upper bound on a model's utility minus its cost (a constant per configuration) is still
+  /// an upper bound, and the exact solver's bounds, computed through model_utility(), hold.
+  /// `allowed` (empty, or one flag per local configuration per model): a configuration not
+  /// allowed (a model within its minimum dwell) counts as one full SLA excess, as a pin does.
+  /// Call before solving (not thread-safe against solving).
+  /// `throughput_scale` (empty, or one factor in (0, 1] per local configuration per model):
+  /// the utility of configuration l is judged at its predicted throughput times the factor (a
+  /// pessimistic view of a change, TransitionOptions::hysteresis_sd); a constant per
+  /// (model, configuration) and monotone, so the bounds above still hold.
+  void set_transitions(std::vector<std::vector<double>> cost,
+                       std::vector<std::vector<bool>> allowed = {},
+                       std::vector<std::vector<double>> throughput_scale = {});
+  /// @brief The transition cost of model m to configuration l (0 without set_transitions()).
+  [[nodiscard]] double transition_cost(std::size_t m, std::int32_t l) const {
+    return cost_.empty() ? 0.0 : cost_[m][static_cast<std::size_t>(l)];
+  }
+  [[nodiscard]] const std::vector<std::vector<double>>& transition_costs() const { return cost_; }
+  [[nodiscard]] const std::vector<std::vector<bool>>& allowed_configs() const { return allowed_; }
+  [[nodiscard]] const std::vector<std::vector<double>>& throughput_scales() const {
+    return throughput_scale_;
+  }
+  /// @brief Utility of model m in l with p before its transition cost.
+  [[nodiscard]] double gross_utility(std::size_t m, std::int32_t l, const Predicted& p) const;
   [[nodiscard]] double quality(std::size_t m, std::int32_t l) const { return quality_[m][l]; }
 
   /// @brief Number of joint configurations over the active models (0 when none is active; not
@@ -133,6 +161,9 @@ class PlanProblem {
   std::vector<std::size_t> active_list_;
   MarginTable margins_;
   std::vector<std::int32_t> pinned_;
+  std::vector<std::vector<double>> cost_;   ///< [model][local]: see set_transitions()
+  std::vector<std::vector<bool>> allowed_;  ///< [model][local]; empty: all allowed
+  std::vector<std::vector<double>> throughput_scale_;  ///< [model][local]; empty: all 1
   std::vector<std::vector<double>> quality_;
   std::vector<std::vector<Settings>> settings_;
 };

@@ -75,6 +75,28 @@ struct Conditions {
   [[nodiscard]] std::string key() const;
 };
 
+/// @brief A transition of one model that overlaps a measurement window, as the serving stack
+/// really pays it (space/transition.h): seconds without a server, slower first requests, and
+/// the VRAM of a second copy held during a make-before-break swap.
+struct TransitionCharge {
+  std::size_t model = 0;     ///< index into Workload::models
+  double outage_s = 0;       ///< seconds of the window without a server, from its start
+  int warmup_requests = 0;   ///< requests in this window served by a copy still warming up
+  double warmup_slowdown = 1;
+  double extra_vram_bytes = 0;  ///< a second copy's memory held during the window
+};
+
+/// @brief What a charge does to a model's metrics over a window (the same rule for every
+/// testbed that does not run a real restart): requests of an LLM, encoder or speech model
+/// that arrive during an outage queue at the gateway in front of it (as Envoy or an
+/// ingress holds a request while no endpoint is ready) and are served when it is back, so
+/// the waiting of the arrivals of the outage enters the window's p95s; frames of a vision
+/// stream are dropped while no server runs (a live stream does not wait), so its throughput
+/// falls. The first requests after a (re)start run warmup_slowdown times slower: they raise a
+/// p95 in proportion to the share of the window's requests they are, up to 5 %.
+void charge_transition(const ModelSpec& m, const TransitionCharge& c, double window_s,
+                       ModelMetrics& mm);
+
 /// @brief How to measure: window length, the seed of this measurement's noise, and the
 /// conditions the testbed runs under.
 struct MeasureOptions {
@@ -85,6 +107,8 @@ struct MeasureOptions {
   double window_s = 10;
   std::uint64_t seed = 1;
   Conditions conditions;
+  /// Transitions under way in this window (corun run, from the plan in force before it).
+  std::vector<TransitionCharge> transitions;
   /// false: report the expected values, without measurement noise (a digital twin's view; a
   /// real testbed ignores it and always measures).
   bool noise = true;
