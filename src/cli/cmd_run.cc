@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 
@@ -71,6 +72,7 @@ std::uint64_t run_key(std::uint64_t seed, const std::string& solver, const Learn
 
 struct Flags {
   std::string file, testbed = "sim", solver = "ga", out, model, catalog;
+  std::string transitions = "aware";
   std::uint64_t repeats = 3;
   bool json = false, quiet = false, no_profile = false;
   SurrogateFlags surrogate;
@@ -83,6 +85,9 @@ Status check_run_flags(const Flags& f) {
   if (auto s = make_solver(f.solver); !s) return s.error();
   if (auto r = f.surrogate.regressor_kind(); !r) return r.error();
   if (auto m = f.learning.parsed(false); !m) return m.error();
+  if (f.transitions != "aware" && f.transitions != "ignore") {
+    return Error("--transitions: expected aware or ignore, got '" + f.transitions + "'");
+  }
   if (f.no_profile && !f.model.empty()) {
     return Error("--no-profile and --surrogate exclude each other");
   }
@@ -179,6 +184,7 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
   ro.controller.learning = f.learning.options;
   ro.controller.learning.enabled = learning_on;
   ro.controller.shed = f.degrade.shed();
+  ro.controller.transitions.aware = f.transitions == "aware";
   ro.refit_dataset = refit_dataset;
   ro.catalog = &catalog;
   std::error_code ec;
@@ -189,7 +195,7 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
   auto online = OnlineLog::open(
       out / "dataset.db", w, text, f.testbed, interval,
       run_key(f.surrogate.seed, f.solver, ro.controller.learning, ro.controller.shed,
-              source->describe(), source->fitted()),
+              source->describe() + "|transitions " + f.transitions, source->fitted()),
       static_cast<std::uint64_t>(
           std::ceil((w.timeline.duration_s > 0 ? w.timeline.duration_s : interval) / interval)));
   if (!online) return online.error();
@@ -235,6 +241,18 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
                    fixed(r.predicted_utility, 3).c_str(), fixed(r.measured_utility, 3).c_str(),
                    sla_status(w, r).c_str());
     }
+    // How the plan's changes are applied, and what they cost (space/transition.h).
+    for (const auto& step : r.transition.steps) {
+      if (step.change.action < Actuation::kReload || step.from == kAbsent) continue;
+      std::string knobs;
+      for (KnobId k : step.change.changed) knobs += (knobs.empty() ? "" : ",") + knob_decl(k).name;
+      std::fprintf(log, "  transition %d: %s %s on %s (%s), %s, %s s%s\n", step.order,
+                   step.name.c_str(), std::string(to_string(step.change.action)).c_str(),
+                   std::string(to_string(step.change.stack)).c_str(), knobs.c_str(),
+                   step.change.make_before_break ? "make-before-break" : "break first",
+                   fixed(step.change.downtime_s, 1).c_str(),
+                   step.change.make_before_break ? " with both copies in VRAM" : " down");
+    }
     // Each (model, SLA key) is told once; the numbers move a little as corun learns.
     for (const auto& why : r.infeasible) {
       const std::string what = why.substr(0, why.find(" cannot be met"));
@@ -262,6 +280,25 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
                report->replayed, sum.at("mean_measured_utility").get<double>(),
                report->sla_violations(),
                told.empty() ? "" : "; some SLAs could not be met (infeasible lines above)");
+  {
+    const auto restarts = report->changes(Actuation::kRestart);
+    const auto reloads = report->changes(Actuation::kReload);
+    const auto outage = report->outage_s();
+    std::string per;
+    for (std::size_t m = 0; m < w.models.size(); ++m) {
+      if (restarts[m] + reloads[m] == 0) continue;
+      per += (per.empty() ? "" : ", ") + w.models[m].name + " " + std::to_string(restarts[m]) +
+             " restart(s) " + std::to_string(reloads[m]) + " reload(s) " +
+             fixed(outage[m], 1) + " s down";
+    }
+    std::fprintf(log,
+                 "transitions (%s): %zu restart(s), %zu reload(s)%s%s; the measured utility above "
+                 "is net of them (the testbed charged every outage and warm-up)\n",
+                 f.transitions.c_str(),
+                 static_cast<std::size_t>(std::accumulate(restarts.begin(), restarts.end(), 0.0)),
+                 static_cast<std::size_t>(std::accumulate(reloads.begin(), reloads.end(), 0.0)),
+                 per.empty() ? "" : ": ", per.c_str());
+  }
   std::fprintf(log, "report: %s, %s\n", (out / "report.json").string().c_str(),
                (out / "report.html").string().c_str());
   if (f.json && unit.empty()) std::printf("%s\n", j.dump().c_str());
@@ -418,6 +455,11 @@ const bool registered = register_command({
                      "(default out/run/NAME on sim, out/run/NAME-TESTBED on the others: a "
                      "dataset holds one testbed's measurements)");
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--transitions", f->transitions,
+                     "aware: a change is made only when its gain over the horizon pays for its "
+                     "restart or reload (docs/scheduler.md, Transitions); ignore: every change "
+                     "is free to the planner (the testbed charges it all the same)")
+          ->capture_default_str();
       sub.add_flag("--json", f->json, "print the report JSON instead of the table");
       sub.add_flag("--quiet", f->quiet, "no progress bars");
       return std::function<int()>([f] {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <limits>
+#include <numeric>
 #include <utility>
 
 #include "corun/core/check.h"
@@ -62,7 +64,9 @@ Target primary_target(const ModelSpec& m) {
   return m.arch.family == ModelFamily::kLlm ? Target::kTtftP95 : Target::kLatencyP95;
 }
 
-bool breaches(const ModelSpec& m, const ModelObservation& o) {
+}  // namespace
+
+bool measured_breach(const ModelSpec& m, const ModelObservation& o) {
   if (o.failed) return true;
   auto over = [&](const std::optional<double>& limit, Target t) {
     const double v = o.measured[static_cast<std::size_t>(t)];
@@ -76,6 +80,8 @@ bool breaches(const ModelSpec& m, const ModelObservation& o) {
   const double thr = o.measured[static_cast<std::size_t>(Target::kThroughput)];
   return m.sla.min_throughput && std::isfinite(thr) && thr < *m.sla.min_throughput;
 }
+
+namespace {
 
 std::vector<std::string> names_of(const Workload& w) {
   std::vector<std::string> out;
@@ -100,6 +106,9 @@ struct Controller::Learners {
   double share_cap = 1;
   double share_bad = 1;  // the smallest share that breached since the ceiling was last lifted
   int share_clean = 0;   // windows that held at an admitted share since the ceiling last moved
+
+  // When its last reload- or restart-class change was put in force (TransitionOptions).
+  double changed_at_s = -std::numeric_limits<double>::infinity();
 
   bool probe_due = false;  // paused: the next decision runs it at the smallest share
   bool probing = false;    // the plan in force runs it as a probe
@@ -182,6 +191,7 @@ std::string Controller::apply(const TimelineEvent& e) {
       break;
   }
   ++generation_;
+  event_times_s_.push_back(now_s_);
   due_ = true;
   due_reason_ = "event";
   recent_->windows.clear();
@@ -210,9 +220,15 @@ void Controller::set_workload(Workload w) {
   learners_ = std::move(next);
   workload_ = std::move(w);
   ++generation_;
+  event_times_s_.push_back(now_s_);
   due_ = true;
   due_reason_ = "models";
   recent_->windows.clear();
+}
+
+void Controller::advance_to(double now_s) {
+  MutexLock lock(mutex_);
+  now_s_ = std::max(now_s_, now_s);
 }
 
 Workload Controller::workload() const {
@@ -350,6 +366,130 @@ double Controller::planned_log_bound_locked(std::size_t m, std::int32_t l, Targe
   return p.mean + tl.z() * std::sqrt(p.var);
 }
 
+double Controller::horizon_locked() const {
+  const TransitionOptions& o = options_.transitions;
+  if (o.horizon_s > 0) return o.horizon_s;
+  // The mean gap between the events seen, the prior counted as one gap before the first.
+  double sum = o.default_horizon_s;
+  double gaps = 1;
+  double last = 0;
+  for (double t : event_times_s_) {
+    if (t <= 0) continue;  // what was there at the start is not a change
+    sum += t - last;
+    last = t;
+    gaps += 1;
+  }
+  return std::max(o.min_horizon_s, sum / gaps);
+}
+
+Controller::Pricing Controller::pricing_locked(const Workload& w, const JointConfig& from,
+                                               const std::string& reason) const {
+  Pricing p;
+  if (from.size() != w.models.size()) return p;
+  p.from = from;  // the transition is reported either way
+  if (!options_.transitions.aware) return p;
+  p.on = true;
+  p.needed = reason.rfind("breach", 0) == 0;
+  p.horizon_s = horizon_locked();
+  p.dwelling.assign(w.models.size(), false);
+  p.band.assign(w.models.size(), 0.0);
+  for (std::size_t m = 0; m < w.models.size() && m < learners_.size(); ++m) {
+    const Learners& l = *learners_[m];
+    p.dwelling[m] = now_s_ - l.changed_at_s < options_.transitions.min_dwell_s;
+    // One window's noise of the model's SLA metric in log space, as learned (its prior before).
+    double noise_var = 0;
+    for (Target t : sla_targets(w.models[m])) {
+      noise_var = std::max(noise_var, l.target[static_cast<std::size_t>(t)].noise_var());
+    }
+    noise_var = std::max(noise_var, l.target[static_cast<std::size_t>(Target::kThroughput)].noise_var());
+    p.band[m] = std::expm1(options_.transitions.hysteresis_sd * std::sqrt(noise_var));
+  }
+  return p;
+}
+
+void Controller::price_transitions(const Workload& w, const Predictor& predictor,
+                                   const std::vector<bool>& active, MarginTable& margins,
+                                   std::vector<std::vector<double>>& cost,
+                                   std::vector<std::vector<bool>>& allowed,
+                                   std::vector<std::vector<double>>& scale) const {
+  cost.clear();
+  allowed.clear();
+  scale.clear();
+  if (!pricing_.on) return;
+  const std::size_t n = w.models.size();
+  const JointConfig& from = pricing_.from;
+  const ActuationTable& table = ActuationTable::builtin();
+  const TransitionOptions& o = options_.transitions;
+  // Which models need a change: a measured breach asked for the decision (every model may move
+  // to stop it), a model arrived, or the plan in force no longer holds a model's SLA as
+  // predicted now. For them the dwell and the hysteresis band do not hold; the cost still does.
+  std::vector<bool> needed(n, pricing_.needed);
+  {
+    JointConfig now = from;
+    bool arrival = false;
+    for (std::size_t m = 0; m < n; ++m) {
+      if (!active[m]) now[m] = kAbsent;
+      if (active[m] && now[m] == kAbsent) arrival = true;
+    }
+    if (arrival) {
+      needed.assign(n, true);
+    } else {
+      std::vector<Predicted> pred(n);
+      predictor.predict(now, 1, pred);
+      for (std::size_t m = 0; m < n; ++m) {
+        if (now[m] == kAbsent) continue;
+        const Margin& g = margins[m][static_cast<std::size_t>(now[m])];
+        if (sla_excess(w.models[m], pred[m], g) > 0) needed[m] = true;
+      }
+    }
+  }
+  double held = 0;  // VRAM of the plan in force
+  for (std::size_t m = 0; m < n; ++m) {
+    if (from[m] != kAbsent) held += model_vram_bytes(w.models[m], w.models[m].settings(from[m]));
+  }
+  cost.resize(n);
+  allowed.resize(n);
+  scale.resize(n);
+  bool restricted = false;
+  for (std::size_t m = 0; m < n; ++m) {
+    const ModelSpec& spec = w.models[m];
+    const std::size_t count = spec.local_config_count();
+    cost[m].assign(count, 0.0);
+    allowed[m].assign(count, true);
+    scale[m].assign(count, 1.0);
+    if (from[m] == kAbsent || !active[m]) continue;
+    const Settings a = spec.settings(static_cast<std::size_t>(from[m]));
+    // The utility per second the model earns now, which a transition's seconds cost.
+    const double value = spec.weight * config_quality(spec, a);
+    const double rate = spec.demand.rps > 0 ? spec.demand.rps : spec.demand.fps;
+    const double band = m < pricing_.band.size() ? pricing_.band[m] : 0.0;
+    for (std::size_t l = 0; l < count; ++l) {
+      if (static_cast<std::int32_t>(l) == from[m]) continue;
+      ModelTransition t = model_transition(table, w.device, spec, a, spec.settings(l));
+      if (t.action <= Actuation::kLive) continue;
+      t.make_before_break = held + t.vram_new_bytes <= w.device.vram_bytes();
+      double seconds = t.make_before_break ? o.swap_share * t.downtime_s : t.downtime_s;
+      if (!t.make_before_break && rate > 0 && t.warmup_slowdown > 1) {
+        seconds += t.warmup_requests / rate * (1 - 1 / t.warmup_slowdown);
+      }
+      cost[m][l] = seconds / pricing_.horizon_s * value;
+      if (needed[m]) continue;
+      // Hysteresis: leaving a configuration that holds for one that must be reloaded or
+      // restarted asks the new one to pay even if it does one band of one window's noise
+      // worse than predicted (latencies that much higher, throughput that much lower); a
+      // bound that moved by less than that is not evidence.
+      Margin& g = margins[m][l];
+      for (double* k : {&g.latency, &g.ttft, &g.tpot}) *k = (1 + *k) * (1 + band) - 1;
+      scale[m][l] = 1 / (1 + band);
+      if (pricing_.dwelling[m]) {
+        allowed[m][l] = false;
+        restricted = true;
+      }
+    }
+  }
+  if (!restricted) allowed.clear();
+}
+
 Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   MutexLock planning(planner_mutex_);
   Workload w;
@@ -361,7 +501,8 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
     w = workload_;
     generation = generation_;
     if (plan_ && plan_names_ == names_of(w)) warm = plan_->config;
-    id = last_id_ + 1;
+    id = decisions_ + 1;
+    pricing_ = pricing_locked(w, warm, reason);
   }
   const std::size_t n = w.models.size();
   // The source may measure first (standalone re-profiling of a changed demand on a real
@@ -386,8 +527,24 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
       hook_ms - measure_ms;
   d.measure_ms = measure_ms;
 
+  if (!pricing_.from.empty()) {
+    d.transition = joint_transition(ActuationTable::builtin(), w, pricing_.from, d.config);
+  }
+  pricing_ = {};
+
   MutexLock lock(mutex_);
   if (generation != generation_) return std::optional<Decision>();
+  decisions_ = id;
+  // A plan id names what runs: it changes only when a configuration or an admitted share does,
+  // so a deployer that applies plans by id applies nothing for a decision that kept them.
+  const bool unchanged = plan_ && plan_names_ == names_of(w) && plan_->config == d.config &&
+                         plan_->admitted == d.admitted;
+  d.id = unchanged ? last_id_ : last_id_ + 1;
+  for (const auto& step : d.transition.steps) {
+    if (step.change.action >= Actuation::kReload && step.model < learners_.size()) {
+      learners_[step.model]->changed_at_s = now_s_;
+    }
+  }
   plan_ = std::make_shared<const Decision>(d);
   last_id_ = d.id;
   plan_names_ = names_of(w);
@@ -427,7 +584,7 @@ Result<std::optional<Controller::Attempt>> Controller::attempt(
     a.table = corrections_locked(w, learners_, static_margins, std::move(loads), explore);
   }
   const std::shared_ptr<Predictor> base_predictor(std::move(*base));
-  auto searched = search(w, base_predictor, a.table, warm, id, reason, hook_ms);
+  auto searched = search(w, base_predictor, a.table, warm, id, reason, hook_ms, true);
   if (!searched) return searched.error();
   a.decision = std::move(*searched);
   return std::optional<Attempt>(std::move(a));
@@ -668,12 +825,21 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
 Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Predictor>& base,
                                      const std::shared_ptr<const CorrectionTable>& table,
                                      const JointConfig& warm, std::int64_t id,
-                                     const std::string& reason, double* hook_ms) {
+                                     const std::string& reason, double* hook_ms, bool priced) {
   const std::size_t n = w.models.size();
   const std::unique_ptr<Predictor> predictor = make_corrected(base, table);
   std::vector<bool> active(n);
   for (std::size_t m = 0; m < n; ++m) active[m] = w.models[m].active;
-  const PlanProblem problem(w, active, *predictor, table->margins);
+  // Transition costs, dwell and hysteresis (TransitionOptions), from the plan in force.
+  MarginTable margins = table->margins;
+  std::vector<std::vector<double>> cost;
+  std::vector<std::vector<bool>> allowed;
+  std::vector<std::vector<double>> scale;
+  if (priced) price_transitions(w, *predictor, active, margins, cost, allowed, scale);
+  PlanProblem problem(w, active, *predictor, std::move(margins));
+  if (!cost.empty()) {
+    problem.set_transitions(std::move(cost), std::move(allowed), std::move(scale));
+  }
   SolverOptions so;
   so.seed = derive_seed(options_.seed, {static_cast<std::uint64_t>(id)});
   so.threads = options_.threads;
@@ -704,7 +870,8 @@ Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Pre
       d.predicted[m] = Predicted{};
       continue;
     }
-    d.margins[m] = problem.margin(m, l);
+    // The margin the configuration is judged by, without the hysteresis band of a change.
+    d.margins[m] = table->margins[m][static_cast<std::size_t>(l)];
   }
   // The source's own predictions of the plan (the learners learn log(measured / base)), and the
   // corrections at the plan's own loads without any extrapolation charge.
@@ -717,6 +884,13 @@ Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Pre
     }
   }
   d.predicted_utility = solved->result.utility;
+  if (!problem.transition_costs().empty()) {
+    for (std::size_t m = 0; m < n; ++m) {
+      if (d.config[m] != kAbsent) d.transition_cost += problem.transition_cost(m, d.config[m]);
+    }
+    d.predicted_utility += d.transition_cost;  // gross: the costs are reported apart
+    d.horizon_s = pricing_.horizon_s;
+  }
   d.feasible = solved->result.feasible && solved->why.empty();
   d.infeasible = solved->why;
   d.best_effort = solved->best_effort;
@@ -769,7 +943,7 @@ Result<Decision> Controller::plan_for(const Workload& w, const std::string& reas
     id = last_id_ + 1;
   }
   auto d = search(w, std::shared_ptr<Predictor>(std::move(*base)), table, warm, id, reason,
-                  /*hook_ms=*/nullptr);
+                  /*hook_ms=*/nullptr, /*priced=*/false);
   if (!d) return d.error();
   d->decision_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -919,7 +1093,7 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     s.others_load = std::isfinite(o.others_load) ? o.others_load : others_load_locked(m, d.config);
     s.hint = hint_for(m);
     s.reopen = std::exchange(learners_[m]->reopened, false);
-    s.breach = breaches(spec, o);
+    s.breach = measured_breach(spec, o);
     s.share = m < d.admitted.size() ? d.admitted[m] : 1.0;
     s.measured = o.measured;
     for (Target t : surrogate::kAllTargets) {
@@ -1092,6 +1266,7 @@ void Controller::restore(Decision d) {
   d.margins.resize(n);
   d.best_effort.resize(n, false);
   last_id_ = std::max(last_id_, d.id);
+  decisions_ = std::max(decisions_, d.id);
   plan_ = std::make_shared<const Decision>(std::move(d));
   plan_names_ = names_of(workload_);
   planned_log_bound_.assign(n * kTargetCount, NAN);
@@ -1102,6 +1277,7 @@ void Controller::restore(Decision d) {
 void Controller::continue_after(std::int64_t last) {
   MutexLock lock(mutex_);
   last_id_ = std::max(last_id_, last);
+  decisions_ = std::max(decisions_, last);
 }
 
 nlohmann::json to_json(const LearningSample& s) {

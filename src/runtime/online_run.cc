@@ -49,6 +49,24 @@ std::size_t RunReport::sla_violations() const {
   return n;
 }
 
+std::vector<std::size_t> RunReport::changes(Actuation a) const {
+  std::vector<std::size_t> out(model_names.size(), 0);
+  for (const auto& iv : intervals) {
+    for (const auto& s : iv.transition.steps) {
+      if (s.from != kAbsent && s.change.action == a && s.model < out.size()) ++out[s.model];
+    }
+  }
+  return out;
+}
+
+std::vector<double> RunReport::outage_s() const {
+  std::vector<double> out(model_names.size(), 0.0);
+  for (const auto& iv : intervals) {
+    for (std::size_t m = 0; m < iv.outage_s.size() && m < out.size(); ++m) out[m] += iv.outage_s[m];
+  }
+  return out;
+}
+
 std::vector<double> RunReport::decision_ms() const {
   std::vector<double> out;
   for (const auto& iv : intervals) {
@@ -154,10 +172,17 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
   Conditions conditions;
   std::size_t next_event = 0;
   JointConfig last_plan;
+  // Transitions under way, per model: seconds of outage still to come, warm-up still to pay,
+  // and the second copy's VRAM while a make-before-break swap runs.
+  std::vector<double> outage_left(n, 0.0), swap_left(n, 0.0), swap_vram(n, 0.0);
+  std::vector<int> warmup_left(n, 0);
+  std::vector<double> warmup_slowdown(n, 1.0);
+  const ActuationTable& actuation = ActuationTable::builtin();
 
   for (std::uint64_t step = 0; static_cast<double>(step) * interval < duration - 1e-9; ++step) {
     IntervalRecord rec;
     rec.t_s = static_cast<double>(step) * interval;
+    controller.advance_to(rec.t_s);
     while (next_event < w.timeline.events.size() &&
            w.timeline.events[next_event].at_s <= rec.t_s + 1e-9) {
       const TimelineEvent& e = w.timeline.events[next_event++];
@@ -202,7 +227,51 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
     }
     rec.plan = config;
     rec.plan_changed = rec.replanned && config != last_plan;
+    if (config != last_plan && last_plan.size() == n) {
+      rec.transition = joint_transition(actuation, now, last_plan, config);
+      for (const auto& change_step : rec.transition.steps) {
+        if (change_step.from == kAbsent || change_step.to == kAbsent) continue;  // arrivals, departures
+        const ModelTransition& c = change_step.change;
+        if (c.action < Actuation::kReload) continue;
+        outage_left[change_step.model] = c.outage_s();
+        swap_left[change_step.model] = c.make_before_break ? c.downtime_s : 0;
+        swap_vram[change_step.model] = c.vram_old_bytes;
+        // A make-before-break swap warms its new copy up before traffic moves to it (Triton's
+        // model_warmup, a readiness probe): only a copy that broke first warms up on live
+        // requests.
+        warmup_left[change_step.model] = c.make_before_break ? 0 : c.warmup_requests;
+        warmup_slowdown[change_step.model] = c.warmup_slowdown;
+      }
+    }
     last_plan = config;
+    // What this window pays of the transitions under way.
+    MeasureOptions mo(interval, 0, conditions, true);
+    rec.in_transition.assign(n, false);
+    rec.outage_s.assign(n, 0.0);
+    for (std::size_t m = 0; m < n; ++m) {
+      if (config[m] == kAbsent) {
+        outage_left[m] = swap_left[m] = 0;
+        warmup_left[m] = 0;
+        continue;
+      }
+      if (outage_left[m] <= 0 && swap_left[m] <= 0 && warmup_left[m] <= 0) continue;
+      TransitionCharge c;
+      c.model = m;
+      c.outage_s = std::min(outage_left[m], interval);
+      if (swap_left[m] > 0) c.extra_vram_bytes = swap_vram[m];
+      // Warm-up follows the outage (or the swap, whose new copy then takes the traffic).
+      const bool serving_new = outage_left[m] < interval && swap_left[m] < interval;
+      if (serving_new) {
+        c.warmup_requests = warmup_left[m];
+        c.warmup_slowdown = warmup_slowdown[m];
+        warmup_left[m] = 0;
+      }
+      outage_left[m] = std::max(0.0, outage_left[m] - interval);
+      swap_left[m] = std::max(0.0, swap_left[m] - interval);
+      rec.in_transition[m] = true;
+      rec.outage_s[m] = c.outage_s;
+      mo.transitions.push_back(c);
+    }
     if (plan) {
       rec.decision = plan->id;
       rec.predicted = plan->predicted;
@@ -225,7 +294,8 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       rec.replayed = true;
       ++report.replayed;
     } else {
-      rec.measured = testbed.measure(runs, config, {interval, seed, conditions, true});
+      mo.seed = seed;
+      rec.measured = testbed.measure(runs, config, mo);
       if (options.log != nullptr) {
         if (auto st = options.log->store(step, config, seed, rec.measured); !st.ok()) {
           return st.error().wrap("storing interval " + std::to_string(step));
@@ -239,8 +309,21 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       }
     }
     if (plan) {
-      const auto r = controller.observe(observations(rec.measured, config), plan->id);
-      rec.breach = r.breach;
+      // A window that paid a transition measured the swap, not the configuration: it counts
+      // on ground truth, and is not learned from (nor does its breach ask for a new plan).
+      std::vector<ModelObservation> obs = observations(rec.measured, config);
+      std::vector<ModelObservation> steady;
+      for (const auto& o : obs) {
+        if (rec.in_transition[o.model]) {
+          rec.breach[o.model] = measured_breach(now.models[o.model], o);
+        } else {
+          steady.push_back(o);
+        }
+      }
+      const auto r = controller.observe(steady, plan->id);
+      for (std::size_t m = 0; m < n; ++m) {
+        if (!rec.in_transition[m] && m < r.breach.size()) rec.breach[m] = r.breach[m];
+      }
     }
     rec.learning = controller.learning_state();
     if (refit) {

@@ -158,7 +158,18 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
       }
       jv["models"].push_back(std::move(jm));
     }
+    if (!iv.transition.empty()) jv["transition"] = to_json(iv.transition);
     j["intervals"].push_back(std::move(jv));
+  }
+  nlohmann::json per_model = nlohmann::json::object();
+  {
+    const auto restarts = r.changes(Actuation::kRestart);
+    const auto reloads = r.changes(Actuation::kReload);
+    const auto outage = r.outage_s();
+    for (std::size_t m = 0; m < r.model_names.size(); ++m) {
+      per_model[r.model_names[m]] = {
+          {"restarts", restarts[m]}, {"reloads", reloads[m]}, {"downtime_s", outage[m]}};
+    }
   }
   const auto d = r.decision_ms();
   double measured = 0;
@@ -170,6 +181,7 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
                   {"infeasible_intervals", infeasible},
                   {"decision_ms_p50", quantile(d, 0.5, 0.0)},
                   {"decision_ms_p99", quantile(d, 0.99, 0.0)},
+                  {"transitions", per_model},
                   {"mean_measured_utility",
                    r.intervals.empty() ? 0.0 : measured / static_cast<double>(r.intervals.size())}};
   return j;

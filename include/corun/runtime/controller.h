@@ -16,10 +16,49 @@
 #include "corun/runtime/infeasibility.h"
 #include "corun/runtime/learner.h"
 #include "corun/runtime/predictor_source.h"
+#include "corun/space/transition.h"
 #include "corun/spec/workload.h"
 #include "corun/testbed/testbed.h"
 
 namespace corun {
+
+/// @brief How the planner prices a change of the plan in force (docs/scheduler.md,
+/// "Transitions"). A change of model m from configuration a to b costs
+///   cost_s = outage_s + swap_share × downtime_s (make-before-break only) + warm-up seconds
+/// (after a break only)
+/// of m's utility (its weight × quality in a), spread over the horizon H: the solver maximises
+/// utility − cost_s / H × that utility. H is `horizon_s` when set, else the mean gap between
+/// the workload events seen so far, with `default_horizon_s` counted as one gap before the
+/// first (the expected time until the next event makes the plan stale anyway), and never
+/// below `min_horizon_s`. Within `min_dwell_s` of its last reload or restart, a model may
+/// change only live knobs, unless the plan in force no longer holds every SLA as predicted
+/// or a measured breach asked for the decision: a needed change is always allowed.
+struct TransitionOptions {
+  /// false ("ignore"): every change is free to the planner, as before transitions were
+  /// priced; the testbeds charge them all the same.
+  bool aware = true;
+  /// Horizon in seconds (check = [0, 1e6]); 0: estimated from the events seen.
+  double horizon_s = 0;
+  /// The estimate's prior gap before any event is seen (check = (0, 1e6]).
+  double default_horizon_s = 300;
+  /// The estimate's floor (check = (0, 1e6]).
+  double min_horizon_s = 60;
+  /// Share of a make-before-break swap's downtime charged as if the model were down (check =
+  /// [0, 1]): the old copy serves throughout, but the new one holds the VRAM of a second copy,
+  /// runs on the GPU for part of its start (vLLM's profiling run and CUDA graph capture; the
+  /// weights' copy and torch.compile hardly do), and a start that fails falls back to a break.
+  /// An estimate, not a measurement: the sim charges a swap its VRAM only.
+  double swap_share = 0.2;
+  /// Minimum time between two reload- or restart-class changes of one model (check = [0,
+  /// 1e6]).
+  double min_dwell_s = 60;
+  /// Hysteresis, in sds of one window's noise of the model's SLA metric (check = [0, 10]):
+  /// while a model's configuration in force holds its SLA as predicted, a configuration that
+  /// would reload or restart it must hold its SLA with its margin widened by
+  /// expm1(hysteresis_sd × noise sd), so that a bound moving within the noise of the windows
+  /// that taught it does not flip a plan back and forth.
+  double hysteresis_sd = 1;
+};
 
 /// @brief How the online controller decides and learns. Every setting is declared here once.
 struct ControllerOptions {
@@ -37,6 +76,7 @@ struct ControllerOptions {
   /// holds as predicted — the rest is refused at the door — and is paused when no share does.
   /// false: it runs best effort with all its demand and breaches.
   bool shed = true;
+  TransitionOptions transitions;
   /// Called inside every decision with the problem solved and the solver's answer (before
   /// any degradation), e.g. so that an evaluation can score it against references; not timed.
   std::function<void(const PlanProblem&, const PlanResult&)> on_decision;
@@ -51,7 +91,12 @@ struct Decision {
   std::vector<Predicted> predicted;  ///< corrected predictions per model
   std::vector<Predicted> base;       ///< the source's predictions before online corrections
   std::vector<Margin> margins;       ///< per model, of the configuration it runs in
-  double predicted_utility = 0;
+  double predicted_utility = 0;  ///< before transition costs
+  /// The changes from the plan in force when it was decided (empty: the first plan, or none).
+  JointTransition transition;
+  /// Utility the planner charged for them (TransitionOptions; 0 when ignored).
+  double transition_cost = 0;
+  double horizon_s = 0;  ///< the horizon the costs were spread over
   /// Every SLA holds under the predictions and margins; false: see `infeasible`, and the
   /// models whose SLA the degradation rule gave up (`best_effort`).
   bool feasible = true;
@@ -119,6 +164,10 @@ struct LearningSample {
   std::array<double, kTargetCount> measured{NAN, NAN, NAN, NAN};
 };
 
+/// @brief Whether a window measured a breach of the model's SLA (a failed run is one): the one
+/// definition the controller, the run loop and serve's telemetry share.
+bool measured_breach(const ModelSpec& m, const ModelObservation& o);
+
 /// @brief The JSON form of a learning sample (serve's stored state).
 nlohmann::json to_json(const LearningSample& s);
 /// @brief Reads a learning sample back; errors name the field.
@@ -160,6 +209,10 @@ class Controller {
   void set_workload(Workload w);
   [[nodiscard]] Workload workload() const;
   [[nodiscard]] const ControllerOptions& options() const { return options_; }
+
+  /// @brief The controller's clock, in seconds (simulated in `corun run`, wall time since
+  /// start in `corun serve`): event times for the horizon, dwell times. Never goes back.
+  void advance_to(double now_s);
 
   // ---- deciding
 
@@ -247,7 +300,7 @@ class Controller {
   Result<Decision> search(const Workload& w, const std::shared_ptr<Predictor>& base,
                           const std::shared_ptr<const CorrectionTable>& table,
                           const JointConfig& warm, std::int64_t id, const std::string& reason,
-                          double* hook_ms) CORUN_REQUIRES(planner_mutex_);
+                          double* hook_ms, bool priced) CORUN_REQUIRES(planner_mutex_);
   /// One search over `w` for a decision: the source's predictor for it (its measuring time
   /// added to `measure_ms`), the learners' corrections, the search. None when the workload
   /// changed meanwhile (the decision is dropped).
@@ -296,6 +349,34 @@ class Controller {
   std::string due_reason_ CORUN_GUARDED_BY(mutex_) = "start";
   std::unique_ptr<Recent> recent_ CORUN_GUARDED_BY(mutex_);
   std::int64_t last_id_ CORUN_GUARDED_BY(mutex_) = 0;  ///< id of the latest decision
+  /// Decisions made, whether their plan changed or not: solver seeds derive from it.
+  std::int64_t decisions_ CORUN_GUARDED_BY(mutex_) = 0;
+  double now_s_ CORUN_GUARDED_BY(mutex_) = 0;
+  std::vector<double> event_times_s_ CORUN_GUARDED_BY(mutex_);  ///< workload events seen
+  /// The plan in force when a decision started (what transitions are priced from); empty when
+  /// none matches the workload's models.
+  /// What the decision in progress prices its transitions with (set by replan()).
+  struct Pricing {
+    bool on = false;
+    JointConfig from;  ///< the plan in force, one entry per model of the workload
+    bool needed = false;  ///< a breach asked for the decision: the dwell does not hold
+    double horizon_s = 0;
+    std::vector<bool> dwelling;  ///< per model: within its minimum dwell
+    std::vector<double> band;    ///< per model: the hysteresis band (TransitionOptions)
+  };
+  Pricing pricing_ CORUN_GUARDED_BY(planner_mutex_);
+  [[nodiscard]] Pricing pricing_locked(const Workload& w, const JointConfig& from,
+                                       const std::string& reason) const CORUN_REQUIRES(mutex_);
+  [[nodiscard]] double horizon_locked() const CORUN_REQUIRES(mutex_);
+  /// The transition costs, dwell restrictions and throughput scales of pricing_ for `w` under
+  /// `predictor` (left empty when pricing is off), with the hysteresis band added to `margins`
+  /// of the configurations a change would reload or restart.
+  void price_transitions(const Workload& w, const Predictor& predictor,
+                         const std::vector<bool>& active, MarginTable& margins,
+                         std::vector<std::vector<double>>& cost,
+                         std::vector<std::vector<bool>>& allowed,
+                         std::vector<std::vector<double>>& scale) const
+      CORUN_REQUIRES(planner_mutex_);
 };
 
 }  // namespace corun

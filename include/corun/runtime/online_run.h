@@ -45,6 +45,13 @@ struct IntervalRecord {
   double measured_utility = 0;       ///< utility recomputed from measured metrics
   std::vector<bool> breach;          ///< per model: measured SLA breach (ground truth)
   std::vector<ModelLearningState> learning;  ///< per model, after learning from the interval
+  /// The changes put in force at the start of the interval (empty: none), as the testbed paid
+  /// them: restarts and reloads of each model, and their seconds without service.
+  JointTransition transition;
+  /// Per model: charged in this window (its metrics include an outage or a warm-up), so its
+  /// window is counted on ground truth but not learned from.
+  std::vector<bool> in_transition;
+  std::vector<double> outage_s;  ///< per model, seconds of this window without service
 };
 
 /// @brief Everything a run produced.
@@ -68,6 +75,10 @@ struct RunReport {
   /// Model-intervals that refused part or all of their demand (IntervalRecord::admitted).
   [[nodiscard]] std::size_t shed_model_intervals() const;
   [[nodiscard]] std::vector<double> decision_ms() const;  ///< one per decision
+  /// Per model: changes of class `a` the plan made over the run (arrivals not counted).
+  [[nodiscard]] std::vector<std::size_t> changes(Actuation a) const;
+  /// Per model: seconds without service that transitions cost, measured.
+  [[nodiscard]] std::vector<double> outage_s() const;
 };
 
 /// @brief What a run measured, in its dataset (an "online" campaign keyed by the run's
