@@ -535,11 +535,7 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   MutexLock lock(mutex_);
   if (generation != generation_) return std::optional<Decision>();
   decisions_ = id;
-  // A plan id names what runs: it changes only when a configuration or an admitted share does,
-  // so a deployer that applies plans by id applies nothing for a decision that kept them.
-  const bool unchanged = plan_ && plan_names_ == names_of(w) && plan_->config == d.config &&
-                         plan_->admitted == d.admitted;
-  d.id = unchanged ? last_id_ : last_id_ + 1;
+  d.id = last_id_ + 1;
   for (const auto& step : d.transition.steps) {
     if (step.change.action >= Actuation::kReload && step.model < learners_.size()) {
       learners_[step.model]->changed_at_s = now_s_;

@@ -76,6 +76,9 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
   o.token = kToken;
   o.solver = "exhaustive";  // a small space: the decisions are exact, the test about learning
   o.min_replan_interval_ms = 0;
+  // Learning alone: the windows come within seconds, where the transition rule's minimum dwell
+  // (60 s of wall time) would hold the plan back (SteadyTelemetry... below holds that rule).
+  o.transitions.aware = false;
   auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   ASSERT_TRUE(opened.ok()) << opened.error().what();
   Service& s = **opened;
@@ -150,6 +153,7 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
   EXPECT_NE(metrics.find("corun_serve_prediction_abs_error_ratio{model=\"chat\"}"),
             std::string::npos);
 }
+
 
 }  // namespace
 }  // namespace corun::serve
