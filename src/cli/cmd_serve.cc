@@ -154,6 +154,8 @@ const bool registered = register_command({
         double margin = 0.1;
         std::size_t max_body = 64 * 1024;
         LearningFlags learning;
+        std::string transitions = "aware", on_plan;
+        int on_plan_timeout_ms = 30000;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")
@@ -194,7 +196,28 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
       f->learning.add(sub, false);
+      sub.add_option("--transitions", f->transitions,
+                     "aware: a change is made only when its gain over the horizon pays for its "
+                     "restart or reload (docs/scheduler.md, Transitions); ignore: every change "
+                     "is free to the planner")
+          ->capture_default_str();
+      sub.add_option("--on-plan", f->on_plan,
+                     "shell command run with each new plan's record (JSON, with its transition) "
+                     "on standard input before the plan counts as in force: exit 0 puts it in "
+                     "force; anything else, or a time-out, keeps the previous plan (docs/serve.md)");
+      sub.add_option("--on-plan-timeout-ms", f->on_plan_timeout_ms,
+                     "time the --on-plan command may take before it is killed and the plan "
+                     "counts as not applied")
+          ->capture_default_str();
       return std::function<int()>([f] {
+        if (f->transitions != "aware" && f->transitions != "ignore") {
+          return report_error(Error("--transitions: expected aware or ignore, got '" +
+                                    f->transitions + "'"));
+        }
+        if (f->on_plan_timeout_ms <= 0) {
+          return report_error(Error("--on-plan-timeout-ms: must be > 0, got " +
+                                    std::to_string(f->on_plan_timeout_ms)));
+        }
         if (!is_loopback(f->host) && f->token_file.empty()) {
           return report_error(Error("--host " + f->host + " is not loopback: give --token-file"));
         }
@@ -247,6 +270,9 @@ const bool registered = register_command({
         so.min_replan_interval_ms = f->min_replan_ms;
         so.learning = f->learning.options;
         so.learning.enabled = modes->front();
+        so.transitions.aware = f->transitions == "aware";
+        so.on_plan.command = f->on_plan;
+        so.on_plan.timeout_ms = f->on_plan_timeout_ms;
         std::unique_ptr<serve::HttpHandler> handler;
         std::function<void()> stop_service;
         if (*gpus > 1) {

@@ -43,6 +43,8 @@ Metrics::Snapshot Metrics::snapshot() const {
   s.decision_sum_s = static_cast<double>(decision_sum_us_.load(std::memory_order_relaxed)) / 1e6;
   s.samples = samples_.load(std::memory_order_relaxed);
   s.replans = replans_.load(std::memory_order_relaxed);
+  s.hooks_applied = hooks_applied_.load(std::memory_order_relaxed);
+  s.hooks_failed = hooks_failed_.load(std::memory_order_relaxed);
   return s;
 }
 

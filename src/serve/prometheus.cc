@@ -52,6 +52,12 @@ void render_counters(std::string& out, const Metrics::Snapshot& s) {
   out += "corun_serve_telemetry_samples_total " + std::to_string(s.samples) + "\n";
   family(out, "corun_serve_replans_total", "counter", "Plans computed and stored.");
   out += "corun_serve_replans_total " + std::to_string(s.replans) + "\n";
+  family(out, "corun_serve_on_plan_hooks_total", "counter",
+         "Runs of the --on-plan hook, by outcome (failed: the previous plan stayed in force).");
+  out += "corun_serve_on_plan_hooks_total{outcome=\"applied\"} " +
+         std::to_string(s.hooks_applied) + "\n";
+  out += "corun_serve_on_plan_hooks_total{outcome=\"failed\"} " +
+         std::to_string(s.hooks_failed) + "\n";
 }
 
 void render_gauges(std::string& out, const ServeGauges& g) {

@@ -270,6 +270,7 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   co.seed = options_.seed;
   co.threads = options_.solver_threads;
   co.learning = options_.learning;
+  co.transitions = options_.transitions;
   // Admission control needs a front end that refuses the refused share, and telemetry of the
   // admitted load; serve's clients report what they ran at their whole demand, so a model whose
   // SLA cannot be held runs best effort here (the plan says which, and why).
@@ -810,6 +811,8 @@ Status Service::plan_once(const std::string& reason) {
   json models = json::object();
   std::int64_t id = 0;
   double decision_ms = 0;
+  std::shared_ptr<const Decision> before;  // the plan in force when the decision started
+  bool changed = true;                     // the decision changed what runs
   if (empty) {
     // Nothing to plan: an empty plan says so (its id continues the sequence).
     id = plan_id_.load() + 1;
@@ -819,6 +822,9 @@ Status Service::plan_once(const std::string& reason) {
     rec["evaluated"] = 0;
     rec["infeasible"] = json::array();
   } else {
+    controller_->advance_to(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+    before = controller_->plan();
     auto decided = controller_->replan(reason);
     if (!decided) return decided.error();
     if (!*decided) {
@@ -838,10 +844,41 @@ Status Service::plan_once(const std::string& reason) {
     for (const auto& i : d.infeasible) why.push_back(i.message());
     rec["infeasible"] = why;
     models = decision_models_json(d, w);
+    // The changes from the plan in force, and what applying them costs (space/transition.h).
+    rec["transition"] = to_json(d.transition);
+    changed = !before || before->config != d.config || before->admitted != d.admitted;
   }
   rec["id"] = id;
   rec["decision_ms"] = decision_ms;
   rec["models"] = models;
+
+  // The user's deployer applies a plan that changes what runs before it counts as in force; a
+  // failure keeps the previous plan in force (in the controller too) and says so.
+  if (changed && before && !options_.on_plan.command.empty()) {
+    const HookOutcome hook = run_plan_hook(options_.on_plan, rec.dump() + "\n");
+    metrics_.count_hook(hook.applied);
+    const json outcome = {{"plan_id", id},
+                          {"applied", hook.applied},
+                          {"reason", hook.reason},
+                          {"elapsed_ms", hook.elapsed_ms},
+                          {"output", hook.output}};
+    if (!hook.applied) {
+      std::fprintf(stderr, "corun serve: --on-plan did not apply plan %lld (%s): %s; plan %lld "
+                   "stays in force\n", static_cast<long long>(id), hook.reason.c_str(),
+                   hook.output.c_str(), static_cast<long long>(before->id));
+      controller_->restore(*before);
+      std::shared_ptr<const std::string> body;
+      {
+        MutexLock lock(state_mutex_);
+        plan_["on_plan"] = outcome;
+        body = std::make_shared<const std::string>(plan_body(plan_));
+      }
+      MutexLock body_lock(plan_body_mutex_);
+      plan_body_.swap(body);
+      return {};
+    }
+    rec["on_plan"] = outcome;
+  }
 
   // Publish: durable first, then visible. The mutation lock makes "the models this plan was
   // made for" and "the models registered" the same set at the moment of the write.

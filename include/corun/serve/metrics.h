@@ -35,6 +35,10 @@ class Metrics {
   void count_samples(std::uint64_t n) { samples_.fetch_add(n, std::memory_order_relaxed); }
   /// @brief Counts one re-plan that produced a plan.
   void count_replan() { replans_.fetch_add(1, std::memory_order_relaxed); }
+  /// @brief Counts one run of the --on-plan hook, applied or not.
+  void count_hook(bool applied) {
+    (applied ? hooks_applied_ : hooks_failed_).fetch_add(1, std::memory_order_relaxed);
+  }
 
   /// @brief The counters at one moment (each read is atomic; the set is not a transaction).
   struct Snapshot {
@@ -45,6 +49,8 @@ class Metrics {
     double decision_sum_s = 0;
     std::uint64_t samples = 0;
     std::uint64_t replans = 0;
+    std::uint64_t hooks_applied = 0;
+    std::uint64_t hooks_failed = 0;
   };
   [[nodiscard]] Snapshot snapshot() const;
 
@@ -58,6 +64,8 @@ class Metrics {
   std::atomic<std::uint64_t> decision_sum_us_{0};
   std::atomic<std::uint64_t> samples_{0};
   std::atomic<std::uint64_t> replans_{0};
+  std::atomic<std::uint64_t> hooks_applied_{0};
+  std::atomic<std::uint64_t> hooks_failed_{0};
 };
 
 }  // namespace corun::serve

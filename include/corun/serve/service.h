@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include "corun/serve/api_error.h"
 #include "corun/serve/http.h"
 #include "corun/serve/metrics.h"
+#include "corun/serve/plan_hook.h"
 #include "corun/serve/planner.h"
 #include "corun/serve/registry.h"
 #include "corun/serve/router.h"
@@ -53,6 +55,12 @@ struct ServiceOptions {
   std::size_t history_in_memory = 1000;  ///< plans kept for /v1/plan/history
   /// Online learning from telemetry (corrections, calibrated margins); see runtime/learner.h.
   LearningOptions learning;
+  /// How plans price their changes (runtime/controller.h, docs/scheduler.md "Transitions").
+  TransitionOptions transitions;
+  /// `--on-plan CMD`: a new plan's record (with its transition) goes to CMD on standard input
+  /// before the plan counts as in force; exit 0 puts it in force, anything else (or a time-out)
+  /// keeps the previous plan and reports the failure (serve/plan_hook.h). Empty: no hook.
+  HookOptions on_plan;
 };
 
 /// @brief The scheduler as a service: the HTTP API (docs/serve.md), the registered models and
@@ -180,6 +188,8 @@ class Service final : public HttpHandler {
   CondVar plan_cv_;
   CondVar flusher_cv_;
   std::atomic<std::int64_t> plan_id_{0};
+  /// When the service started: the controller's clock (dwell times, the horizon's events).
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
   PlannerThread planner_;
   std::thread flusher_;
