@@ -155,5 +155,54 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
 }
 
 
+// The steady workload of workloads/transitions/steady-l4.yaml (no event), served: telemetry of
+// the plan in force measured on the simulator, a new seed each window, must not make serve
+// restart a model's server after the third window (docs/scheduler.md, "Transitions").
+TEST(ServeLearning, SteadyTelemetryRestartsNoModelAfterTheThirdWindow) {
+  const std::string file = std::string(CORUN_SOURCE_DIR) + "/workloads/transitions/steady-l4.yaml";
+  auto w = load_workload(file, Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const SimTestbed truth;
+  TempDir dir;
+  ServiceOptions o;
+  o.state_dir = dir.path();
+  o.token = kToken;
+  o.device = "l4";
+  o.workload_file = file;
+  o.min_replan_interval_ms = 0;
+  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  ASSERT_TRUE(opened.ok()) << opened.error().what();
+  Service& s = **opened;
+  std::int64_t last_id = 0;
+  int restarts_after_third = 0;
+  for (int k = 0; k < 20; ++k) {
+    settle(s);
+    const json plan = json::parse(call(s, "GET", "/v1/plan").body);
+    if (plan["id"].get<std::int64_t>() != last_id && k > 3 && plan.contains("transition")) {
+      for (const auto& step : plan["transition"]["steps"]) {
+        if (step["action"] == "restart") ++restarts_after_third;
+      }
+    }
+    last_id = plan["id"].get<std::int64_t>();
+    JointConfig c;
+    for (const auto& m : w->models) c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
+    const Measurement m =
+        truth.measure(*w, c, MeasureOptions(10, derive_seed(11, {static_cast<std::uint64_t>(k)})));
+    json samples = json::array();
+    for (const auto& mm : m.models) {
+      json sample = {{"model", mm.name}, {"plan_id", plan["id"]}, {"throughput", mm.throughput}};
+      if (w->models[mm.model].arch.family == ModelFamily::kLlm) {
+        if (mm.ttft_ms_p95) sample["ttft_ms_p95"] = *mm.ttft_ms_p95;
+        if (mm.tpot_ms_p95) sample["tpot_ms_p95"] = *mm.tpot_ms_p95;
+      } else {
+        sample["latency_ms_p95"] = mm.latency_ms_p95;
+      }
+      samples.push_back(sample);
+    }
+    ASSERT_EQ(call(s, "POST", "/v1/telemetry", samples.dump()).status, 202);
+  }
+  EXPECT_EQ(restarts_after_third, 0);
+}
+
 }  // namespace
 }  // namespace corun::serve
