@@ -50,19 +50,23 @@ HttpResponse call(Service& s, const std::string& method, const std::string& path
   return testing::call_service(s, kToken, method, path, body);
 }
 
-// Waits until the planner has nothing left to do (deterministic interleaving of telemetry and
-// plans: every window is measured under one plan).
-void settle(Service& s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const json h = json::parse(call(s, "GET", "/healthz").body);
-    if (!h["replan_pending"].get<bool>() && !h["replanning"].get<bool>() &&
-        h["plan_id"].get<std::int64_t>() > 0) {
-      return;
+void settle(Service& s) { ASSERT_TRUE(testing::settle(s, kToken)) << "the planner did not settle"; }
+
+// The telemetry a client posts for window `m`, measured under plan `plan_id`: the p95s of the
+// model's SLA metrics and its throughput.
+json samples_of(const Workload& w, const Measurement& m, const json& plan_id) {
+  json samples = json::array();
+  for (const auto& mm : m.models) {
+    json sample = {{"model", mm.name}, {"plan_id", plan_id}, {"throughput", mm.throughput}};
+    if (w.models[mm.model].arch.family == ModelFamily::kLlm) {
+      if (mm.ttft_ms_p95) sample["ttft_ms_p95"] = *mm.ttft_ms_p95;
+      if (mm.tpot_ms_p95) sample["tpot_ms_p95"] = *mm.tpot_ms_p95;
+    } else {
+      sample["latency_ms_p95"] = mm.latency_ms_p95;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    samples.push_back(sample);
   }
-  FAIL() << "the planner did not settle";
+  return samples;
 }
 
 TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTruth) {
@@ -90,7 +94,8 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
 
   auto plan_config = [&](const json& plan) {
     JointConfig c;
-    for (const auto& m : w->models) c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
+    for (const auto& m : w->models)
+      c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
     return c;
   };
   json plan;
@@ -99,19 +104,9 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
     settle(s);
     plan = json::parse(call(s, "GET", "/v1/plan").body);
     const JointConfig c = plan_config(plan);
-    const Measurement m = truth.measure(*w, c, MeasureOptions(10, derive_seed(7, {static_cast<std::uint64_t>(k)})));
-    json samples = json::array();
-    for (const auto& mm : m.models) {
-      json sample = {{"model", mm.name}, {"plan_id", plan["id"]}, {"throughput", mm.throughput}};
-      if (w->models[mm.model].arch.family == ModelFamily::kLlm) {
-        if (mm.ttft_ms_p95) sample["ttft_ms_p95"] = *mm.ttft_ms_p95;
-        if (mm.tpot_ms_p95) sample["tpot_ms_p95"] = *mm.tpot_ms_p95;
-      } else {
-        sample["latency_ms_p95"] = mm.latency_ms_p95;
-      }
-      samples.push_back(sample);
-    }
-    ASSERT_EQ(call(s, "POST", "/v1/telemetry", samples.dump()).status, 202);
+    const Measurement m =
+        truth.measure(*w, c, MeasureOptions(10, derive_seed(7, {static_cast<std::uint64_t>(k)})));
+    ASSERT_EQ(call(s, "POST", "/v1/telemetry", samples_of(*w, m, plan["id"]).dump()).status, 202);
   }
   settle(s);
   plan = json::parse(call(s, "GET", "/v1/plan").body);
@@ -154,7 +149,6 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
             std::string::npos);
 }
 
-
 // The steady workload of workloads/transitions/steady-l4.yaml (no event), served: telemetry of
 // the plan in force measured on the simulator, a new seed each window, must not make serve
 // restart a model's server after the third window (docs/scheduler.md, "Transitions").
@@ -185,21 +179,11 @@ TEST(ServeLearning, SteadyTelemetryRestartsNoModelAfterTheThirdWindow) {
     }
     last_id = plan["id"].get<std::int64_t>();
     JointConfig c;
-    for (const auto& m : w->models) c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
+    for (const auto& m : w->models)
+      c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
     const Measurement m =
         truth.measure(*w, c, MeasureOptions(10, derive_seed(11, {static_cast<std::uint64_t>(k)})));
-    json samples = json::array();
-    for (const auto& mm : m.models) {
-      json sample = {{"model", mm.name}, {"plan_id", plan["id"]}, {"throughput", mm.throughput}};
-      if (w->models[mm.model].arch.family == ModelFamily::kLlm) {
-        if (mm.ttft_ms_p95) sample["ttft_ms_p95"] = *mm.ttft_ms_p95;
-        if (mm.tpot_ms_p95) sample["tpot_ms_p95"] = *mm.tpot_ms_p95;
-      } else {
-        sample["latency_ms_p95"] = mm.latency_ms_p95;
-      }
-      samples.push_back(sample);
-    }
-    ASSERT_EQ(call(s, "POST", "/v1/telemetry", samples.dump()).status, 202);
+    ASSERT_EQ(call(s, "POST", "/v1/telemetry", samples_of(*w, m, plan["id"]).dump()).status, 202);
   }
   EXPECT_EQ(restarts_after_third, 0);
 }

@@ -30,19 +30,7 @@ HttpResponse call(Service& s, const std::string& method, const std::string& path
   return testing::call_service(s, kToken, method, path, body);
 }
 
-// Waits until the planner has nothing left to do.
-void settle(Service& s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const json h = json::parse(call(s, "GET", "/healthz").body);
-    if (!h["replan_pending"].get<bool>() && !h["replanning"].get<bool>() &&
-        h["plan_id"].get<std::int64_t>() > 0) {
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  FAIL() << "the planner did not settle";
-}
+void settle(Service& s) { ASSERT_TRUE(testing::settle(s, kToken)) << "the planner did not settle"; }
 
 std::unique_ptr<Service> open_with_hook(const TempDir& dir, const std::string& command,
                                         int timeout_ms = 10000) {
@@ -81,8 +69,8 @@ TEST(OnPlan, AnAppliedPlanComesInForceWithItsTransitionOnTheHooksInput) {
   EXPECT_EQ(given["id"], plan["id"]);
   EXPECT_EQ(given["models"], plan["models"]);
   EXPECT_TRUE(given.contains("transition")) << given.dump();
-  EXPECT_NE(call(*s, "GET", "/metrics").body.find(
-                "corun_serve_on_plan_hooks_total{outcome=\"applied\"} 1"),
+  EXPECT_NE(call(*s, "GET", "/metrics")
+                .body.find("corun_serve_on_plan_hooks_total{outcome=\"applied\"} 1"),
             std::string::npos);
 }
 
@@ -106,8 +94,8 @@ TEST(OnPlan, AFailingOrHangingHookKeepsThePreviousPlanInForceAndSaysSo) {
     EXPECT_FALSE(plan["on_plan"]["applied"].get<bool>()) << command;
     EXPECT_GT(plan["on_plan"]["plan_id"].get<std::int64_t>(), first["id"].get<std::int64_t>());
     EXPECT_FALSE(plan["on_plan"]["reason"].get<std::string>().empty());
-    EXPECT_NE(call(*s, "GET", "/metrics").body.find(
-                  "corun_serve_on_plan_hooks_total{outcome=\"failed\"} 1"),
+    EXPECT_NE(call(*s, "GET", "/metrics")
+                  .body.find("corun_serve_on_plan_hooks_total{outcome=\"failed\"} 1"),
               std::string::npos)
         << command;
   }

@@ -20,6 +20,8 @@
 #include <string>
 #include <thread>
 
+#include "serve_test_util.h"
+
 namespace corun::serve {
 namespace {
 
@@ -29,25 +31,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kKiB = 1024;
 constexpr std::size_t kMiB = 1024 * kKiB;
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("corun-plan-hook-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -103,6 +87,15 @@ bool process_gone(pid_t pid) {
   return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'Z';
 }
 
+// Whether `pid` is gone within 2 s (a killed process is reaped by init a moment later).
+bool gone_within_2s(pid_t pid) {
+  for (int i = 0; i < 100; ++i) {
+    if (process_gone(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return process_gone(pid);
+}
+
 TEST(PlanHook, HookReadsExactlyTheInputAndExitZeroApplies) {
   TempDir dir;
   const std::string sink = dir.file("received.json");
@@ -141,11 +134,7 @@ TEST(PlanHook, HangingHookTimesOutAndItsWholeGroupIsKilled) {
   EXPECT_EQ(r.reason, "timed out after 1000 ms");
   const pid_t sleeper = static_cast<pid_t>(std::atol(read_file(pid_file).c_str()));
   ASSERT_GT(sleeper, 1) << "the hook did not record its child";
-  bool gone = process_gone(sleeper);
-  for (int i = 0; i < 100 && !gone; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    gone = process_gone(sleeper);
-  }
+  const bool gone = gone_within_2s(sleeper);
   EXPECT_TRUE(gone) << "the hook's child " << sleeper << " survived the time-out";
 }
 
@@ -182,11 +171,7 @@ TEST(PlanHook, HookThatIgnoresSigtermIsKilledAfterTheGrace) {
   EXPECT_LT(wall_s, 10.0);
   const pid_t sleeper = static_cast<pid_t>(std::atol(read_file(pid_file).c_str()));
   ASSERT_GT(sleeper, 1) << "the hook did not record its child";
-  bool gone = process_gone(sleeper);
-  for (int i = 0; i < 100 && !gone; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    gone = process_gone(sleeper);
-  }
+  const bool gone = gone_within_2s(sleeper);
   EXPECT_TRUE(gone) << "the hook's child " << sleeper << " survived SIGKILL";
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "corun/serve/service.h"
 
@@ -35,6 +36,8 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  /// @brief The path of `name` inside the directory, as a string.
+  [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
 
  private:
   std::filesystem::path path_;
@@ -51,6 +54,21 @@ inline HttpResponse call_service(Service& s, const std::string& token, const std
   if (!token.empty()) r.authorization = "Bearer " + token;
   if (!body.empty()) r.content_type = "application/json";
   return s.handle(r);
+}
+
+/// Waits (up to 60 s) until `s`'s planner has nothing left to do and a plan is in force, so that
+/// a test interleaves telemetry and plans deterministically; false if it never settles.
+inline bool settle(Service& s, const std::string& token) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto h = nlohmann::json::parse(call_service(s, token, "GET", "/healthz").body);
+    if (!h["replan_pending"].get<bool>() && !h["replanning"].get<bool>() &&
+        h["plan_id"].get<std::int64_t>() > 0) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
 }
 
 struct RawResponse {
