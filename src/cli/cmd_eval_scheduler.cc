@@ -39,9 +39,15 @@ std::string num(double v, int digits) { return std::isfinite(v) ? fixed(v, digit
 nlohmann::json summary(const std::vector<SchedulerEvalRow>& rows) {
   std::map<std::string, std::vector<double>> gap, gap_or, gap_or1, p50;
   std::map<std::string, std::size_t> violations, after3, drift_late;
-  std::map<std::string, std::vector<double>> drift_gap;
+  std::map<std::string, std::vector<double>> drift_gap, utility;
+  std::map<std::string, std::size_t> restarts;
+  std::map<std::string, double> downtime;
   for (const auto& r : rows) {
-    const std::string k = r.solver + (r.learning ? "/learning" : "/static");
+    const std::string k = r.solver + (r.learning ? "/learning" : "/static") +
+                          (r.transitions_aware ? "" : "/ignore-transitions");
+    utility[k].push_back(r.mean_measured_utility);
+    restarts[k] += r.restarts;
+    downtime[k] += r.downtime_s;
     gap[k].push_back(r.gap_to_exhaustive_pct);
     if (std::isfinite(r.gap_to_oracle_pct)) gap_or[k].push_back(r.gap_to_oracle_pct);
     if (std::isfinite(r.gap_to_oracle_1_pct)) gap_or1[k].push_back(r.gap_to_oracle_1_pct);
@@ -62,6 +68,9 @@ nlohmann::json summary(const std::vector<SchedulerEvalRow>& rows) {
             {"median_decision_ms_p50", num(median_of(p50[k]))},
             {"sla_violations", violations[k]},
             {"violations_after_3", after3[k]},
+            {"median_net_utility", num(median_of(utility[k]))},
+            {"restarts", restarts[k]},
+            {"downtime_s", downtime[k]},
             {"drift_breaches_after_2", drift_late[k]},
             {"drift_max_gap_from_10th_pct",
              drift_gap[k].empty() ? nlohmann::json()
@@ -86,7 +95,8 @@ std::string svg_by_scenario(const std::vector<SchedulerEvalRow>& rows,
   std::map<std::string, SvgSeries> by;
   std::vector<std::string> order;
   for (const auto& r : rows) {
-    const std::string k = r.solver + (r.learning ? " (learning)" : " (static)");
+    const std::string k = r.solver + (r.learning ? " (learning" : " (static") +
+                          (r.transitions_aware ? ")" : ", transitions ignored)");
     if (!by.count(k)) {
       order.push_back(k);
       by[k].label = k;
@@ -142,7 +152,8 @@ std::string markdown(const std::vector<SchedulerEvalRow>& rows, const nlohmann::
       "after 3 | feasible | no plan | shed | p50 ms | p99 ms | utility | drift |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& r : rows) {
-    md += "| " + stem(r.scenario) + " | " + r.solver + " | " + (r.learning ? "on" : "off") + " | " +
+    md += "| " + stem(r.scenario) + " | " + r.solver + " | " + (r.learning ? "on" : "off") +
+          (r.transitions_aware ? "" : ", transitions ignored") + " | " +
           std::to_string(r.decisions) + " | " + num(r.gap_to_exhaustive_pct, 3) + " | " +
           num(r.gap_to_oracle_pct, 2) + " | " + num(r.gap_to_oracle_1_pct, 2) + " | " +
           std::to_string(r.sla_violations) + " | " + std::to_string(r.violations_after_3) + " | " +
@@ -193,11 +204,17 @@ const bool registered = register_command({
         SurrogateFlags surrogate;
         LearningFlags learning;
         DegradeFlag degrade;
+        std::string transitions = "aware";
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("files", f->files, "scenario workload files (with a timeline)");
       sub.add_option("--scenarios", f->scenarios, "directory of scenario workloads (*.yaml)");
       sub.add_option("--solvers", f->solvers, "comma list of solvers")->capture_default_str();
+      sub.add_option("--transitions", f->transitions,
+                     "comma list of transition modes, each a row: aware (changes priced, "
+                     "docs/scheduler.md Transitions), ignore (every change free to the "
+                     "planner); the testbed charges both")
+          ->capture_default_str();
       sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
       f->surrogate.add(sub);
       f->learning.add(sub, true);
@@ -306,6 +323,17 @@ const bool registered = register_command({
         opt.threads = f->surrogate.threads;
         opt.oracle_windows = f->windows;
         opt.learning = *modes;
+        opt.transitions.clear();
+        for (const auto& t : split(f->transitions, ',')) {
+          if (t != "aware" && t != "ignore") {
+            return report_error(
+                Error("--transitions: expected aware and/or ignore, got '" + t + "'"));
+          }
+          opt.transitions.push_back(t == "aware");
+        }
+        if (opt.transitions.empty()) {
+          return report_error(Error("--transitions: expected aware and/or ignore"));
+        }
         opt.learning_options = f->learning.options;
         opt.shed = f->degrade.shed();
         if (log) {
@@ -396,14 +424,17 @@ const bool registered = register_command({
         if (f->json) {
           std::printf("%s\n", nlohmann::json({{"rows", jrows}, {"summary", sum}}).dump().c_str());
         } else {
-          Table t({"scenario", "solver", "learning", "decisions", "gap_ex %", "gap_oracle %",
-                   "gap_oracle_1 %", "viol", "after 3", "p50 ms", "utility"});
+          Table t({"scenario", "solver", "learning", "transitions", "decisions", "gap_ex %",
+                   "gap_oracle %", "gap_oracle_1 %", "viol", "after 3", "restarts", "reloads",
+                   "downtime s", "p50 ms", "net utility"});
           for (const auto& r : *rows) {
             t.add({stem(r.scenario), r.solver, r.learning ? "on" : "off",
-                   std::to_string(r.decisions), num(r.gap_to_exhaustive_pct, 3),
-                   num(r.gap_to_oracle_pct, 2), num(r.gap_to_oracle_1_pct, 2),
-                   std::to_string(r.sla_violations), std::to_string(r.violations_after_3),
-                   num(r.decision_ms_p50, 1), num(r.mean_measured_utility, 3)});
+                   r.transitions_aware ? "aware" : "ignore", std::to_string(r.decisions),
+                   num(r.gap_to_exhaustive_pct, 3), num(r.gap_to_oracle_pct, 2),
+                   num(r.gap_to_oracle_1_pct, 2), std::to_string(r.sla_violations),
+                   std::to_string(r.violations_after_3), std::to_string(r.restarts),
+                   std::to_string(r.reloads), num(r.downtime_s, 1), num(r.decision_ms_p50, 1),
+                   num(r.mean_measured_utility, 3)});
           }
           std::printf("%s\n%s\n", t.render().c_str(), sum.dump(2).c_str());
         }

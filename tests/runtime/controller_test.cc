@@ -557,5 +557,33 @@ TEST(SchedulerEval, ScoresEverySolverAndLearningModeOnEveryScenario) {
   EXPECT_EQ(j["interval_gap_to_oracle_pct"].size(), ex.intervals);
 }
 
+TEST(SchedulerEval, RunsEachTransitionModeAsARowAndCountsWhatTheTestbedCharged) {
+  const Workload w = scenario();
+  SimTestbed sim;
+  SourceFactory factory = [&](const Workload&) -> Result<std::unique_ptr<PredictorSource>> {
+    return std::unique_ptr<PredictorSource>(std::make_unique<SimSource>(sim, 1.0));
+  };
+  SchedulerEvalOptions o;
+  o.solvers = {"exhaustive"};
+  o.transitions = {true, false};
+  o.oracle = false;
+  o.exhaustive_gap = false;
+  auto rows = evaluate_scheduler({w}, sim, factory, o);
+  ASSERT_TRUE(rows.ok()) << rows.error().what();
+  ASSERT_EQ(rows->size(), 2u);
+  const auto& aware = (*rows)[0];
+  const auto& ignore = (*rows)[1];
+  EXPECT_TRUE(aware.transitions_aware);
+  EXPECT_FALSE(ignore.transitions_aware);
+  EXPECT_EQ(to_json(aware)["transitions"], "aware");
+  EXPECT_EQ(to_json(ignore)["transitions"], "ignore");
+  for (const char* k : {"restarts", "reloads", "downtime_s"}) {
+    EXPECT_TRUE(to_json(ignore).contains(k)) << k;
+  }
+  // Priced, the planner changes no more than when every change is free to it.
+  EXPECT_LE(aware.restarts + aware.reloads, ignore.restarts + ignore.reloads);
+  EXPECT_GE(aware.downtime_s, 0.0);
+}
+
 }  // namespace
 }  // namespace corun

@@ -37,6 +37,12 @@ struct SchedulerEvalRow {
   std::string scenario;
   std::string solver;
   bool learning = true;
+  /// The planner priced transitions (TransitionOptions::aware); either way the testbed charged
+  /// them, and the utility below is net of what they cost.
+  bool transitions_aware = true;
+  std::size_t restarts = 0;   ///< restart-class changes over the run, all models
+  std::size_t reloads = 0;    ///< reload-class changes
+  double downtime_s = 0;      ///< seconds without service that transitions cost, all models
   std::size_t intervals = 0;
   std::size_t decisions = 0;
   /// Median over decisions of (exhaustive − chosen) / exhaustive predicted utility, under the
@@ -75,6 +81,9 @@ using SourceFactory = std::function<Result<std::unique_ptr<PredictorSource>>(con
 struct SchedulerEvalOptions {
   std::vector<std::string> solvers = {"ga", "exhaustive", "greedy", "hillclimb"};
   std::vector<bool> learning = {true};  ///< modes to run, each a row
+  /// Transition modes to run, each a row: true prices them (aware), false plans as if every
+  /// change were free (ignore); the testbed charges both the same.
+  std::vector<bool> transitions = {true};
   LearningOptions learning_options;     ///< when learning is on (enabled is set per row)
   bool shed = true;                     ///< ControllerOptions::shed
   std::uint64_t seed = 1;
