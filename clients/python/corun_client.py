@@ -231,9 +231,32 @@ class CorunClient:
 
     # -- helpers ------------------------------------------------------------------------------
 
+    def wait_for_decision(self, after: int = 0, timeout_s: float = 30.0,
+                          poll_s: float = 0.05) -> JsonObject:
+        """Polls `plan()` until a decision numbered > after is published.
+
+        A plan's `id` changes only when what runs changes; its `decision` counts every
+        re-plan, so this also returns after a re-plan that kept every configuration.
+
+        Raises:
+            TimeoutError: none came within timeout_s.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                p = self.plan()
+                if p.get("decision", p["id"]) > after:
+                    return p
+            except CorunError as e:
+                if e.code != "no_plan":
+                    raise
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no decision after {after} within {timeout_s} s")
+            time.sleep(poll_s)
+
     def wait_for_plan(self, after_id: int = 0, timeout_s: float = 30.0,
                       poll_s: float = 0.05) -> JsonObject:
-        """Polls `plan()` until a plan with id > after_id is in force.
+        """Polls `plan()` until a plan with id > after_id is in force (what runs changed).
 
         Raises:
             TimeoutError: none appeared within timeout_s.

@@ -271,8 +271,8 @@ void Controller::ensure_learners_locked(const Workload& w, const ErrorPriors& pr
     if (l.ready) continue;
     for (Target t : surrogate::kAllTargets) {
       const std::size_t k = static_cast<std::size_t>(t);
-      l.target[k] = TargetLearner(m < priors.size() ? priors[m][k] : ErrorPrior{},
-                                  options_.learning);
+      l.target[k] =
+          TargetLearner(m < priors.size() ? priors[m][k] : ErrorPrior{}, options_.learning);
     }
     l.ready = true;
   }
@@ -317,9 +317,9 @@ std::shared_ptr<const CorrectionTable> Controller::corrections_locked(
     t->at[m].assign(count, {});
     const Learners& l = *learners[m];
     if (!options_.learning.enabled || !l.ready) {
-      const double margin = std::clamp(
-          (m < static_margins.size() ? static_margins[m] : 0.0) + l.boost, 0.0,
-          options_.max_margin);
+      const double margin =
+          std::clamp((m < static_margins.size() ? static_margins[m] : 0.0) + l.boost, 0.0,
+                     options_.max_margin);
       t->margins[m].assign(count, Margin::uniform(margin));
       continue;
     }
@@ -401,7 +401,8 @@ Controller::Pricing Controller::pricing_locked(const Workload& w, const JointCon
     for (Target t : sla_targets(w.models[m])) {
       noise_var = std::max(noise_var, l.target[static_cast<std::size_t>(t)].noise_var());
     }
-    noise_var = std::max(noise_var, l.target[static_cast<std::size_t>(Target::kThroughput)].noise_var());
+    noise_var =
+        std::max(noise_var, l.target[static_cast<std::size_t>(Target::kThroughput)].noise_var());
     p.band[m] = std::expm1(options_.transitions.hysteresis_sd * std::sqrt(noise_var));
   }
   return p;
@@ -535,7 +536,10 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
   MutexLock lock(mutex_);
   if (generation != generation_) return std::optional<Decision>();
   decisions_ = id;
-  d.id = last_id_ + 1;
+  d.decision = id;
+  const bool unchanged = plan_ && plan_names_ == names_of(w) && plan_->config == d.config &&
+                         plan_->admitted == d.admitted;
+  d.id = unchanged ? last_id_ : last_id_ + 1;
   for (const auto& step : d.transition.steps) {
     if (step.change.action >= Actuation::kReload && step.model < learners_.size()) {
       learners_[step.model]->changed_at_s = now_s_;
@@ -819,9 +823,9 @@ Result<std::optional<Controller::Attempt>> Controller::shed(const Workload& w, A
 }
 
 Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Predictor>& base,
-                                     const std::shared_ptr<const CorrectionTable>& table,
-                                     const JointConfig& warm, std::int64_t id,
-                                     const std::string& reason, double* hook_ms, bool priced) {
+                                    const std::shared_ptr<const CorrectionTable>& table,
+                                    const JointConfig& warm, std::int64_t id,
+                                    const std::string& reason, double* hook_ms, bool priced) {
   const std::size_t n = w.models.size();
   const std::unique_ptr<Predictor> predictor = make_corrected(base, table);
   std::vector<bool> active(n);
@@ -845,9 +849,9 @@ Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Pre
   if (hook_ms != nullptr && options_.on_decision) {
     const auto hook_start = std::chrono::steady_clock::now();
     options_.on_decision(problem, solved->result);
-    *hook_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                          hook_start)
-                    .count();
+    *hook_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - hook_start)
+            .count();
   }
   Decision d;
   d.id = id;
@@ -1262,7 +1266,7 @@ void Controller::restore(Decision d) {
   d.margins.resize(n);
   d.best_effort.resize(n, false);
   last_id_ = std::max(last_id_, d.id);
-  decisions_ = std::max(decisions_, d.id);
+  decisions_ = std::max({decisions_, d.id, d.decision});
   plan_ = std::make_shared<const Decision>(std::move(d));
   plan_names_ = names_of(workload_);
   planned_log_bound_.assign(n * kTargetCount, NAN);
@@ -1270,10 +1274,10 @@ void Controller::restore(Decision d) {
   due_reason_.clear();
 }
 
-void Controller::continue_after(std::int64_t last) {
+void Controller::continue_after(std::int64_t last, std::int64_t last_decision) {
   MutexLock lock(mutex_);
   last_id_ = std::max(last_id_, last);
-  decisions_ = std::max(decisions_, last);
+  decisions_ = std::max({decisions_, last, last_decision});
 }
 
 nlohmann::json to_json(const LearningSample& s) {

@@ -123,6 +123,7 @@ json learning_state_json(const ModelLearningState& s) {
 std::optional<Decision> decision_in_force(const json& record, const ModelRegistry& registry) {
   Decision stored;
   stored.id = json_number_or(record, "id", std::int64_t{0});
+  stored.decision = json_number_or(record, "decision", stored.id);
   stored.reason = record.value("reason", std::string());
   const json& ms = record.contains("models") ? record["models"] : json::object();
   if (!ms.is_object() || ms.size() != registry.size() || registry.empty()) return std::nullopt;

@@ -121,8 +121,7 @@ std::vector<std::string> metric_labels(std::span<const Route<Service>> routes) {
 // ---------------------------------------------------------------------------------------------
 // Construction and recovery
 
-Service::Service(ServiceOptions options, const Catalog& catalog,
-                 std::unique_ptr<StateStore> store)
+Service::Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store)
     : options_(std::move(options)),
       catalog_(&catalog),
       store_(std::move(store)),
@@ -296,11 +295,12 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
       plan_body_ = std::make_shared<const std::string>(plan_body(plan_));
     }
     plan_id_ = json_number_or(plan_, "id", std::int64_t{0});
+    decision_ = json_number_or(plan_, "decision", plan_id_.load());
     // The stored plan is the one in force when it covers exactly the registered models.
     if (auto stored = decision_in_force(plan_, registry_)) {
       controller_->restore(std::move(*stored));
     } else {
-      controller_->continue_after(plan_id_.load());
+      controller_->continue_after(plan_id_.load(), decision_.load());
     }
   }
   return {};
@@ -374,12 +374,12 @@ std::variant<json, ApiError> Service::parse_body(const HttpRequest& req) const {
   if (req.body.empty()) return ApiError{400, "empty_body", "a JSON body is required", ""};
   const std::string ct = lower(req.content_type);
   if (ct.rfind("application/json", 0) != 0) {
-    return ApiError{415, "unsupported_media_type",
-                    "Content-Type must be application/json" +
-                        (req.content_type.empty()
-                             ? std::string(" (none given)")
-                             : " (got '" + req.content_type.substr(0, 64) + "')"),
-                    ""};
+    return ApiError{
+        415, "unsupported_media_type",
+        "Content-Type must be application/json" +
+            (req.content_type.empty() ? std::string(" (none given)")
+                                      : " (got '" + req.content_type.substr(0, 64) + "')"),
+        ""};
   }
   JsonLimits limits;
   limits.max_depth = kMaxJsonDepth;
@@ -793,7 +793,8 @@ HttpResponse Service::post_replan(const RouteCall& call) {
     return error({400, "unexpected_body", "replan takes no parameters (send {} or nothing)", ""});
   }
   planner_.request("requested");
-  return json_response(202, {{"requested", true}, {"plan_id", plan_id_.load()}});
+  return json_response(
+      202, {{"requested", true}, {"plan_id", plan_id_.load()}, {"decision", decision_.load()}});
 }
 
 Status Service::plan_once(const std::string& reason) {
@@ -810,13 +811,15 @@ Status Service::plan_once(const std::string& reason) {
               {"device", device_.name}};
   json models = json::object();
   std::int64_t id = 0;
+  std::int64_t decision = 0;
   double decision_ms = 0;
   std::shared_ptr<const Decision> before;  // the plan in force when the decision started
   bool changed = true;                     // the decision changed what runs
   if (empty) {
     // Nothing to plan: an empty plan says so (its id continues the sequence).
     id = plan_id_.load() + 1;
-    controller_->continue_after(id);
+    decision = decision_.load() + 1;
+    controller_->continue_after(id, decision);
     rec["feasible"] = true;
     rec["predicted_utility"] = 0.0;
     rec["evaluated"] = 0;
@@ -835,6 +838,7 @@ Status Service::plan_once(const std::string& reason) {
     const Decision& d = **decided;
     const Workload w = controller_->workload();
     id = d.id;
+    decision = d.decision;
     decision_ms = d.decision_ms;
     rec["source"] = d.source;
     rec["feasible"] = d.feasible;
@@ -849,6 +853,7 @@ Status Service::plan_once(const std::string& reason) {
     changed = !before || before->config != d.config || before->admitted != d.admitted;
   }
   rec["id"] = id;
+  rec["decision"] = decision;
   rec["decision_ms"] = decision_ms;
   rec["models"] = models;
 
@@ -863,9 +868,11 @@ Status Service::plan_once(const std::string& reason) {
                           {"elapsed_ms", hook.elapsed_ms},
                           {"output", hook.output}};
     if (!hook.applied) {
-      std::fprintf(stderr, "corun serve: --on-plan did not apply plan %lld (%s): %s; plan %lld "
-                   "stays in force\n", static_cast<long long>(id), hook.reason.c_str(),
-                   hook.output.c_str(), static_cast<long long>(before->id));
+      std::fprintf(stderr,
+                   "corun serve: --on-plan did not apply plan %lld (%s): %s; plan %lld "
+                   "stays in force\n",
+                   static_cast<long long>(id), hook.reason.c_str(), hook.output.c_str(),
+                   static_cast<long long>(before->id));
       controller_->restore(*before);
       std::shared_ptr<const std::string> body;
       {
@@ -873,8 +880,12 @@ Status Service::plan_once(const std::string& reason) {
         plan_["on_plan"] = outcome;
         body = std::make_shared<const std::string>(plan_body(plan_));
       }
-      MutexLock body_lock(plan_body_mutex_);
-      plan_body_.swap(body);
+      {
+        MutexLock body_lock(plan_body_mutex_);
+        plan_body_.swap(body);
+      }
+      decision_ = decision;  // decided, and reported as not applied
+      plan_cv_.notify_all();
       return {};
     }
     rec["on_plan"] = outcome;
@@ -888,7 +899,8 @@ Status Service::plan_once(const std::string& reason) {
     // The model set changed: a re-plan is pending.
     if (generation != registry_.generation()) return {};
   }
-  auto ok = store_->append_plan(id, rec.dump());
+  // Keyed by decision: the history keeps every decision, those that kept the plan's id too.
+  auto ok = store_->append_plan(decision, rec.dump());
   if (!ok) return ok;
   metrics_.observe_decision(decision_ms / 1e3);
   metrics_.count_replan();
@@ -902,6 +914,7 @@ Status Service::plan_once(const std::string& reason) {
     history_.push_back(std::move(copy));
     if (history_.size() > options_.history_in_memory) history_.pop_front();
     plan_id_ = id;
+    decision_ = decision;
   }
   {
     MutexLock lock(plan_body_mutex_);
@@ -912,12 +925,21 @@ Status Service::plan_once(const std::string& reason) {
 }
 
 bool Service::wait_for_plan(std::int64_t after, int timeout_ms) {
+  return wait_for(plan_id_, after, timeout_ms);
+}
+
+bool Service::wait_for_decision(std::int64_t after, int timeout_ms) {
+  return wait_for(decision_, after, timeout_ms);
+}
+
+bool Service::wait_for(const std::atomic<std::int64_t>& counter, std::int64_t after,
+                       int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   MutexLock lock(state_mutex_);
-  while (plan_id_.load() <= after && !stopping_) {
+  while (counter.load() <= after && !stopping_) {
     if (!plan_cv_.wait_until(lock, deadline)) break;
   }
-  return plan_id_.load() > after;
+  return counter.load() > after;
 }
 
 HttpResponse Service::get_plan(const RouteCall&) {
@@ -929,10 +951,9 @@ HttpResponse Service::get_plan(const RouteCall&) {
   }
   if (!body) {
     MutexLock lock(state_mutex_);
-    return error({404, "no_plan",
-                  registry_.empty() ? "no models are registered"
-                                    : "the first plan is being computed",
-                  ""});
+    return error(
+        {404, "no_plan",
+         registry_.empty() ? "no models are registered" : "the first plan is being computed", ""});
   }
   // The stored plan plus what was learned since it was made: each model's prediction error and
   // the margin it is planned with now.
@@ -978,6 +999,7 @@ HttpResponse Service::get_health(const RouteCall&) {
   json out = {{"status", "ok"},
               {"models", registry_.size()},
               {"plan_id", plan_id_.load()},
+              {"decision", decision_.load()},
               {"replanning", planner.replanning},
               {"replan_pending", planner.pending},
               {"device", device_.name}};

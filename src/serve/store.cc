@@ -294,11 +294,11 @@ Status StateStore::delete_model(const std::string& name) {
   return {};
 }
 
-Status StateStore::append_plan(std::int64_t id, const std::string& record_json) {
+Status StateStore::append_plan(std::int64_t decision, const std::string& record_json) {
   std::lock_guard lock(durable_mutex_);
   Stmt q(durable_, "INSERT OR REPLACE INTO plans(id, record) VALUES(?, ?)");
   if (!q.ok()) return sqlite_error(durable_, file_, "storing plan");
-  q.bind(1, id);
+  q.bind(1, decision);
   q.bind(2, record_json);
   if (q.step() != SQLITE_DONE) return sqlite_error(durable_, file_, "storing plan");
   return {};

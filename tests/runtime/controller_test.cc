@@ -340,7 +340,7 @@ TEST(Controller, PlanForAHypotheticalWorkloadChangesNothing) {
   ASSERT_TRUE(hypo.ok()) << hypo.error().what();
   ASSERT_EQ(hypo->config.size(), 3u);
   EXPECT_NE(hypo->config[2], kAbsent);
-  EXPECT_EQ(hypo->id, plan->id + 1);  // the id the next real decision gets
+  EXPECT_EQ(hypo->id, plan->id + 1);  // the id the next plan that changes anything gets
   EXPECT_GT(hypo->predicted_utility, 0);
 
   EXPECT_EQ(c.plan(), plan);
@@ -353,10 +353,48 @@ TEST(Controller, PlanForAHypotheticalWorkloadChangesNothing) {
     EXPECT_EQ(after[m].shared_error, learned[m].shared_error);
     EXPECT_EQ(after[m].z, learned[m].z);
   }
-  // The next real decision continues the ids.
+  // The next real decision continues the decision count; its plan id moves only if it changed.
   auto next = c.replan("requested");
   ASSERT_TRUE(next.ok() && *next);
-  EXPECT_EQ((**next).id, plan->id + 1);
+  EXPECT_EQ((**next).decision, plan->decision + 1);
+  EXPECT_EQ((**next).id, (**next).config == plan->config ? plan->id : plan->id + 1);
+}
+
+// A decision that keeps what runs keeps the plan's id (a deployer keyed on it applies nothing)
+// and still counts as a decision; one that changes a configuration gets the next id.
+TEST(Controller, ADecisionThatKeepsWhatRunsKeepsThePlanId) {
+  const Workload w = scenario();
+  SimTestbed sim;
+  ControllerOptions o;
+  o.solver = "exhaustive";
+  o.learning.enabled = false;
+  Controller c(w, std::make_unique<SimSource>(sim, 1.0), o);
+  auto first = c.replan("start");
+  ASSERT_TRUE(first.ok() && *first);
+  EXPECT_EQ((**first).id, 1);
+  EXPECT_EQ((**first).decision, 1);
+  // Nothing changed: an exact solver over the same predictions finds the same plan.
+  auto again = c.replan("requested");
+  ASSERT_TRUE(again.ok() && *again);
+  ASSERT_EQ((**again).config, (**first).config);
+  EXPECT_EQ((**again).id, 1);
+  EXPECT_EQ((**again).decision, 2);
+  EXPECT_EQ(c.plan()->id, 1);
+  // Observations of the plan in force are still its own (not stale).
+  ModelObservation ob;
+  ob.model = 1;
+  ob.local = (**again).config[1];
+  ob.measured[0] = 10;
+  EXPECT_EQ(c.observe(std::span(&ob, 1), (**first).id).stale, 0u);
+  // A model arrives: what runs changes, and the plan gets the next id.
+  Workload with = w;
+  with.models[2].active = true;
+  c.set_workload(with);
+  auto arrived = c.replan("event");
+  ASSERT_TRUE(arrived.ok() && *arrived);
+  EXPECT_NE((**arrived).config[2], kAbsent);
+  EXPECT_EQ((**arrived).id, 2);
+  EXPECT_EQ((**arrived).decision, 3);
 }
 
 // A demand change reopens the model's learners: the bound widens at once (before any window at

@@ -52,9 +52,10 @@ std::string stored_state(const std::filesystem::path& dir) {
     }
     if (plan["models"].size() != 2) return "";
     const json breach = {{"model", "cam0"}, {"plan_id", plan["id"]}, {"latency_ms_p95", 500.0}};
+    const std::int64_t decided = (*s)->decision();
     if (testing::call_service(**s, kToken, "POST", "/v1/telemetry", breach.dump()).status != 202)
       return "";
-    (*s)->wait_for_plan(plan["id"].get<std::int64_t>(), 30000);
+    (*s)->wait_for_decision(decided, 30000);
   }
   if (std::filesystem::exists(dir / "serve.db-wal")) return "";
   return corun::testing::read_bytes(dir / "serve.db");
@@ -182,8 +183,7 @@ TEST(DamagedServeState, ARowThatIsNotJsonNamesTheFileAndTheRow) {
 // Runs `child` in a forked process whose files may not grow past `limit_bytes` (RLIMIT_FSIZE,
 // SIGXFSZ ignored: a write past it fails with EFBIG as on a full disk) and returns the report
 // it wrote ("" when the child failed before writing one).
-std::string report_of_child_under_file_limit(const std::filesystem::path& dir,
-                                             rlim_t limit_bytes,
+std::string report_of_child_under_file_limit(const std::filesystem::path& dir, rlim_t limit_bytes,
                                              const std::function<std::string()>& child) {
   const auto report = dir / "child.txt";
   const pid_t pid = ::fork();
@@ -295,8 +295,8 @@ TEST(DamagedServeState, AFullDiskIsA503WithRetryAfterAndLosesNoAcknowledgedRegis
   EXPECT_EQ(code, "storage_unavailable");
   EXPECT_NE(message.find("serve.db"), std::string::npos) << message;
 
-  auto s =
-      Service::open(options(dir.path()), Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto s = Service::open(options(dir.path()), Catalog::default_catalog(),
+                         std::make_unique<TwinSource>());
   ASSERT_TRUE(s.ok()) << s.error().what();
   const json models =
       json::parse(testing::call_service(**s, kToken, "GET", "/v1/models").body, nullptr, false);

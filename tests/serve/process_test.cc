@@ -160,8 +160,12 @@ TEST(ServeProcess, BreachReplansAndKill9RestartKeepsModelsAndPlan) {
                                           kToken));
     ASSERT_EQ(t.status, 202) << t.body;
     EXPECT_EQ(t.json()["breaches"], 1);
-    plan = wait_plan(port, [&](const json& p) { return p["id"].get<std::int64_t>() > id; });
-    ASSERT_GT(plan["id"].get<std::int64_t>(), id) << server.log();
+    // The breach asks for a decision (which may keep the plan, and its id).
+    const std::int64_t decided = first["decision"];
+    plan =
+        wait_plan(port, [&](const json& p) { return p["decision"].get<std::int64_t>() > decided; });
+    ASSERT_GT(plan["decision"].get<std::int64_t>(), decided) << server.log();
+    ASSERT_GE(plan["id"].get<std::int64_t>(), id);
     EXPECT_EQ(plan["reason"], "breach cam0");
     // What the telemetry taught: cam0 is predicted slower than the plan before the breach said.
     EXPECT_GT(plan["learning"]["cam0"]["shared_error"].get<double>(), 0.3);
@@ -265,7 +269,7 @@ TEST(ServeProcess, Kill9DuringLoadLosesNoAcknowledgedRegistrationOrPlan) {
           const json j = p.json();
           if (!j.is_object() || !j.contains("id")) continue;
           std::lock_guard lock(mu);
-          seen_plans[j["id"].get<std::int64_t>()] = j;
+          seen_plans[j["decision"].get<std::int64_t>()] = j;
         }
       }
     });
@@ -290,15 +294,16 @@ TEST(ServeProcess, Kill9DuringLoadLosesNoAcknowledgedRegistrationOrPlan) {
   std::map<std::int64_t, json> history;
   const json served_history = get(again.port(), "/v1/plan/history?limit=1000");
   for (const auto& p : served_history["plans"]) {
-    history[p["id"].get<std::int64_t>()] = p;
+    history[p["decision"].get<std::int64_t>()] = p;
   }
-  for (const auto& [id, p] : seen_plans) {
-    ASSERT_TRUE(history.count(id)) << "plan " << id << " was served, then lost";
+  for (const auto& [decision, p] : seen_plans) {
+    ASSERT_TRUE(history.count(decision)) << "decision " << decision << " was served, then lost";
     json stored_plan = p;
     stored_plan.erase("learning");  // live state: the history keeps the plans as decided
-    EXPECT_EQ(history[id], stored_plan);
+    EXPECT_EQ(history[decision], stored_plan);
   }
-  EXPECT_GE(get(again.port(), "/v1/plan")["id"].get<std::int64_t>(), seen_plans.rbegin()->first);
+  EXPECT_GE(get(again.port(), "/v1/plan")["decision"].get<std::int64_t>(),
+            seen_plans.rbegin()->first);
 }
 
 }  // namespace

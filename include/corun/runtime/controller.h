@@ -3,12 +3,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
@@ -84,14 +83,18 @@ struct ControllerOptions {
 
 /// @brief A plan the controller decided, with what it expects of it.
 struct Decision {
-  std::int64_t id = 0;         ///< 1, 2, ... in decision order (0 = none yet)
-  std::string reason;          ///< "start", "event", "breach cam0", "learning", ...
-  std::string source;          ///< PredictorSource::describe() when it was made
-  JointConfig config;          ///< one local index per model, kAbsent when it does not run
+  /// The plan's id: 1, 2, ... (0 = none yet). It changes only when what runs changes (a
+  /// configuration, an admitted share, the model set), so a deployer that applies plans by id
+  /// applies nothing for a decision that kept them.
+  std::int64_t id = 0;
+  std::int64_t decision = 0;  ///< 1, 2, ...: every decision, whether it changed the plan or not
+  std::string reason;         ///< "start", "event", "breach cam0", "learning", ...
+  std::string source;         ///< PredictorSource::describe() when it was made
+  JointConfig config;         ///< one local index per model, kAbsent when it does not run
   std::vector<Predicted> predicted;  ///< corrected predictions per model
   std::vector<Predicted> base;       ///< the source's predictions before online corrections
   std::vector<Margin> margins;       ///< per model, of the configuration it runs in
-  double predicted_utility = 0;  ///< before transition costs
+  double predicted_utility = 0;      ///< before transition costs
   /// The changes from the plan in force when it was decided (empty: the first plan, or none).
   JointTransition transition;
   /// Utility the planner charged for them (TransitionOptions; 0 when ignored).
@@ -106,8 +109,9 @@ struct Decision {
   /// it; 0 = paused (config kAbsent although the model is active). Empty when every model
   /// admits all of its demand.
   std::vector<double> admitted;
-  double decision_ms = 0;          ///< wall time of the search (and degradation)
-  double measure_ms = 0;  ///< wall time the predictor source spent measuring before it (re-profiling)
+  double decision_ms = 0;  ///< wall time of the search (and degradation)
+  /// Wall time the predictor source spent measuring before it (re-profiling).
+  double measure_ms = 0;
   SearchStats stats;
 };
 
@@ -119,12 +123,12 @@ Workload admitted_workload(const Workload& w, std::span<const double> admitted);
 
 /// @brief Where one model's online error model stands (for reports, GET /v1/plan, /metrics).
 struct ModelLearningState {
-  double last_error = 0;       ///< measured / predicted − 1 of its SLA latency, last window
-  double abs_error = 0;        ///< moving average of |measured / predicted − 1|
-  double margin = 0;           ///< the largest margin of its configuration in the plan in force
-  double z = 0;                ///< conformal bound level, standard deviations (SLA latency)
-  double noise_sd = 0;         ///< estimated window noise, log space (SLA latency)
-  double shared_error = 0;     ///< the learned log error shared by its configurations
+  double last_error = 0;    ///< measured / predicted − 1 of its SLA latency, last window
+  double abs_error = 0;     ///< moving average of |measured / predicted − 1|
+  double margin = 0;        ///< the largest margin of its configuration in the plan in force
+  double z = 0;             ///< conformal bound level, standard deviations (SLA latency)
+  double noise_sd = 0;      ///< estimated window noise, log space (SLA latency)
+  double shared_error = 0;  ///< the learned log error shared by its configurations
   std::uint64_t observations = 0;
   std::uint64_t misses = 0;    ///< measured values above their planned bound
   std::uint64_t breaches = 0;  ///< measured SLA breaches
@@ -132,18 +136,18 @@ struct ModelLearningState {
 
 /// @brief What an observation did.
 struct ObservationResult {
-  std::vector<bool> breach;   ///< per model of the workload: measured SLA breach (ground truth)
-  std::size_t learned = 0;    ///< observations that updated a learner
-  std::size_t stale = 0;      ///< observations of another plan than the one in force (ignored)
-  bool replan = false;        ///< the controller wants a new decision
-  std::string reason;         ///< why ("breach cam0", "learning")
+  std::vector<bool> breach;  ///< per model of the workload: measured SLA breach (ground truth)
+  std::size_t learned = 0;   ///< observations that updated a learner
+  std::size_t stale = 0;     ///< observations of another plan than the one in force (ignored)
+  bool replan = false;       ///< the controller wants a new decision
+  std::string reason;        ///< why ("breach cam0", "learning")
 };
 
 /// @brief What one observation taught, as stored for replay (serve's state, a resumed run):
 /// enough to rebuild the learners without the predictor that was used.
 struct LearningSample {
-  std::string model;        ///< model name
-  std::string model_key;    ///< its catalog model and knob values: local indices mean nothing else
+  std::string model;      ///< model name
+  std::string model_key;  ///< its catalog model and knob values: local indices mean nothing else
   std::int32_t local = 0;
   double others_load = NAN;  ///< its co-runners' load (LoadTable) in that window
   /// Where a change in this window was: of the whole GPU (several models changed together) or of
@@ -153,7 +157,7 @@ struct LearningSample {
   std::array<double, kTargetCount> log_ratio{NAN, NAN, NAN, NAN};
   double under_prediction = 1;  ///< measured / predicted of the SLA latencies (learning off)
   bool breach = false;
-  double error = NAN;           ///< measured / predicted − 1 of the SLA latency
+  double error = NAN;  ///< measured / predicted − 1 of the SLA latency
   /// The model's demand or context changed before this window: its learners were reopened
   /// (TargetLearner::reopen) first, and a replay does the same.
   bool reopen = false;
@@ -263,9 +267,9 @@ class Controller {
   /// telemetry is learned from at once, and the next decision continues its ids. The decision
   /// must be for the current workload's models.
   void restore(Decision d);
-  /// @brief Makes the next decision's id `last` + 1 (a restarted service whose stored plan no
-  /// longer fits its models).
-  void continue_after(std::int64_t last);
+  /// @brief Makes the next plan's id `last` + 1 and the next decision's number at least
+  /// `last_decision` + 1 (a restarted service whose stored plan no longer fits its models).
+  void continue_after(std::int64_t last, std::int64_t last_decision = 0);
   /// @brief Swaps in a refit surrogate: its base predictions differ, so the learners restart
   /// from its priors and the recent observations of the current workload are replayed against
   /// it; a re-plan is due.
@@ -341,15 +345,16 @@ class Controller {
   Workload workload_ CORUN_GUARDED_BY(mutex_);
   std::uint64_t generation_ CORUN_GUARDED_BY(mutex_) = 0;  ///< bumped by every change
   std::shared_ptr<const Decision> plan_ CORUN_GUARDED_BY(mutex_);
-  std::vector<std::string> plan_names_ CORUN_GUARDED_BY(mutex_);  ///< the models plan_ indexes
-  LearnerSet learners_ CORUN_GUARDED_BY(mutex_);  ///< per model
+  std::vector<std::string> plan_names_ CORUN_GUARDED_BY(mutex_);    ///< the models plan_ indexes
+  LearnerSet learners_ CORUN_GUARDED_BY(mutex_);                    ///< per model
   std::vector<double> planned_log_bound_ CORUN_GUARDED_BY(mutex_);  ///< [model * targets]
-  LoadTable loads_ CORUN_GUARDED_BY(mutex_);  ///< of the plan in force
+  LoadTable loads_ CORUN_GUARDED_BY(mutex_);                        ///< of the plan in force
   bool due_ CORUN_GUARDED_BY(mutex_) = true;
   std::string due_reason_ CORUN_GUARDED_BY(mutex_) = "start";
   std::unique_ptr<Recent> recent_ CORUN_GUARDED_BY(mutex_);
   std::int64_t last_id_ CORUN_GUARDED_BY(mutex_) = 0;  ///< id of the latest decision
-  /// Decisions made, whether their plan changed or not: solver seeds derive from it.
+  /// Decisions made, whether their plan changed or not (Decision::decision): solver seeds
+  /// derive from it.
   std::int64_t decisions_ CORUN_GUARDED_BY(mutex_) = 0;
   double now_s_ CORUN_GUARDED_BY(mutex_) = 0;
   std::vector<double> event_times_s_ CORUN_GUARDED_BY(mutex_);  ///< workload events seen
@@ -358,7 +363,7 @@ class Controller {
   /// What the decision in progress prices its transitions with (set by replan()).
   struct Pricing {
     bool on = false;
-    JointConfig from;  ///< the plan in force, one entry per model of the workload
+    JointConfig from;     ///< the plan in force, one entry per model of the workload
     bool needed = false;  ///< a breach asked for the decision: the dwell does not hold
     double horizon_s = 0;
     std::vector<bool> dwelling;  ///< per model: within its minimum dwell

@@ -95,8 +95,14 @@ class Service final : public HttpHandler {
     MutexLock lock(state_mutex_);
     return registry_.generation();
   }
-  /// @brief Blocks until a plan with id > `after` is in force or the timeout passes.
+  /// @brief Number of the latest decision (0 = none yet): every re-plan, whether it changed
+  /// the plan in force (and its id) or not.
+  [[nodiscard]] std::int64_t decision() const { return decision_.load(); }
+  /// @brief Blocks until a plan with id > `after` is in force (what runs changed) or the
+  /// timeout passes.
   bool wait_for_plan(std::int64_t after, int timeout_ms);
+  /// @brief Blocks until a decision numbered > `after` is published or the timeout passes.
+  bool wait_for_decision(std::int64_t after, int timeout_ms);
   /// @brief Stops the planner and flushes telemetry (also done by the destructor).
   void stop();
   /// @brief Whether the request carries the service's bearer token (constant-time compare).
@@ -148,6 +154,7 @@ class Service final : public HttpHandler {
   void flush_telemetry();
   /// One re-plan (the planner thread's work): decide, store, then publish.
   Status plan_once(const std::string& reason);
+  bool wait_for(const std::atomic<std::int64_t>& counter, std::int64_t after, int timeout_ms);
   nlohmann::json learning_json() const;
 
   ServiceOptions options_;
@@ -188,6 +195,7 @@ class Service final : public HttpHandler {
   CondVar plan_cv_;
   CondVar flusher_cv_;
   std::atomic<std::int64_t> plan_id_{0};
+  std::atomic<std::int64_t> decision_{0};  ///< see decision()
   /// When the service started: the controller's clock (dwell times, the horizon's events).
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 

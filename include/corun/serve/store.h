@@ -69,8 +69,9 @@ class StateStore {
   Status update_model(const std::string& name, const std::string& spec_json);
   /// @brief Removes a model.
   Status delete_model(const std::string& name);
-  /// @brief Appends a plan record under its id.
-  Status append_plan(std::int64_t id, const std::string& record_json);
+  /// @brief Appends a plan record under its decision number (the history's order; a record
+  /// stored before decisions were numbered is keyed by its plan id, which they continue).
+  Status append_plan(std::int64_t decision, const std::string& record_json);
   /// @brief Replaces the telemetry summaries in one transaction.
   Status save_telemetry(const std::vector<std::pair<std::string, std::string>>& summaries);
   /// @brief Appends learning samples (JSON) in one transaction, committed before it returns:
