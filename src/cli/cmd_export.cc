@@ -1,5 +1,5 @@
-// corun export PLAN --format vllm|triton|mps|compose [--out DIR]: a plan as the configuration
-// of a serving stack (docs/export.md).
+// corun export PLAN --format vllm|triton|mps|compose [--out DIR] [--from OLD]: a plan as the
+// configuration of a serving stack, or only what changes from the plan in force (docs/export.md).
 #include <cstdio>
 
 #include "command.h"
@@ -17,10 +17,14 @@ const bool registered = register_command({
     [](CLI::App& sub) {
       auto req = std::make_shared<exporting::ExportRequest>();
       auto catalog = std::make_shared<std::string>();
-      sub.add_option("plan", req->plan_file,
-                     "plan JSON: corun plan --json output, report.json of corun run, or GET "
-                     "/v1/plan of corun serve")
-          ->required();
+      auto* plan = sub.add_option("plan", req->plan_file,
+                                  "plan JSON: corun plan --json output, report.json of corun "
+                                  "run, or GET /v1/plan of corun serve");
+      auto* to = sub.add_option("--to", req->plan_file, "the plan to go to (same as PLAN)");
+      plan->excludes(to);
+      sub.add_option("--from", req->from_file,
+                     "the plan in force: write only what changes from it to PLAN, with "
+                     "transition.json (order, downtime, how each stack applies it)");
       sub.add_option("--format", req->format,
                      "output format: " + join(exporting::export_format_names(), ", "))
           ->required();
@@ -29,6 +33,9 @@ const bool registered = register_command({
       sub.add_option("--out", req->out_dir, "write the files under DIR (default: print them)");
       sub.add_option("--catalog", *catalog, "catalog directory (default: built in)");
       return std::function<int()>([req, catalog] {
+        if (req->plan_file.empty()) {
+          return report_error(Error("PLAN: required (or --to PLAN with --from OLD)"));
+        }
         auto c = load_catalog(*catalog);
         if (!c) return report_error(c.error());
         auto out = exporting::run_export(*req, **c, exporting::default_export_options());

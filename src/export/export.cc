@@ -93,8 +93,21 @@ Result<std::string> run_export(const ExportRequest& request, const Catalog& cata
   }
   auto plan = load_plan_input(request.plan_file, request.workload_file, catalog);
   if (!plan) return plan.error();
-  auto files = render_export(*plan, *format, options);
-  if (!files) return files.error().wrap(request.plan_file);
+  Result<std::vector<ExportFile>> files = Error("unreachable", Error::Kind::kInternal);
+  if (request.from_file.empty()) {
+    files = render_export(*plan, *format, options);
+    if (!files) return files.error().wrap(request.plan_file);
+  } else {
+    // The plan in force, read against the same workload (a served plan names none).
+    auto from = load_plan_input(
+        request.from_file,
+        request.workload_file.empty() ? plan->workload.file : request.workload_file, catalog);
+    if (!from) return from.error();
+    auto table = ActuationTable::from_catalog(catalog);
+    if (!table) return table.error();
+    files = render_export_diff(*from, *plan, *format, options, *table);
+    if (!files) return files.error();
+  }
 
   if (request.out_dir.empty()) {
     if (files->size() == 1) return files->front().content;

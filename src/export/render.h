@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "corun/core/result.h"
 #include "corun/export/deployment.h"
 #include "corun/export/export.h"
@@ -26,6 +28,10 @@ Result<VllmLaunch> vllm_launch(const ModelDeployment& d, int port);
 /// The Triton model configuration (config.pbtxt text) of one non-LLM model.
 std::string triton_config(const PlanInput& plan, const ModelDeployment& d,
                           const ExportOptions& options);
+
+/// The same configuration in the JSON form of model_config.proto: what `GET v2/models/NAME/config`
+/// returns and what `POST v2/repository/models/NAME/load` takes as its "config" parameter.
+nlohmann::json triton_config_json(const ModelDeployment& d);
 
 /// The MPS client environment of one model, in the order it is written.
 std::vector<std::pair<std::string, std::string>> mps_environment(const ModelDeployment& d,

@@ -8,7 +8,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "corun/core/strings.h"
 #include "render.h"
@@ -69,7 +74,61 @@ std::string build_hint(const ModelDeployment& d) {
          " (batch dimension 1.." + std::to_string(batch) + ")\n";
 }
 
+// The fields corun sets in one model's ModelConfig, rendered as config.pbtxt (the repository)
+// and as JSON (the load request's "config" parameter): one definition for both.
+struct TritonFields {
+  std::string name;
+  bool python = false;  ///< backend "python", else platform "tensorrt_plan"
+  int max_batch_size = 1;
+  std::string default_model_filename;  ///< empty for the python backend
+  int instances = 1;                   ///< instance_group count, KIND_GPU
+  std::int64_t queue_delay_us = 0;
+  std::vector<std::pair<std::string, std::string>> parameters;
+};
+
+TritonFields triton_fields(const ModelDeployment& d) {
+  const ModelSpec& spec = *d.spec;
+  const bool vision = spec.arch.family == ModelFamily::kVision;
+  TritonFields f;
+  f.name = spec.name;
+  f.python = spec.arch.family == ModelFamily::kSpeech;
+  f.max_batch_size = d.settings.batch;
+  if (!f.python) f.default_model_filename = engine_file(d);
+  // One instance per concurrent request the plan allows (encoder, speech); a camera stream is
+  // one sequence of frames, served by one instance.
+  f.instances = vision ? 1 : std::max(1, d.settings.request_concurrency);
+  f.queue_delay_us = d.queue_delay_us;
+  if (f.python) f.parameters.emplace_back("precision", std::string(to_string(d.settings.precision)));
+  if (vision) {
+    f.parameters.emplace_back("imgsz", std::to_string(d.settings.imgsz));
+    f.parameters.emplace_back("skip_rate", format_number(d.settings.skip_rate));
+    f.parameters.emplace_back("vid_stride", std::to_string(d.vid_stride));
+  }
+  return f;
+}
+
 }  // namespace
+
+nlohmann::json triton_config_json(const ModelDeployment& d) {
+  const TritonFields f = triton_fields(d);
+  // Proto3's JSON mapping of ModelConfig: field names as in the .proto, enums by name, a
+  // map<string, ModelParameter> as an object.
+  nlohmann::json j = {{"name", f.name}, {"max_batch_size", f.max_batch_size}};
+  if (f.python) {
+    j["backend"] = "python";
+  } else {
+    j["platform"] = "tensorrt_plan";
+    j["default_model_filename"] = f.default_model_filename;
+  }
+  j["instance_group"] = nlohmann::json::array({{{"count", f.instances}, {"kind", "KIND_GPU"}}});
+  j["dynamic_batching"] = {{"max_queue_delay_microseconds", f.queue_delay_us}};
+  if (!f.parameters.empty()) {
+    nlohmann::json params = nlohmann::json::object();
+    for (const auto& [k, v] : f.parameters) params[k] = {{"string_value", v}};
+    j["parameters"] = std::move(params);
+  }
+  return j;
+}
 
 std::string triton_config(const PlanInput& plan, const ModelDeployment& d,
                           const ExportOptions& options) {
@@ -101,27 +160,16 @@ std::string triton_config(const PlanInput& plan, const ModelDeployment& d,
                    format_number(d.input_rate_per_s) + " inputs/s.\n"
              : "# Queue delay: none (batch 1, or no demand to wait for).\n";
 
-  out += "name: " + quoted(spec.name) + "\n";
-  if (speech) {
-    out += "backend: \"python\"\n";
-  } else {
-    out += "platform: \"tensorrt_plan\"\n";
-  }
-  out += "max_batch_size: " + std::to_string(d.settings.batch) + "\n";
-  if (!speech) out += "default_model_filename: " + quoted(engine_file(d)) + "\n";
-  // One instance per concurrent request the plan allows (encoder, speech); a camera stream is
-  // one sequence of frames, served by one instance.
-  const int instances = vision ? 1 : std::max(1, d.settings.request_concurrency);
-  out += "instance_group [\n  {\n    count: " + std::to_string(instances) +
+  const TritonFields f = triton_fields(d);
+  out += "name: " + quoted(f.name) + "\n";
+  out += f.python ? "backend: \"python\"\n" : "platform: \"tensorrt_plan\"\n";
+  out += "max_batch_size: " + std::to_string(f.max_batch_size) + "\n";
+  if (!f.python) out += "default_model_filename: " + quoted(f.default_model_filename) + "\n";
+  out += "instance_group [\n  {\n    count: " + std::to_string(f.instances) +
          "\n    kind: KIND_GPU\n  }\n]\n";
-  out += "dynamic_batching {\n  max_queue_delay_microseconds: " + std::to_string(d.queue_delay_us) +
+  out += "dynamic_batching {\n  max_queue_delay_microseconds: " + std::to_string(f.queue_delay_us) +
          "\n}\n";
-  if (speech) out += parameter("precision", std::string(to_string(d.settings.precision)));
-  if (vision) {
-    out += parameter("imgsz", std::to_string(d.settings.imgsz));
-    out += parameter("skip_rate", format_number(d.settings.skip_rate));
-    out += parameter("vid_stride", std::to_string(d.vid_stride));
-  }
+  for (const auto& [k, v] : f.parameters) out += parameter(k, v);
   return out;
 }
 

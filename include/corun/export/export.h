@@ -13,6 +13,7 @@
 #include "corun/core/result.h"
 #include "corun/export/deployment.h"
 #include "corun/export/plan_input.h"
+#include "corun/space/transition.h"
 
 namespace corun::exporting {
 
@@ -49,9 +50,25 @@ struct ExportFile {
 Result<std::vector<ExportFile>> render_export(const PlanInput& plan, ExportFormat format,
                                               const ExportOptions& options);
 
+/// @brief What changes from plan `from` to plan `to` (both of one workload: `to`'s), in one
+/// format: the format's files of the models that start or change only (compose: the whole file,
+/// since `docker compose up -d` recreates only the services whose definition changed; nothing
+/// when no model changes), and `transition.json`: the joint transition (space/transition.h:
+/// each model's action, order, downtime, make-before-break or break, the VRAM peak) with, per
+/// step, how its stack applies it: vLLM's argv before and after, Triton's load (or unload)
+/// request with the new ModelConfig as JSON, the MPS environment before and after when it
+/// changes. Pure: nothing is written.
+/// @return the files, transition.json last; an Error of kind kInvalidInput naming the plan file
+/// and field when the plans are of different workloads or a format cannot express them
+Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const PlanInput& to,
+                                                   ExportFormat format,
+                                                   const ExportOptions& options,
+                                                   const ActuationTable& table);
+
 /// @brief The request of one `corun export` call.
 struct ExportRequest {
-  std::string plan_file;
+  std::string plan_file;      ///< the plan to export (with from_file: the plan to go to)
+  std::string from_file;      ///< the plan in force: export only what changes from it
   std::string format;         ///< a name from export_format_names()
   std::string workload_file;  ///< empty: the one the plan names
   std::string out_dir;        ///< empty: print to stdout

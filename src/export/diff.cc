@@ -1,0 +1,228 @@
+// corun export --from OLD --to NEW: only what changes between two plans of one workload, with
+// the transition (space/transition.h: per model the action, order, downtime, make-before-break
+// or break, VRAM peak) and, per step, the change as the stack applies it.
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "corun/core/strings.h"
+#include "render.h"
+
+namespace corun::exporting {
+namespace {
+
+bool same_settings(const Settings& a, const Settings& b) {
+  for (const auto& d : knob_decls()) {
+    if (a.get(d.id) != b.get(d.id)) return false;
+  }
+  return true;
+}
+
+// The local configuration of `spec` whose settings are `s`, or nullopt.
+std::optional<std::int32_t> local_of(const ModelSpec& spec, const Settings& s) {
+  for (std::size_t l = 0; l < spec.local_config_count(); ++l) {
+    if (same_settings(spec.settings(l), s)) return static_cast<std::int32_t>(l);
+  }
+  return std::nullopt;
+}
+
+const ModelDeployment* find(const std::vector<ModelDeployment>& ds, const std::string& name) {
+  for (const auto& d : ds) {
+    if (d.spec->name == name) return &d;
+  }
+  return nullptr;
+}
+
+nlohmann::json env_object(const ModelDeployment& d, const ExportOptions& options) {
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& [k, v] : mps_environment(d, options)) env[k] = v;
+  return env;
+}
+
+Result<nlohmann::json> vllm_argv(const ModelDeployment& d) {
+  auto launch = vllm_launch(d, d.port);
+  if (!launch) return launch.error();
+  nlohmann::json argv = {"vllm", "serve", launch->model_id};
+  for (const auto& a : launch->args) argv.push_back(a);
+  return argv;
+}
+
+// How the stack applies one model's step (docs/export.md, "From one plan to the next").
+Result<nlohmann::json> apply_step(const TransitionStep& step, const ModelDeployment* before,
+                                  const ModelDeployment* after, const ExportOptions& options) {
+  const ModelDeployment* any = after != nullptr ? after : before;
+  nlohmann::json a = nlohmann::json::object();
+  if (any == nullptr) return a;
+  if (any->server == Server::kVllm) {
+    // vLLM fixes its engine arguments at start: a change is a new `vllm serve` process.
+    a["server"] = "vllm";
+    if (before != nullptr) {
+      auto argv = vllm_argv(*before);
+      if (!argv) return argv.error();
+      a["before"] = {{"argv", *argv}};
+    }
+    if (after != nullptr) {
+      auto argv = vllm_argv(*after);
+      if (!argv) return argv.error();
+      a["after"] = {{"argv", *argv}};
+    }
+  } else {
+    // Triton's model repository extension: POST v2/repository/models/NAME/load with the new
+    // ModelConfig as the "config" parameter (a JSON string) reloads the model; an
+    // instance_group count change is applied in place by the same call. A model the plan stops
+    // is unloaded.
+    a["server"] = "triton";
+    const std::string path = "/v2/repository/models/" + step.name;
+    if (after != nullptr) {
+      a["request"] = {
+          {"method", "POST"},
+          {"path", path + "/load"},
+          {"body", {{"parameters", {{"config", triton_config_json(*after).dump()}}}}}};
+    } else {
+      a["request"] = {{"method", "POST"}, {"path", path + "/unload"}};
+    }
+  }
+  // MPS limits are read when a client's CUDA context is created: a process that starts (a
+  // restart, a model that arrives) takes the new environment; a reload or a live change keeps
+  // the one its process started with, which must still hold the new configuration's memory.
+  if (after == nullptr) return a;
+  const nlohmann::json env_after = env_object(*after, options);
+  const bool starts = before == nullptr || step.change.action == Actuation::kRestart;
+  if (starts) {
+    const nlohmann::json env_before =
+        before != nullptr ? env_object(*before, options) : nlohmann::json();
+    if (env_before != env_after) a["mps_env"] = {{"before", env_before}, {"after", env_after}};
+  } else if (after->mps_mem_limit_mib > before->mps_mem_limit_mib) {
+    a["mps_env"] = {{"before", env_object(*before, options)}, {"after", env_after}};
+    a["warning"] = "the new configuration needs " + std::to_string(after->mps_mem_limit_mib) +
+                   " MiB, above the MPS memory limit of " +
+                   std::to_string(before->mps_mem_limit_mib) +
+                   " MiB its server process started with: restart it with mps_env.after";
+  }
+  return a;
+}
+
+bool serves(Server s, ExportFormat f) {
+  switch (f) {
+    case ExportFormat::kVllm:
+      return s == Server::kVllm;
+    case ExportFormat::kTriton:
+      return s == Server::kTriton;
+    case ExportFormat::kMps:
+    case ExportFormat::kCompose:
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const PlanInput& to,
+                                                   ExportFormat format,
+                                                   const ExportOptions& options,
+                                                   const ActuationTable& table) {
+  const Workload& w = to.workload;
+  if (from.workload.device.name != w.device.name) {
+    return Error(from.plan_file + ": device: " + from.workload.device.name + ", but " +
+                 to.plan_file + " is for " + w.device.name +
+                 "; both plans must be of one workload");
+  }
+  // Both plans in the numbering of the new plan's workload.
+  JointConfig from_cfg(w.models.size(), kAbsent);
+  JointConfig to_cfg(w.models.size(), kAbsent);
+  for (const auto& p : to.models) to_cfg[p.model] = static_cast<std::int32_t>(p.local_index);
+  for (const auto& p : from.models) {
+    const std::string& name = from.spec(p).name;
+    std::optional<std::size_t> m;
+    for (std::size_t k = 0; k < w.models.size(); ++k) {
+      if (w.models[k].name == name) m = k;
+    }
+    if (!m) {
+      return Error(from.plan_file + ": models." + name + ": no model '" + name + "' in " +
+                   w.file + ", the workload of " + to.plan_file +
+                   "; both plans must be of one workload");
+    }
+    const auto l = local_of(w.models[*m], p.settings);
+    if (!l) {
+      return Error(from.plan_file + ": models." + name + ": its configuration (" +
+                   from.spec(p).describe(p.local_index) + ") is not one of " + w.file +
+                   "'s for it; both plans must be of one workload");
+    }
+    from_cfg[*m] = *l;
+  }
+
+  // The format's files, of the models that start or change only. Rendered over the whole new
+  // plan first: a plan the format cannot express fails as a full export would, and ports stay
+  // those of the full export.
+  const auto deploy_to = plan_deployment(to, options);
+  const auto deploy_from = plan_deployment(from, options);
+  auto full = render_export(to, format, options);
+  if (!full) return full.error().wrap(to.plan_file);
+
+  const JointTransition jt = joint_transition(table, w, from_cfg, to_cfg);
+  std::vector<ModelDeployment> changed;
+  for (const auto& step : jt.steps) {
+    if (step.to == kAbsent) continue;
+    if (const auto* d = find(deploy_to, step.name); d != nullptr && serves(d->server, format)) {
+      changed.push_back(*d);
+    }
+  }
+  std::vector<ExportFile> files;
+  if (format == ExportFormat::kCompose) {
+    // `docker compose up -d` recreates only the services whose definition changed: the compose
+    // file is the diff's unit. Of the Triton repository it mounts, only the changed models.
+    if (!jt.empty()) {
+      for (auto& f : *full) {
+        const bool repo = f.path.rfind("triton/", 0) == 0;
+        const bool keep = !repo || std::any_of(changed.begin(), changed.end(), [&](const auto& d) {
+                            return f.path.rfind("triton/" + d.spec->name + "/", 0) == 0;
+                          });
+        if (keep) files.push_back(std::move(f));
+      }
+    }
+  } else if (!changed.empty()) {
+    Result<std::vector<ExportFile>> r = Error("unreachable", Error::Kind::kInternal);
+    switch (format) {
+      case ExportFormat::kVllm:
+        r = render_vllm(to, changed, options);
+        break;
+      case ExportFormat::kTriton:
+        r = render_triton(to, changed, options);
+        break;
+      case ExportFormat::kMps:
+        r = render_mps(to, changed, options);
+        break;
+      case ExportFormat::kCompose:
+        break;
+    }
+    if (!r) return r.error().wrap(to.plan_file);
+    files = std::move(*r);
+  }
+
+  nlohmann::json t = to_json(jt);
+  for (std::size_t i = 0; i < jt.steps.size(); ++i) {
+    const TransitionStep& step = jt.steps[i];
+    auto a = apply_step(step, step.from != kAbsent ? find(deploy_from, step.name) : nullptr,
+                        step.to != kAbsent ? find(deploy_to, step.name) : nullptr, options);
+    if (!a) return a.error().wrap(step.to != kAbsent ? to.plan_file : from.plan_file);
+    t["steps"][i]["apply"] = std::move(*a);
+  }
+  nlohmann::json written = nlohmann::json::array();
+  for (const auto& f : files) written.push_back(f.path);
+  const nlohmann::json doc = {
+      {"from", {{"plan", from.plan_file}, {"label", from.label}}},
+      {"to", {{"plan", to.plan_file}, {"label", to.label}}},
+      {"workload", w.file},
+      {"format", to_string(format)},
+      {"files", written},
+      {"generator", options.generator},
+      {"transition", t}};
+  files.push_back({"transition.json", doc.dump(2) + "\n"});
+  return files;
+}
+
+}  // namespace corun::exporting
