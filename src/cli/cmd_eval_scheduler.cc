@@ -37,7 +37,7 @@ std::string num(double v, int digits) { return std::isfinite(v) ? fixed(v, digit
 
 // Acceptance-style summary computed from the rows of one run, per solver and learning mode.
 nlohmann::json summary(const std::vector<SchedulerEvalRow>& rows) {
-  std::map<std::string, std::vector<double>> gap, gap_or, gap_or1, p50;
+  std::map<std::string, std::vector<double>> gap, gap_or, gap_or1, gap_hs, p50;
   std::map<std::string, std::size_t> violations, after3, drift_late;
   std::map<std::string, std::vector<double>> drift_gap, utility;
   std::map<std::string, std::size_t> restarts;
@@ -51,6 +51,7 @@ nlohmann::json summary(const std::vector<SchedulerEvalRow>& rows) {
     gap[k].push_back(r.gap_to_exhaustive_pct);
     if (std::isfinite(r.gap_to_oracle_pct)) gap_or[k].push_back(r.gap_to_oracle_pct);
     if (std::isfinite(r.gap_to_oracle_1_pct)) gap_or1[k].push_back(r.gap_to_oracle_1_pct);
+    if (std::isfinite(r.gap_to_hindsight_pct)) gap_hs[k].push_back(r.gap_to_hindsight_pct);
     p50[k].push_back(r.decision_ms_p50);
     violations[k] += r.sla_violations;
     after3[k] += r.violations_after_3;
@@ -65,6 +66,7 @@ nlohmann::json summary(const std::vector<SchedulerEvalRow>& rows) {
     j[k] = {{"median_gap_to_exhaustive_pct", num(median_of(g))},
             {"median_gap_to_oracle_pct", num(median_of(gap_or[k]))},
             {"median_gap_to_oracle_1_pct", num(median_of(gap_or1[k]))},
+            {"median_gap_to_hindsight_pct", num(median_of(gap_hs[k]))},
             {"median_decision_ms_p50", num(median_of(p50[k]))},
             {"sla_violations", violations[k]},
             {"violations_after_3", after3[k]},
@@ -142,31 +144,44 @@ std::string markdown(const std::vector<SchedulerEvalRow>& rows, const nlohmann::
       "plan holds every SLA on the testbed itself, so that no scheduler that serves all of the "
       "demand avoids a breach; `shed` = model-intervals that refused part or all of their "
       "demand (the degradation rule, docs/scheduler.md); "
-      "`p50`/`p99` = decision time (ms, wall clock, this machine); "
-      "`utility` = mean measured utility per interval; `drift` = per unseen drift event, breaches "
+      "`p50`/`p99` = decision time (ms, wall clock, this machine); `transitions` = whether the "
+      "planner priced restarts and reloads (`aware`) or planned as if changes were free "
+      "(`ignore`), the testbed charging both the same; `restarts`, `reloads`, `downtime s` = "
+      "what the testbed charged over the run, all models; `gap_hindsight` = the gap between the "
+      "run's plans and the hindsight oracle (the best schedule over the whole run, known in "
+      "advance, that pays the same transition costs; both scored on the testbed by one function, "
+      "runtime/hindsight_oracle.h) (%); "
+      "`utility` = mean measured utility per interval, net of what transitions cost; `drift` = per unseen drift event, breaches "
       "in the 2 intervals from it + after them, intervals until the plan is within 3 % of the "
       "robust oracle, and the largest gap from the 10th interval after it.\n\n";
   md +=
-      "| scenario | solver | learning | decisions | gap_ex % | gap_oracle % | gap_oracle_1 % | "
-      "viol | "
-      "after 3 | feasible | no plan | shed | p50 ms | p99 ms | utility | drift |\n"
-      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+      "| scenario | solver | learning | transitions | decisions | gap_ex % | gap_oracle % | "
+      "gap_oracle_1 % | gap_hindsight % | viol | "
+      "after 3 | feasible | no plan | shed | restarts | reloads | downtime s | p50 ms | p99 ms | "
+      "utility | drift |\n"
+      "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+      "---:|---|\n";
   for (const auto& r : rows) {
     md += "| " + stem(r.scenario) + " | " + r.solver + " | " + (r.learning ? "on" : "off") +
-          (r.transitions_aware ? "" : ", transitions ignored") + " | " +
+          " | " + (r.transitions_aware ? "aware" : "ignore") + " | " +
           std::to_string(r.decisions) + " | " + num(r.gap_to_exhaustive_pct, 3) + " | " +
           num(r.gap_to_oracle_pct, 2) + " | " + num(r.gap_to_oracle_1_pct, 2) + " | " +
+          num(r.gap_to_hindsight_pct, 2) + " | " +
           std::to_string(r.sla_violations) + " | " + std::to_string(r.violations_after_3) + " | " +
           std::to_string(r.violations_where_feasible) + " | " +
           std::to_string(r.infeasible_truth_intervals) + " | " +
-          std::to_string(r.shed_model_intervals) + " | " + num(r.decision_ms_p50, 1) + " | " +
+          std::to_string(r.shed_model_intervals) + " | " + std::to_string(r.restarts) + " | " +
+          std::to_string(r.reloads) + " | " + num(r.downtime_s, 1) + " | " +
+          num(r.decision_ms_p50, 1) + " | " +
           num(r.decision_ms_p99, 1) + " | " + num(r.mean_measured_utility, 3) + " | " +
           drift_text(r) + " |\n";
   }
   md +=
       "\n## Summary over the scenarios\n\n| solver / learning | median gap_ex % | median "
-      "gap_oracle % | median gap_oracle_1 % | median p50 ms | violations | after 3 | drift "
-      "breaches after 2 | drift max gap from 10th % |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      "gap_oracle % | median gap_oracle_1 % | median gap_hindsight % | median p50 ms | "
+      "violations | after 3 | restarts | downtime s | median utility | drift "
+      "breaches after 2 | drift max gap from 10th % |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& [k, j] : sum.items()) {
     if (!j.is_object()) continue;
     auto val = [&](const char* key, int digits) {
@@ -174,9 +189,12 @@ std::string markdown(const std::vector<SchedulerEvalRow>& rows, const nlohmann::
     };
     md += "| " + k + " | " + val("median_gap_to_exhaustive_pct", 3) + " | " +
           val("median_gap_to_oracle_pct", 2) + " | " + val("median_gap_to_oracle_1_pct", 2) +
-          " | " + val("median_decision_ms_p50", 1) + " | " +
+          " | " + val("median_gap_to_hindsight_pct", 2) + " | " +
+          val("median_decision_ms_p50", 1) + " | " +
           std::to_string(j.at("sla_violations").get<std::size_t>()) + " | " +
           std::to_string(j.at("violations_after_3").get<std::size_t>()) + " | " +
+          std::to_string(j.at("restarts").get<std::size_t>()) + " | " +
+          val("downtime_s", 1) + " | " + val("median_net_utility", 3) + " | " +
           std::to_string(j.at("drift_breaches_after_2").get<std::size_t>()) + " | " +
           val("drift_max_gap_from_10th_pct", 2) + " |\n";
   }
@@ -425,13 +443,14 @@ const bool registered = register_command({
           std::printf("%s\n", nlohmann::json({{"rows", jrows}, {"summary", sum}}).dump().c_str());
         } else {
           Table t({"scenario", "solver", "learning", "transitions", "decisions", "gap_ex %",
-                   "gap_oracle %", "gap_oracle_1 %", "viol", "after 3", "restarts", "reloads",
-                   "downtime s", "p50 ms", "net utility"});
+                   "gap_oracle %", "gap_oracle_1 %", "gap_hindsight %", "viol", "after 3",
+                   "restarts", "reloads", "downtime s", "p50 ms", "net utility"});
           for (const auto& r : *rows) {
             t.add({stem(r.scenario), r.solver, r.learning ? "on" : "off",
                    r.transitions_aware ? "aware" : "ignore", std::to_string(r.decisions),
                    num(r.gap_to_exhaustive_pct, 3), num(r.gap_to_oracle_pct, 2),
-                   num(r.gap_to_oracle_1_pct, 2), std::to_string(r.sla_violations),
+                   num(r.gap_to_oracle_1_pct, 2), num(r.gap_to_hindsight_pct, 2),
+                   std::to_string(r.sla_violations),
                    std::to_string(r.violations_after_3), std::to_string(r.restarts),
                    std::to_string(r.reloads), num(r.downtime_s, 1), num(r.decision_ms_p50, 1),
                    num(r.mean_measured_utility, 3)});

@@ -8,6 +8,7 @@
 #include "corun/plan/objective.h"
 #include "corun/runtime/refit.h"
 #include "corun/runtime/testbed_predictor.h"
+#include "corun/runtime/transition_ledger.h"
 
 namespace corun {
 
@@ -172,11 +173,8 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
   Conditions conditions;
   std::size_t next_event = 0;
   JointConfig last_plan;
-  // Transitions under way, per model: seconds of outage still to come, warm-up still to pay,
-  // and the second copy's VRAM while a make-before-break swap runs.
-  std::vector<double> outage_left(n, 0.0), swap_left(n, 0.0), swap_vram(n, 0.0);
-  std::vector<int> warmup_left(n, 0);
-  std::vector<double> warmup_slowdown(n, 1.0);
+  // Transitions under way: what each window pays of them.
+  TransitionLedger ledger(n);
   const ActuationTable& actuation = ActuationTable::builtin();
 
   for (std::uint64_t step = 0; static_cast<double>(step) * interval < duration - 1e-9; ++step) {
@@ -229,48 +227,17 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
     rec.plan_changed = rec.replanned && config != last_plan;
     if (config != last_plan && last_plan.size() == n) {
       rec.transition = joint_transition(actuation, now, last_plan, config);
-      for (const auto& change_step : rec.transition.steps) {
-        if (change_step.from == kAbsent || change_step.to == kAbsent) continue;  // arrivals, departures
-        const ModelTransition& c = change_step.change;
-        if (c.action < Actuation::kReload) continue;
-        outage_left[change_step.model] = c.outage_s();
-        swap_left[change_step.model] = c.make_before_break ? c.downtime_s : 0;
-        swap_vram[change_step.model] = c.vram_old_bytes;
-        // A make-before-break swap warms its new copy up before traffic moves to it (Triton's
-        // model_warmup, a readiness probe): only a copy that broke first warms up on live
-        // requests.
-        warmup_left[change_step.model] = c.make_before_break ? 0 : c.warmup_requests;
-        warmup_slowdown[change_step.model] = c.warmup_slowdown;
-      }
+      ledger.begin(rec.transition);
     }
     last_plan = config;
     // What this window pays of the transitions under way.
     MeasureOptions mo(interval, 0, conditions, true);
+    mo.transitions = ledger.next_window(config, interval);
     rec.in_transition.assign(n, false);
     rec.outage_s.assign(n, 0.0);
-    for (std::size_t m = 0; m < n; ++m) {
-      if (config[m] == kAbsent) {
-        outage_left[m] = swap_left[m] = 0;
-        warmup_left[m] = 0;
-        continue;
-      }
-      if (outage_left[m] <= 0 && swap_left[m] <= 0 && warmup_left[m] <= 0) continue;
-      TransitionCharge c;
-      c.model = m;
-      c.outage_s = std::min(outage_left[m], interval);
-      if (swap_left[m] > 0) c.extra_vram_bytes = swap_vram[m];
-      // Warm-up follows the outage (or the swap, whose new copy then takes the traffic).
-      const bool serving_new = outage_left[m] < interval && swap_left[m] < interval;
-      if (serving_new) {
-        c.warmup_requests = warmup_left[m];
-        c.warmup_slowdown = warmup_slowdown[m];
-        warmup_left[m] = 0;
-      }
-      outage_left[m] = std::max(0.0, outage_left[m] - interval);
-      swap_left[m] = std::max(0.0, swap_left[m] - interval);
-      rec.in_transition[m] = true;
-      rec.outage_s[m] = c.outage_s;
-      mo.transitions.push_back(c);
+    for (const TransitionCharge& c : mo.transitions) {
+      rec.in_transition[c.model] = true;
+      rec.outage_s[c.model] = c.outage_s;
     }
     if (plan) {
       rec.decision = plan->id;

@@ -75,12 +75,15 @@ std::string state_key(const Workload& w) {
 }
 
 RobustOracle::RobustOracle(const Testbed& testbed, double window_s, int threads, int windows,
-                           double hold)
+                           double hold, int candidates)
     : testbed_(testbed),
       window_s_(window_s),
       threads_(std::max(1, threads)),
       windows_(std::max(1, windows)),
-      hold_(hold) {}
+      hold_(hold),
+      candidates_(std::max(1, candidates)) {}
+
+int RobustOracle::charged_windows() const { return std::min(windows_, 100); }
 
 std::uint64_t RobustOracle::measurements() const {
   std::lock_guard lock(mutex_);
@@ -88,19 +91,22 @@ std::uint64_t RobustOracle::measurements() const {
 }
 
 RobustScore RobustOracle::measure_windows(const Workload& now, const Workload& runs,
-                                          const Conditions& c, const JointConfig& plan) {
+                                          const Conditions& c, const JointConfig& plan,
+                                          int windows,
+                                          const std::vector<TransitionCharge>& charges) {
   RobustScore s;
-  for (int k = 0; k < windows_; ++k) {
-    const MeasureOptions o{window_s_, derive_seed(kOracleSeed, {static_cast<std::uint64_t>(k)}), c,
-                           true};
+  for (int k = 0; k < windows; ++k) {
+    MeasureOptions o{window_s_, derive_seed(kOracleSeed, {static_cast<std::uint64_t>(k)}), c,
+                     true};
+    o.transitions = charges;
     const auto [u, held] = window_utility(now, plan, testbed_.measure(runs, plan, o));
     s.utility += u;
     s.earned += held ? u : 0;
     if (!held) ++s.breaching_windows;
   }
-  s.utility /= windows_;
-  s.earned /= windows_;
-  const auto allowed = static_cast<std::size_t>(std::floor((1 - hold_) * windows_ + 1e-9));
+  s.utility /= windows;
+  s.earned /= windows;
+  const auto allowed = static_cast<std::size_t>(std::floor((1 - hold_) * windows + 1e-9));
   s.holds = s.breaching_windows <= allowed;
   return s;
 }
@@ -115,11 +121,39 @@ RobustScore RobustOracle::score(const Workload& now, const Conditions& c, const 
     std::lock_guard lock(mutex_);
     if (auto it = scores_.find(key); it != scores_.end()) return it->second;
   }
-  const RobustScore s = measure_windows(now, runs, c, plan);
+  const RobustScore s = measure_windows(now, runs, c, plan, windows_);
   std::lock_guard lock(mutex_);
   measurements_ += static_cast<std::uint64_t>(windows_);
   scores_.emplace(key, s);
   return s;
+}
+
+double RobustOracle::transition_penalty(const Workload& now, const Conditions& c,
+                                        const JointConfig& plan,
+                                        const std::vector<TransitionCharge>& charges,
+                                        const Workload* admitted) {
+  if (charges.empty()) return 0;
+  const Workload& runs = admitted != nullptr ? *admitted : now;
+  std::string key = state_key(now) + "|" + c.key() + "|";
+  if (admitted != nullptr) key += state_key(*admitted) + "|";
+  for (auto l : plan) key += std::to_string(l) + ",";
+  char buf[128];
+  for (const auto& ch : charges) {
+    std::snprintf(buf, sizeof buf, "|%zu:%.9g:%d:%.9g:%.9g", ch.model, ch.outage_s,
+                  ch.warmup_requests, ch.warmup_slowdown, ch.extra_vram_bytes);
+    key += buf;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = penalties_.find(key); it != penalties_.end()) return it->second;
+  }
+  const int k = charged_windows();
+  const double charged = measure_windows(now, runs, c, plan, k, charges).earned;
+  const double free = measure_windows(now, runs, c, plan, k).earned;
+  std::lock_guard lock(mutex_);
+  measurements_ += 2 * static_cast<std::uint64_t>(k);
+  penalties_.emplace(key, charged - free);
+  return charged - free;
 }
 
 double RobustOracle::score_1(const Workload& now, const Conditions& c, const JointConfig& plan,
@@ -198,16 +232,27 @@ RobustOracle::Answer RobustOracle::best(const Workload& now, const Conditions& c
   std::stable_sort(order.begin(), order.end(),
                    [&](std::uint64_t x, std::uint64_t y) { return ub[x] > ub[y]; });
   std::uint64_t measured = total;
+  const auto kept = static_cast<std::size_t>(candidates_);
   for (std::uint64_t i : order) {
-    if (a.feasible && ub[i] <= a.utility) break;
+    // Stop when the bound cannot beat the last candidate kept (with one kept: the best, the
+    // exact oracle's rule); short of `candidates`, go on while it is above half the best.
+    if (a.feasible) {
+      if (a.candidates.size() >= kept && ub[i] <= a.candidates.back().second) break;
+      if (a.candidates.size() < kept && ub[i] <= 0.5 * a.utility) break;
+    }
     const JointConfig cfg = decode(i);
-    const RobustScore s = measure_windows(w, w, c, cfg);
+    const RobustScore s = measure_windows(w, w, c, cfg, windows_);
     measured += static_cast<std::uint64_t>(windows_);
-    if (s.holds && (!a.feasible || s.utility > a.utility)) {
+    if (!s.holds) continue;
+    if (!a.feasible || s.utility > a.utility) {
       a.feasible = true;
       a.utility = s.utility;
       a.config = cfg;
     }
+    a.candidates.emplace_back(cfg, s.utility);
+    std::stable_sort(a.candidates.begin(), a.candidates.end(),
+                     [](const auto& x, const auto& y) { return x.second > y.second; });
+    if (a.candidates.size() > kept) a.candidates.pop_back();
   }
   std::lock_guard lock(mutex_);
   measurements_ += measured;

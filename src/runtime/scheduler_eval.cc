@@ -6,6 +6,7 @@
 
 #include "corun/core/stats.h"
 #include "corun/runtime/controller.h"
+#include "corun/runtime/hindsight_oracle.h"
 #include "corun/runtime/robust_oracle.h"
 #include "corun/space/space.h"
 
@@ -59,7 +60,12 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(const std::vector<Workl
   }
   for (const auto& w : scenarios) {
     const double window = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
-    RobustOracle oracle(testbed, window, options.threads, options.oracle_windows);
+    RobustOracle oracle(testbed, window, options.threads, options.oracle_windows, 0.99,
+                        std::max(1, options.hindsight_candidates));
+    HindsightOracle hindsight(oracle, ActuationTable::builtin(), window);
+    // The workload and conditions of every interval are the timeline's, the same in every row:
+    // the hindsight schedule is computed once per scenario.
+    std::optional<HindsightSchedule> best_schedule;
     for (const bool learning : options.learning) {
       for (const bool aware : options.transitions) {
         for (const auto& solver : options.solvers) {
@@ -100,8 +106,14 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(const std::vector<Workl
           };
           std::vector<double> interval_gap;
           std::vector<bool> truth_feasible;
+          std::vector<HindsightInterval> timeline;
+          std::vector<JointConfig> plans;
+          std::vector<std::vector<double>> admitted_shares;
           ro.on_interval = [&](const IntervalRecord& iv, const Workload& now) {
             if (!options.oracle) return;
+            timeline.push_back({now, iv.conditions});
+            plans.push_back(iv.plan);
+            admitted_shares.push_back(iv.admitted);
             const auto best = oracle.best(now, iv.conditions);
             truth_feasible.push_back(best.feasible);
             const bool any = std::any_of(iv.plan.begin(), iv.plan.end(),
@@ -143,6 +155,13 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(const std::vector<Workl
           row.gap_to_oracle_pct = median(gap_or);
           row.gap_to_oracle_1_pct = median(gap_or1);
           row.interval_gap_pct = interval_gap;
+          if (options.oracle && options.hindsight_candidates > 0 && !timeline.empty()) {
+            if (!best_schedule) best_schedule = hindsight.best(timeline);
+            row.hindsight_value = best_schedule->value;
+            row.hindsight_restarts = best_schedule->restarts;
+            row.run_value = hindsight.value(timeline, plans, admitted_shares, best_schedule->planned);
+            row.gap_to_hindsight_pct = gap_pct(row.hindsight_value, row.run_value);
+          }
           row.sla_violations = report->sla_violations();
           row.refits = report->refits;
           row.shed_model_intervals = report->shed_model_intervals();
@@ -235,6 +254,10 @@ nlohmann::json to_json(const SchedulerEvalRow& r) {
           {"gap_to_exhaustive_pct", num(r.gap_to_exhaustive_pct)},
           {"gap_to_oracle_pct", num(r.gap_to_oracle_pct)},
           {"gap_to_oracle_1_pct", num(r.gap_to_oracle_1_pct)},
+          {"gap_to_hindsight_pct", num(r.gap_to_hindsight_pct)},
+          {"hindsight_value", num(r.hindsight_value)},
+          {"run_value", num(r.run_value)},
+          {"hindsight_restarts", r.hindsight_restarts},
           {"interval_gap_to_oracle_pct", gaps},
           {"sla_violations", r.sla_violations},
           {"violations_after_3", r.violations_after_3},

@@ -4,6 +4,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "corun/space/space.h"
 #include "corun/spec/workload.h"
@@ -33,8 +35,10 @@ struct RobustScore {
 /// in the single window are skipped: noise of that size does not occur in 20 windows.
 class RobustOracle {
  public:
+  /// @param candidates how many of the best robust plans best() keeps (Answer::candidates):
+  /// 1 stops the search at the best one
   RobustOracle(const Testbed& testbed, double window_s, int threads, int windows = 20,
-               double hold = 0.99);
+               double hold = 0.99, int candidates = 1);
 
   struct Answer {
     bool feasible = false;  ///< some plan holds (robust)
@@ -43,6 +47,11 @@ class RobustOracle {
     bool feasible_1 = false;  ///< some plan met every SLA in the single window
     JointConfig config_1;
     double utility_1 = 0;   ///< the single-window oracle's utility in its window
+    /// The best robust plans with their mean measured utility, best first: up to the
+    /// constructor's `candidates`, each found by the same exact search (a plan whose bound
+    /// cannot beat the last one kept is not measured; with fewer than `candidates` found, the
+    /// search goes on while the bound is above half the best).
+    std::vector<std::pair<JointConfig, double>> candidates;
   };
   /// @brief The oracles for the workload as it is (active models, demands, SLAs) under
   /// `conditions`. Measures every joint configuration of the active models: the caller keeps
@@ -56,21 +65,33 @@ class RobustOracle {
   double score_1(const Workload& now, const Conditions& conditions, const JointConfig& plan,
                  const Workload* admitted = nullptr);
 
+  /// @brief What the windows of a transition cost `plan`: its mean earned utility over the first
+  /// charged_windows() windows with `charges` (testbed.h: TransitionCharge) minus the same
+  /// windows without them (≤ 0 in expectation; the same seeds, so noise cancels).
+  double transition_penalty(const Workload& now, const Conditions& conditions,
+                            const JointConfig& plan, const std::vector<TransitionCharge>& charges,
+                            const Workload* admitted = nullptr);
+  /// @brief Windows a transition's penalty is measured over: min(windows, 100).
+  [[nodiscard]] int charged_windows() const;
+
   /// @brief Windows measured so far (cost of the references).
   [[nodiscard]] std::uint64_t measurements() const;
 
  private:
   RobustScore measure_windows(const Workload& now, const Workload& runs, const Conditions& c,
-                              const JointConfig& plan);
+                              const JointConfig& plan, int windows,
+                              const std::vector<TransitionCharge>& charges = {});
 
   const Testbed& testbed_;
   double window_s_;
   int threads_;
   int windows_;
   double hold_;
+  int candidates_;
   mutable std::mutex mutex_;
   std::map<std::string, Answer> best_;        // GUARDED_BY(mutex_)
   std::map<std::string, RobustScore> scores_;  // GUARDED_BY(mutex_)
+  std::map<std::string, double> penalties_;    // GUARDED_BY(mutex_)
   std::uint64_t measurements_ = 0;             // GUARDED_BY(mutex_)
 };
 

@@ -54,6 +54,13 @@ struct SchedulerEvalRow {
   double gap_to_oracle_pct = NAN;
   /// The same against the single-window oracle, the plan scored in that one window.
   double gap_to_oracle_1_pct = NAN;
+  /// (H − R) / H in %, clamped at 0, where H is the hindsight oracle's value (the best schedule
+  /// over the whole run that pays the same transition costs: runtime/hindsight_oracle.h) and R
+  /// the run's plans scored by the same function, over the intervals where some plan holds.
+  double gap_to_hindsight_pct = NAN;
+  double hindsight_value = NAN;  ///< H (utility × intervals)
+  double run_value = NAN;        ///< R
+  std::size_t hindsight_restarts = 0;  ///< restart-class changes of the hindsight schedule
   /// Per interval, the gap of the plan in force to the robust oracle (%; NaN where no plan holds
   /// every SLA on the testbed or nothing ran).
   std::vector<double> interval_gap_pct;
@@ -92,6 +99,9 @@ struct SchedulerEvalOptions {
   /// Independent windows behind the robust oracle: a 1 % breach rate is only told apart from
   /// 2 % with hundreds of them (with 20, the oracle picks plans that passed by luck).
   int oracle_windows = 1000;
+  /// Robust candidates per interval behind the hindsight oracle (RobustOracle's `candidates`);
+  /// 0 turns the hindsight oracle off.
+  int hindsight_candidates = 3;
   /// Solve every decision's problem exhaustively too (gap_to_exhaustive_pct; costs a full sweep
   /// of the surrogate per decision).
   bool exhaustive_gap = true;

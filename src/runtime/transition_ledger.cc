@@ -1,0 +1,65 @@
+#include "corun/runtime/transition_ledger.h"
+
+#include <algorithm>
+
+namespace corun {
+
+TransitionLedger::TransitionLedger(std::size_t models)
+    : outage_left_(models, 0.0),
+      swap_left_(models, 0.0),
+      swap_vram_(models, 0.0),
+      warmup_left_(models, 0),
+      warmup_slowdown_(models, 1.0) {}
+
+void TransitionLedger::begin(const JointTransition& t) {
+  for (const auto& step : t.steps) {
+    if (step.from == kAbsent || step.to == kAbsent) continue;  // arrivals, departures
+    if (step.model >= outage_left_.size()) continue;
+    const ModelTransition& c = step.change;
+    if (c.action < Actuation::kReload) continue;
+    const std::size_t m = step.model;
+    outage_left_[m] = c.outage_s();
+    swap_left_[m] = c.make_before_break ? c.downtime_s : 0;
+    swap_vram_[m] = c.vram_old_bytes;
+    // A make-before-break swap warms its new copy up before traffic moves to it (Triton's
+    // model_warmup, a readiness probe): only a copy that broke first warms up on live requests.
+    warmup_left_[m] = c.make_before_break ? 0 : c.warmup_requests;
+    warmup_slowdown_[m] = c.warmup_slowdown;
+  }
+}
+
+std::vector<TransitionCharge> TransitionLedger::next_window(const JointConfig& config,
+                                                            double window_s) {
+  std::vector<TransitionCharge> out;
+  for (std::size_t m = 0; m < outage_left_.size(); ++m) {
+    if (m >= config.size() || config[m] == kAbsent) {
+      outage_left_[m] = swap_left_[m] = 0;
+      warmup_left_[m] = 0;
+      continue;
+    }
+    if (outage_left_[m] <= 0 && swap_left_[m] <= 0 && warmup_left_[m] <= 0) continue;
+    TransitionCharge c;
+    c.model = m;
+    c.outage_s = std::min(outage_left_[m], window_s);
+    if (swap_left_[m] > 0) c.extra_vram_bytes = swap_vram_[m];
+    // Warm-up follows the outage (or the swap, whose new copy then takes the traffic).
+    if (outage_left_[m] < window_s && swap_left_[m] < window_s) {
+      c.warmup_requests = warmup_left_[m];
+      c.warmup_slowdown = warmup_slowdown_[m];
+      warmup_left_[m] = 0;
+    }
+    outage_left_[m] = std::max(0.0, outage_left_[m] - window_s);
+    swap_left_[m] = std::max(0.0, swap_left_[m] - window_s);
+    out.push_back(c);
+  }
+  return out;
+}
+
+bool TransitionLedger::idle() const {
+  for (std::size_t m = 0; m < outage_left_.size(); ++m) {
+    if (outage_left_[m] > 0 || swap_left_[m] > 0 || warmup_left_[m] > 0) return false;
+  }
+  return true;
+}
+
+}  // namespace corun
