@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Callable, TypedDict
 
 JsonObject = dict[str, Any]
 """A JSON object as `json` decodes it (schemas in docs/openapi.yaml)."""
@@ -241,18 +241,8 @@ class CorunClient:
         Raises:
             TimeoutError: none came within timeout_s.
         """
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                p = self.plan()
-                if p.get("decision", p["id"]) > after:
-                    return p
-            except CorunError as e:
-                if e.code != "no_plan":
-                    raise
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"no decision after {after} within {timeout_s} s")
-            time.sleep(poll_s)
+        return self._poll_plan(lambda p: p.get("decision", p["id"]) > after, timeout_s, poll_s,
+                               f"no decision after {after} within {timeout_s} s")
 
     def wait_for_plan(self, after_id: int = 0, timeout_s: float = 30.0,
                       poll_s: float = 0.05) -> JsonObject:
@@ -261,15 +251,21 @@ class CorunClient:
         Raises:
             TimeoutError: none appeared within timeout_s.
         """
+        return self._poll_plan(lambda p: p["id"] > after_id, timeout_s, poll_s,
+                               f"no plan after id {after_id} within {timeout_s} s")
+
+    def _poll_plan(self, done: Callable[[JsonObject], bool], timeout_s: float, poll_s: float,
+                   timeout_message: str) -> JsonObject:
+        """Polls `plan()` until `done` holds for it (`no_plan` counts as not yet)."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
                 p = self.plan()
-                if p["id"] > after_id:
+                if done(p):
                     return p
             except CorunError as e:
                 if e.code != "no_plan":
                     raise
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"no plan after id {after_id} within {timeout_s} s")
+                raise TimeoutError(timeout_message)
             time.sleep(poll_s)

@@ -3,11 +3,8 @@
 // classes are catalog/actuation.yaml's, the request shapes Triton's model repository extension
 // (POST v2/repository/models/NAME/load with a "config" parameter) and vLLM's engine arguments.
 
-#include <sys/wait.h>
-
-#include <cstdio>
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -245,51 +242,6 @@ TEST(ExportDiff, PlansOfAnotherWorkloadAreNamedErrors) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(std::string(r.error().what()).find("old.json: device"), std::string::npos)
       << r.error().what();
-}
-
-struct RunResult {
-  int code = -1;
-  std::string out;
-};
-
-RunResult run(const std::string& args) {
-  RunResult r;
-  FILE* p = ::popen((std::string(CORUN_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-TEST(ExportDiffCli, FromToWritesOnlyWhatChangesAndBadInputExitsWith2) {
-  const fs::path dir = fs::temp_directory_path() / ("corun-export-diff-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream(dir / "old.json") << served(kChatAwq, kCam640);
-  std::ofstream(dir / "new.json") << served(kChatAwq, "imgsz=320,skip_rate=0.33,batch=4,sm_share=50");
-  const std::string workload = (kGolden / "workload.yaml").string();
-  const fs::path out = dir / "out";
-  const auto r = run("export --from " + (dir / "old.json").string() + " --to " +
-                     (dir / "new.json").string() + " --workload " + workload +
-                     " --format triton --out " + out.string());
-  EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_TRUE(fs::exists(out / "cam/config.pbtxt"));
-  EXPECT_TRUE(fs::exists(out / "transition.json"));
-  EXPECT_FALSE(fs::exists(out / "enc/config.pbtxt"));
-  EXPECT_FALSE(fs::exists(out / "asr/config.pbtxt"));
-  // Neither PLAN nor --to: exit 2, nothing written.
-  const auto missing = run("export --from " + (dir / "old.json").string() +
-                           " --format triton --workload " + workload);
-  EXPECT_EQ(missing.code, 2) << missing.out;
-  EXPECT_NE(missing.out.find("PLAN"), std::string::npos) << missing.out;
-  // Both: a usage error.
-  const auto both = run("export " + (dir / "new.json").string() + " --to " +
-                        (dir / "new.json").string() + " --format triton --workload " + workload);
-  EXPECT_EQ(both.code, 2) << both.out;
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -553,6 +553,38 @@ RunResult run(const std::string& args, const fs::path& dir) {
   return r;
 }
 
+// corun export --from/--to (the cases of tests/export/diff_test.cc, through the binary).
+TEST(ExportCli, FromToWritesOnlyWhatChangesAndBadInputExitsWith2) {
+  TempDir dir;
+  const std::string chat = R"("chat": {"index": 0, "settings": "precision=awq,request_concurrency=32,prefill_chunk=16"})";
+  auto plan = [&](const std::string& cam_settings) {
+    return served(kAsr + ", " + kEnc + ", " + chat + ", " + cam(cam_settings));
+  };
+  const auto old_plan = dir.write("old.json", plan("imgsz=640,skip_rate=0.33,batch=4,sm_share=50"));
+  const auto new_plan = dir.write("new.json", plan("imgsz=320,skip_rate=0.33,batch=4,sm_share=50"));
+  const std::string workload = (kGolden / "workload.yaml").string();
+  const fs::path out = dir.path() / "out";
+  const auto r = run("export --from " + old_plan.string() + " --to " + new_plan.string() +
+                         " --workload " + workload + " --format triton --out " + out.string(),
+                     dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out / "cam/config.pbtxt"));
+  EXPECT_TRUE(fs::exists(out / "transition.json"));
+  EXPECT_FALSE(fs::exists(out / "enc/config.pbtxt"));
+  EXPECT_FALSE(fs::exists(out / "asr/config.pbtxt"));
+  // Neither PLAN nor --to: exit 2, nothing written.
+  const auto missing =
+      run("export --from " + old_plan.string() + " --format triton --workload " + workload,
+          dir.path());
+  EXPECT_EQ(missing.code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("PLAN"), std::string::npos) << missing.err;
+  // Both: a usage error.
+  const auto both = run("export " + new_plan.string() + " --to " + new_plan.string() +
+                            " --format triton --workload " + workload,
+                        dir.path());
+  EXPECT_EQ(both.code, 2) << both.err;
+}
+
 TEST(ExportCli, BadInputExitsWith2AndWritesNothing) {
   TempDir dir;
   const std::string plan = (kGolden / "served-plan.json").string();
