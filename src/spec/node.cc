@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "corun/core/check.h"
@@ -156,6 +157,13 @@ Result<std::string> unit_workload_text(std::string_view text, const Workload& w,
     }
     YAML::Node copy = YAML::Clone(entry);
     copy.remove("gpu");
+    // The unit's file is written elsewhere: a trace it replays is named by its resolved path.
+    const auto m = w.find_model(entry["name"].as<std::string>());
+    if (m && w.models[*m].trace && copy["demand"].IsMap()) {
+      std::error_code ec;
+      const auto path = std::filesystem::absolute(w.models[*m].trace->path, ec);
+      copy["demand"]["trace"] = (ec ? w.models[*m].trace->path : path).string();
+    }
     kept.push_back(copy);
   }
   out["models"] = kept;

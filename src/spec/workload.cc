@@ -139,6 +139,16 @@ void parse_knobs(const YamlField& knobs, ModelSpec& m) {
   }
 }
 
+constexpr double kMaxDurationS = 30 * 24 * 3600.0;
+// A trace's rate may be thinned or multiplied: up to a thousand times its recorded load.
+constexpr double kMaxTraceScale = 1e3;
+
+// Whether a map has `key`, also when its value is null (`interference: null`).
+bool has_key(const YamlField& f, const std::string& key) {
+  const YAML::Node& n = f.node();
+  return n.IsMap() && n[key].IsDefined();
+}
+
 // The rate key of a family's demand: frames for vision, requests for everything else.
 const char* rate_key(ModelFamily fam) { return fam == ModelFamily::kVision ? "fps" : "rps"; }
 
@@ -171,13 +181,60 @@ bool parse_demand_mode(const YamlField& d, ModelFamily fam, Demand& out, bool ra
   return true;
 }
 
+// `demand: {trace: FILE, scale: S, start_s: T}`: the trace is read here, once; start_s is
+// checked against the timeline in resolve_traces(), which also sets the initial demand.
+void parse_trace_demand(const YamlField& d, ModelSpec& m) {
+  d.check_keys({"trace", "scale", "start_s"});
+  if (m.arch.family != ModelFamily::kLlm) {
+    d["trace"].error("a trace replays LLM requests (prompt and output tokens); '" + m.name +
+                     "' is " + std::string(to_string(m.arch.family)) + ": give " +
+                     rate_key(m.arch.family) + " or concurrency");
+    return;
+  }
+  const auto file = d.string_at("trace", true);
+  const auto scale = d.number_at("scale", 1e-6, kMaxTraceScale, false);
+  const auto start = d.number_at("start_s", 0, kMaxDurationS, false);
+  if (!file) return;
+  if (file->empty()) {
+    d["trace"].error("must name a trace file (TIMESTAMP,ContextTokens,GeneratedTokens)");
+    return;
+  }
+  TraceDemand t;
+  t.file = *file;
+  t.path = std::filesystem::path(*file);
+  if (t.path.is_relative()) t.path = std::filesystem::path(d.file()).parent_path() / t.path;
+  t.scale = scale.value_or(1);
+  t.start_s = start.value_or(-1);  // -1: one control interval, set by resolve_traces()
+  auto text = read_file(t.path);
+  if (!text) {
+    d["trace"].error("cannot read the trace: " + text.error().what());
+    return;
+  }
+  CORUN_CHECK(d.diagnostics() != nullptr);
+  auto trace = DemandTrace::parse(*text, t.path.string(), *d.diagnostics());
+  if (!trace) return;
+  t.trace = std::make_shared<const DemandTrace>(std::move(*trace));
+  m.trace = std::move(t);
+}
+
 void parse_demand(const YamlField& d, ModelSpec& m) {
   const ModelFamily fam = m.arch.family;
   if (!d.present()) {
-    d.error("missing required field (" + std::string(rate_key(fam)) + " or concurrency)");
+    d.error("missing required field (" + std::string(rate_key(fam)) + ", concurrency or trace)");
     return;
   }
   if (!d.expect_map()) return;
+  if (has_key(d, "trace")) {
+    for (const char* other : {"fps", "rps", "concurrency", "prompt_tokens", "output_tokens"}) {
+      if (has_key(d, other)) {
+        d[other].error("a trace demand takes its rate and lengths from the trace: give either "
+                       "trace or " + std::string(other) + ", not both");
+        return;
+      }
+    }
+    parse_trace_demand(d, m);
+    return;
+  }
   if (fam == ModelFamily::kLlm) {
     d.check_keys({"rps", "concurrency", "prompt_tokens", "output_tokens"});
   } else {
@@ -358,13 +415,6 @@ void parse_node(const YamlField& gpus, const YamlField& mig, const Catalog& cata
   w.node = std::move(node);
 }
 
-constexpr double kMaxDurationS = 30 * 24 * 3600.0;
-
-// Whether a map has `key`, also when its value is null (`interference: null`).
-bool has_key(const YamlField& f, const std::string& key) {
-  const YAML::Node& n = f.node();
-  return n.IsMap() && n[key].IsDefined();
-}
 
 // Lowest power limit an event may set, as a fraction of TDP: drivers refuse limits far below
 // the board's default (an RTX 3090 accepts 100 W of its 350 W, an A100 150 W of 400 W).
@@ -464,6 +514,11 @@ void parse_event(const YamlField& f, Workload& w) {
     e.model = *i;
     const ModelSpec& m = w.models[*i];
     const bool llm = m.arch.family == ModelFamily::kLlm;
+    if (m.trace && (kind == "demand" || kind == "context")) {
+      body.error("model '" + m.name + "' replays its demand from the trace '" + m.trace->file +
+                 "': " + kind + " events do not apply to it");
+      return;
+    }
     if (kind == "demand") {
       e.kind = TimelineEvent::Kind::kDemand;
       e.demand = m.demand;
@@ -594,7 +649,7 @@ std::string ModelSpec::plan_key() const {
   for (const auto& decl : knob_decls()) add('b', base.get(decl.id));
   for (const double v : {demand.fps, demand.rps, static_cast<double>(demand.prompt_tokens),
                          static_cast<double>(demand.output_tokens),
-                         static_cast<double>(demand.concurrency)}) {
+                         static_cast<double>(demand.concurrency), demand.arrival_cv}) {
     add('d', v);
   }
   for (const auto& bound : {sla.latency_ms_p95, sla.ttft_ms_p95, sla.tpot_ms_p95,
@@ -697,7 +752,74 @@ void parse_tools(const YamlField& f, Workload& w) {
   w.tools = std::move(t);
 }
 
+// Trace demands against the timeline: the replay starts at least one control interval into the
+// trace (the planner starts from the interval before), and the trace lasts the whole run. Sets
+// each one's initial demand and folds its text into the workload's hash.
+void resolve_traces(const YamlField& models, Workload& w) {
+  const double interval = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
+  const double duration = w.timeline.duration_s > 0 ? w.timeline.duration_s : interval;
+  std::string identity = w.hash;
+  for (std::size_t i = 0; i < w.models.size(); ++i) {
+    ModelSpec& m = w.models[i];
+    if (!m.trace) continue;
+    TraceDemand& t = *m.trace;
+    const YamlField d = models.at(i)["demand"];
+    if (t.start_s < 0) t.start_s = interval;
+    if (t.start_s < interval) {
+      d["start_s"].error("must be at least one control interval (" + format_number(interval) +
+                         " s): the planner starts from the demand of the interval before it");
+      continue;
+    }
+    if (t.start_s + duration > t.trace->span_s()) {
+      d["trace"].error("'" + t.file + "' covers " + format_number(t.trace->span_s()) +
+                       " s from its first request; the run needs start_s + duration_s = " +
+                       format_number(t.start_s + duration) + " s");
+      continue;
+    }
+    m.demand = t.initial(interval);
+    identity += ":" + std::to_string(t.trace->text_hash());
+  }
+  if (identity != w.hash) w.hash = fnv1a_hex(identity);
+}
+
 }  // namespace
+
+Demand TraceDemand::demand(double from_s, double to_s, const Demand& before) const {
+  CORUN_CHECK(trace != nullptr);
+  const TraceWindow win = trace->window(start_s + from_s, start_s + to_s);
+  Demand d = before;
+  d.fps = 0;
+  d.concurrency = 0;
+  d.rps = std::max(kMinRps, win.rps * scale);
+  if (win.requests > 0) {
+    d.prompt_tokens = std::max(1, static_cast<int>(std::lround(win.mean_context_tokens)));
+    d.output_tokens = std::max(1, static_cast<int>(std::lround(win.mean_generated_tokens)));
+    d.arrival_cv = win.arrival_cv;
+  }
+  return d;
+}
+
+Demand TraceDemand::initial(double interval_s) const {
+  Demand lengths;
+  lengths.prompt_tokens = 1;
+  lengths.output_tokens = 1;
+  // Every request before the start (the trace's first arrives at 0 < start_s) gives lengths
+  // should the last interval before it have none.
+  if (start_s > 0) lengths = demand(-start_s, 0, lengths);
+  return demand(-std::min(interval_s, start_s), 0, lengths);
+}
+
+std::vector<Demand> TraceDemand::intervals(double interval_s, std::size_t count) const {
+  std::vector<Demand> out;
+  out.reserve(count);
+  Demand d = initial(interval_s);
+  for (std::size_t k = 0; k < count; ++k) {
+    const double from = static_cast<double>(k) * interval_s;
+    d = demand(from, from + interval_s, d);
+    out.push_back(d);
+  }
+  return out;
+}
 
 Result<Workload> parse_workload(std::string_view text, const std::string& file,
                                 const Catalog& catalog) {
@@ -779,6 +901,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& file,
     }
   }
   if (diags.empty()) parse_timeline(top["timeline"], w);
+  if (diags.empty()) resolve_traces(models, w);
   parse_tools(top["tools"], w);
   if (!diags.empty()) return diags.to_error();
   return w;
@@ -788,6 +911,13 @@ std::optional<ModelSpec> parse_model_entry(const YAML::Node& entry, const std::s
                                            const Catalog& catalog, Diagnostics& diags) {
   const YamlField f(entry, file, "", &diags);
   const std::size_t before = diags.items().size();
+  // A trace is replayed interval by interval along a workload's timeline (corun run); an entry
+  // on its own has none.
+  if (f.is_map() && f["demand"].is_map() && has_key(f["demand"], "trace")) {
+    f["demand"]["trace"].error("a trace demand belongs to a workload file with a timeline; "
+                               "give rps, prompt_tokens and output_tokens");
+    return std::nullopt;
+  }
   // A model entry on its own belongs to a one-GPU workload (what corun serve plans): a `gpu`
   // pin other than 0 is refused as it would be in such a workload.
   auto m = parse_model(f, catalog, 1);

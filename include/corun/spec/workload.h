@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "corun/catalog/model.h"
 #include "corun/core/result.h"
 #include "corun/core/yaml.h"
+#include "corun/spec/demand_trace.h"
 #include "corun/spec/knobs.h"
 
 namespace corun {
@@ -34,6 +36,10 @@ struct Demand {
   int prompt_tokens = 0;
   int output_tokens = 0;
   int concurrency = 0;  ///< requests in flight; 0 = rate demand (fps or rps)
+  /// Burstiness of a rate demand's requests: the coefficient of variation of the gaps between
+  /// arrivals. 1 = Poisson (what a written rate means); a trace demand (TraceDemand) measures it.
+  /// LLM requests only: the sim's LLM queue waits scale with (cv² + cs²) / 2 (Allen-Cunneen).
+  double arrival_cv = 1;
 
   /// @brief Whether the demand is a closed loop of `concurrency` requests in flight.
   [[nodiscard]] bool closed_loop() const { return concurrency > 0; }
@@ -44,6 +50,36 @@ struct Demand {
 /// @brief The most requests a closed-loop demand may keep in flight (perf_analyzer's sweeps
 /// stop far below; a bound keeps the simulator's queues and a worker's bookkeeping small).
 inline constexpr int kMaxConcurrency = 1024;
+
+/// @brief An LLM's demand replayed from a request trace: `demand: {trace: FILE, scale: S,
+/// start_s: T}` (docs/formats.md, "Demand from a trace"). Run time t is trace time start_s + t;
+/// the demand of run interval [t, t + Δ) is what the trace's requests in that window show
+/// (DemandTrace::window), its rate multiplied by `scale`. The demand the planner starts from is
+/// that of the interval before start_s; after that, `corun run` tells the planner each interval's
+/// demand once the interval has ended, as telemetry would.
+struct TraceDemand {
+  /// The smallest rate a window stands for: a window without requests offers (almost) nothing,
+  /// and a rate of 0 would read as a closed loop. Equal to the least `rps` a workload may give.
+  static constexpr double kMinRps = 1e-4;
+
+  std::string file;   ///< as written in the workload
+  std::filesystem::path path;  ///< resolved against the workload file's directory
+  double scale = 1;   ///< multiplies every window's rate (as if the trace ran `scale` times as fast)
+  double start_s = 0;  ///< trace seconds (after its first request) at the run's t = 0
+  std::shared_ptr<const DemandTrace> trace;  ///< shared by copies of the workload; never null
+
+  /// @brief The demand of run time [from_s, to_s): the window's rate times `scale` (at least
+  /// kMinRps), its mean prompt and output lengths rounded (at least 1 token) and its arrival_cv.
+  /// A window without requests keeps `before`'s lengths and burstiness: nothing was seen to
+  /// change them.
+  [[nodiscard]] Demand demand(double from_s, double to_s, const Demand& before) const;
+  /// @brief The demand the planner knows at the run's start: the interval before start_s, with
+  /// the lengths of all requests before start_s when that interval has none.
+  [[nodiscard]] Demand initial(double interval_s) const;
+  /// @brief The demands of run intervals [kΔ, (k + 1)Δ), k = 0 .. count - 1 (Δ = interval_s),
+  /// each window without requests keeping the lengths of the one before (the first: initial()'s).
+  [[nodiscard]] std::vector<Demand> intervals(double interval_s, std::size_t count) const;
+};
 
 /// @brief Service-level objectives, measured at the 95th percentile. Absent = unconstrained.
 struct Sla {
@@ -59,7 +95,8 @@ struct ModelSpec {
   ModelArch arch;     ///< copied from the catalog
   std::vector<KnobSpec> knobs;  ///< searched knobs, in the order written
   Settings base;      ///< defaults for knobs that are not searched
-  Demand demand;
+  Demand demand;  ///< a trace demand's: what the planner knows at the start (TraceDemand::initial)
+  std::optional<TraceDemand> trace;  ///< set when the demand is replayed from a trace
   Sla sla;
   double weight = 1;  ///< objective weight
   bool active = true;  ///< running at time 0 (false: arrives through the timeline)
