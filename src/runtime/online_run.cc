@@ -269,6 +269,11 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
         }
       }
     }
+    // A testbed that runs its transitions for real measured their downtime: it replaces the
+    // charged seconds (a real restart can end before or after its modelled outage).
+    for (const auto& mm : rec.measured.models) {
+      if (mm.downtime_s && mm.model < n) rec.outage_s[mm.model] = *mm.downtime_s;
+    }
     rec.breach.assign(n, false);
     for (const auto& mm : rec.measured.models) {
       if (config[mm.model] != kAbsent && mm.ok()) {

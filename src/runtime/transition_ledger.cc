@@ -1,6 +1,7 @@
 #include "corun/runtime/transition_ledger.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace corun {
 
@@ -9,7 +10,8 @@ TransitionLedger::TransitionLedger(std::size_t models)
       swap_left_(models, 0.0),
       swap_vram_(models, 0.0),
       warmup_left_(models, 0),
-      warmup_slowdown_(models, 1.0) {}
+      warmup_slowdown_(models, 1.0),
+      begins_(models, Actuation::kNone) {}
 
 void TransitionLedger::begin(const JointTransition& t) {
   for (const auto& step : t.steps) {
@@ -25,6 +27,7 @@ void TransitionLedger::begin(const JointTransition& t) {
     // model_warmup, a readiness probe): only a copy that broke first warms up on live requests.
     warmup_left_[m] = c.make_before_break ? 0 : c.warmup_requests;
     warmup_slowdown_[m] = c.warmup_slowdown;
+    begins_[m] = c.action;
   }
 }
 
@@ -35,11 +38,16 @@ std::vector<TransitionCharge> TransitionLedger::next_window(const JointConfig& c
     if (m >= config.size() || config[m] == kAbsent) {
       outage_left_[m] = swap_left_[m] = 0;
       warmup_left_[m] = 0;
+      begins_[m] = Actuation::kNone;
       continue;
     }
-    if (outage_left_[m] <= 0 && swap_left_[m] <= 0 && warmup_left_[m] <= 0) continue;
+    if (outage_left_[m] <= 0 && swap_left_[m] <= 0 && warmup_left_[m] <= 0 &&
+        begins_[m] == Actuation::kNone) {
+      continue;
+    }
     TransitionCharge c;
     c.model = m;
+    c.begins = std::exchange(begins_[m], Actuation::kNone);
     c.outage_s = std::min(outage_left_[m], window_s);
     if (swap_left_[m] > 0) c.extra_vram_bytes = swap_vram_[m];
     // Warm-up follows the outage (or the swap, whose new copy then takes the traffic).

@@ -44,6 +44,7 @@ class TransitionLedger {
   std::vector<double> swap_vram_;     ///< the old copy's bytes during the swap
   std::vector<int> warmup_left_;      ///< requests of a copy that broke first still to warm up
   std::vector<double> warmup_slowdown_;
+  std::vector<Actuation> begins_;     ///< a change begun since the last window (kNone: none)
 };
 
 }  // namespace corun

@@ -11,6 +11,7 @@
 
 #include "corun/core/result.h"
 #include "corun/space/space.h"
+#include "corun/space/transition.h"
 #include "corun/spec/workload.h"
 
 namespace corun {
@@ -28,6 +29,11 @@ struct ModelMetrics {
   std::optional<double> ttft_ms_p95;
   /// LLM only; none when no request produced a second token inside the window.
   std::optional<double> tpot_ms_p95;
+  /// Seconds of the window this model was without a server, measured by a testbed that runs
+  /// its transitions for real (torch-cpu: from stopping the old copy to the new one being
+  /// ready to serve; 0 when it served throughout); none from a testbed that models them (the
+  /// sim: its charge is TransitionCharge::outage_s).
+  std::optional<double> downtime_s;
   std::string error;                  ///< non-empty when the model could not run
 
   [[nodiscard]] bool ok() const { return error.empty(); }
@@ -84,6 +90,11 @@ struct TransitionCharge {
   int warmup_requests = 0;   ///< requests in this window served by a copy still warming up
   double warmup_slowdown = 1;
   double extra_vram_bytes = 0;  ///< a second copy's memory held during the window
+  /// The class of a change that begins at this window's start (kReload: the model reloaded in
+  /// its server; kRestart: a new server process; make-before-break when outage_s is 0), or
+  /// kNone when the window pays what a change begun earlier still owes. A testbed that runs
+  /// real servers (torch-cpu) carries the change out; the sim charges the fields above.
+  Actuation begins = Actuation::kNone;
 };
 
 /// @brief What a charge does to a model's metrics over a window (the same rule for every
