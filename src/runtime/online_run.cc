@@ -176,6 +176,17 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
   // Transitions under way: what each window pays of them.
   TransitionLedger ledger(n);
   const ActuationTable& actuation = ActuationTable::builtin();
+  // Trace demands: per model, the demand of each interval as the testbed meets it. The planner
+  // is told an interval's demand only once the interval has ended, as telemetry would tell it.
+  std::size_t steps = 0;
+  while (static_cast<double>(steps) * interval < duration - 1e-9) ++steps;
+  std::vector<std::vector<Demand>> replay(n);
+  std::vector<Demand> told(n);  // the trace demand the planner was last told
+  for (std::size_t m = 0; m < n; ++m) {
+    if (!w.models[m].trace) continue;
+    replay[m] = w.models[m].trace->intervals(interval, steps);
+    told[m] = w.models[m].demand;
+  }
 
   for (std::uint64_t step = 0; static_cast<double>(step) * interval < duration - 1e-9; ++step) {
     IntervalRecord rec;
@@ -189,6 +200,16 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       } else {
         rec.drift.push_back(conditions.apply(e));
       }
+    }
+    for (std::size_t m = 0; m < n && step > 0; ++m) {
+      if (replay[m].empty() || told[m] == replay[m][step - 1]) continue;
+      TimelineEvent e;
+      e.at_s = rec.t_s;
+      e.kind = TimelineEvent::Kind::kDemand;
+      e.model = m;
+      e.demand = told[m] = replay[m][step - 1];
+      e.line = w.models[m].line;
+      rec.events.push_back(controller.apply(e));
     }
     rec.conditions = conditions;
     if (refit && refit->running() && step >= refit_started + 2) {
@@ -204,6 +225,14 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       }
     }
     const Workload now = controller.workload();
+    // What the testbed meets: this interval's trace demands, which the planner has not seen.
+    std::optional<Workload> replayed;
+    for (std::size_t m = 0; m < n; ++m) {
+      if (replay[m].empty()) continue;
+      if (!replayed) replayed = now;
+      replayed->models[m].demand = replay[m][step];
+    }
+    const Workload& truth = replayed ? *replayed : now;
     const bool any_active =
         std::any_of(now.models.begin(), now.models.end(), [](const ModelSpec& m) { return m.active; });
     if (any_active && (controller.replan_due() || !controller.plan())) {
@@ -251,8 +280,8 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       }
     }
     // What runs: the plan's refused shares never reach the testbed; utility still counts
-    // against `now`, so the refused share earns nothing.
-    const Workload runs = admitted_workload(now, rec.admitted);
+    // against the whole demand, so the refused share earns nothing.
+    const Workload runs = admitted_workload(truth, rec.admitted);
     const std::uint64_t seed = derive_seed(options.controller.seed, {kIntervalStream, step});
     std::optional<Measurement> stored;
     if (options.log != nullptr) stored = options.log->find(step, config);
@@ -277,7 +306,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
     rec.breach.assign(n, false);
     for (const auto& mm : rec.measured.models) {
       if (config[mm.model] != kAbsent && mm.ok()) {
-        rec.measured_utility += model_utility(now, mm.model, config[mm.model], as_predicted(mm));
+        rec.measured_utility += model_utility(truth, mm.model, config[mm.model], as_predicted(mm));
       }
     }
     if (plan) {
@@ -305,7 +334,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
         refit_started = step;
       }
     }
-    if (options.on_interval) options.on_interval(rec, now);
+    if (options.on_interval) options.on_interval(rec, truth);
     report.intervals.push_back(std::move(rec));
   }
   report.source_measurements = controller.source_measurements();

@@ -199,6 +199,15 @@ Env environment(const std::vector<SimModel>& ms, std::size_t i, const Shape& sh,
 // ---------------------------------------------------------------------------------------------
 // Setup.
 
+// Squared CV of an LLM's request arrivals: 1 for a written rate (Poisson), the measured
+// burstiness for a trace's (Demand::arrival_cv). It scales the queue's wait by (ca² + cs²) / 2
+// (ggc_wait, Allen-Cunneen) and the noise of counted requests (a renewal process's count
+// variance grows with ca²).
+double request_arrival_cv2(const Demand& d) {
+  const double cv = std::max(0.0, d.arrival_cv);
+  return cv * cv;
+}
+
 double offered_rate(const ModelSpec& m) {
   if (m.demand.closed_loop()) return 0;
   const bool frames = m.arch.family == ModelFamily::kVision;
@@ -264,8 +273,8 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
     case ModelFamily::kLlm: {
       m.item_rate = offered;
       m.items_per_job = 1;
-      m.item_cv2 = 1;
-      m.arrival_cv2 = 1;  // Poisson requests
+      m.item_cv2 = request_arrival_cv2(spec.demand);
+      m.arrival_cv2 = m.item_cv2;
       const int prompt = std::max(1, spec.demand.prompt_tokens);
       const int output = std::max(1, spec.demand.output_tokens);
       const gpu::ModelPhases ph = gpu::llm_phases(a, prompt, output, s.prefill_chunk, p);

@@ -108,7 +108,9 @@ class OnlineLog {
 /// @brief How the online loop runs.
 struct RunOptions {
   ControllerOptions controller;
-  /// Called after each interval with its record and the workload as the planner knew it.
+  /// Called after each interval with its record and the workload the testbed met: the planner's,
+  /// with each trace demand (ModelSpec::trace) of that interval, which the planner learns only
+  /// at the next interval.
   std::function<void(const IntervalRecord&, const Workload&)> on_interval;
   /// Stores and resumes the intervals (corun run); none: nothing persists (evaluations).
   OnlineLog* log = nullptr;
