@@ -118,7 +118,13 @@ Result<WorkerJob> decode_job(const std::string& line) {
 }
 
 std::string encode_go(const WorkerGo& go) {
-  return json{{"go", {{"window_s", go.window_s}, {"seed", go.seed}}}}.dump();
+  return json{{"go",
+               {{"window_s", go.window_s},
+                {"seed", go.seed},
+                {"t0_ns", go.t0_ns},
+                {"from_s", go.from_s},
+                {"restarted", go.restarted}}}}
+      .dump();
 }
 
 Result<WorkerGo> decode_go(const std::string& line) {
@@ -127,10 +133,32 @@ Result<WorkerGo> decode_go(const std::string& line) {
     WorkerGo go;
     go.window_s = j.at("window_s");
     go.seed = j.at("seed");
+    go.t0_ns = j.value("t0_ns", std::int64_t{0});
+    go.from_s = j.value("from_s", 0.0);
+    go.restarted = j.value("restarted", false);
     return go;
   } catch (const std::exception& e) {
     return Error(std::string("bad start line: ") + e.what());
   }
+}
+
+std::string encode_cut(const WorkerCut& cut) { return json{{"cut", {{"at_s", cut.at_s}}}}.dump(); }
+
+Result<WorkerCut> decode_cut(const std::string& line) {
+  try {
+    WorkerCut cut;
+    cut.at_s = json::parse(line).at("cut").at("at_s");
+    return cut;
+  } catch (const std::exception& e) {
+    return Error(std::string("bad hand-over line: ") + e.what());
+  }
+}
+
+ParentLine kind_of(const std::string& line) {
+  // encode_go and encode_cut write one top-level key; a job starts with "arch" (keys sorted).
+  if (line.rfind(R"({"go")", 0) == 0) return ParentLine::kGo;
+  if (line.rfind(R"({"cut")", 0) == 0) return ParentLine::kCut;
+  return ParentLine::kJob;
 }
 
 std::string worker_key(const WorkerJob& job) {
@@ -144,6 +172,7 @@ std::string encode_report(const WorkerReport& r) {
   const json j = {{"error", r.error},       {"latency_ms", r.latency_ms},
                   {"ttft_ms", r.ttft_ms},   {"tpot_ms", r.tpot_ms},
                   {"served", r.served},     {"dram_bytes", r.dram_bytes},
+                  {"ready_ms", r.ready_ms},
                   {"torch_config", r.torch_config}};
   return j.dump();
 }
@@ -158,6 +187,7 @@ Result<WorkerReport> decode_report(const std::string& line) {
     r.tpot_ms = j.at("tpot_ms").get<std::vector<double>>();
     r.served = j.at("served");
     r.dram_bytes = j.at("dram_bytes");
+    r.ready_ms = j.value("ready_ms", 0.0);
     r.torch_config = j.at("torch_config");
     return r;
   } catch (const std::exception& e) {

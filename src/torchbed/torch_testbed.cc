@@ -15,9 +15,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "corun/core/rng.h"
@@ -45,11 +47,38 @@ int online_cores() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+/// What a model's window does besides serving: a change that begins at its start
+/// (TransitionCharge::begins), carried out for real.
+enum class Change {
+  kNone,
+  kRestart,  ///< break first: the copy in force is killed, a new process builds and warms up
+  kReload,   ///< break first: the copy in force frees its model and builds the new one
+  kSwap,     ///< make-before-break: a new process starts beside the copy in force, which
+             ///< serves until the new one is ready and then hands its arrivals over
+};
+
+/// A worker's part in its model's window.
+enum class Role {
+  kServes,  ///< serves the window (a swap's old copy: until the hand-over, then retires)
+  kStarts,  ///< a swap's new copy: started at the window's start, serves after the hand-over
+};
+
 /// One worker process and what the parent knows about it during one measurement.
 struct Worker {
   std::size_t model = 0;
   std::string key;      ///< torchbed::worker_key of its job
   bool reused = false;  ///< taken from the idle pool: built, warm, no "ready" line to wait for
+  Change change = Change::kNone;
+  Role role = Role::kServes;
+  /// Started (or reloaded) at the window's start rather than before it: not part of the
+  /// barrier.
+  bool deferred = false;
+  /// Seconds after the window's start at which the model lost its server (the old copy
+  /// killed, or the reload line sent); negative: it did not.
+  double down_from_s = -1;
+  bool ready_seen = false;  ///< a deferred worker's "ready" line has arrived
+  bool go_sent = false;     ///< kStarts: the hand-over happened in the window
+  std::string old_key;      ///< kRestart: the worker key of the copy in force it stops
   pid_t pid = -1;
   int to_child = -1;
   int from_child = -1;
@@ -64,6 +93,34 @@ struct Worker {
   double rss_sum = 0, runnable_sum = 0;
   int samples = 0;
 };
+
+constexpr std::string_view kReadyLine = R"({"ready":true})";
+
+std::int64_t ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// The change that begins at the window's start for workload model `i`, as its charge says.
+Change change_of(const MeasureOptions& o, std::size_t i) {
+  for (const TransitionCharge& c : o.transitions) {
+    if (c.model != i || c.begins < Actuation::kReload) continue;
+    if (c.outage_s <= 0) return Change::kSwap;  // no outage: make-before-break
+    return c.begins == Actuation::kReload ? Change::kReload : Change::kRestart;
+  }
+  return Change::kNone;
+}
+
+/// Whether the copy in force (built for `old_key`) can reload `job` in its own process: the
+/// same device and intra-op threads, which a process fixes at its start.
+bool reloadable(const std::string& old_key, const WorkerJob& job) {
+  if (old_key.empty()) return false;
+  const auto old = torchbed::decode_job(old_key);
+  return old && old->threads == job.threads && old->device == job.device;
+}
 
 bool write_all(int fd, const std::string& s) {
   std::size_t done = 0;
@@ -288,6 +345,9 @@ struct TorchTestbed::State {
   std::mutex measure_mutex;
   std::vector<IdleWorker> idle;  // GUARDED_BY(measure_mutex)
   std::uint64_t uses = 0;        // GUARDED_BY(measure_mutex)
+  /// Per model name, the worker key of the copy that served its last measurement: the copy
+  /// in force that a restart stops, a reload rebuilds and a swap hands over from.
+  std::map<std::string, std::string> in_force;  // GUARDED_BY(measure_mutex)
   /// torch-cuda: the GPU's own counters, opened on the first measurement; when NVML cannot
   /// be opened, `nvml_error` says why and the CPU-side proxies stand in.
   std::unique_ptr<torchbed::NvmlSampler> nvml;  // GUARDED_BY(measure_mutex)
@@ -317,6 +377,17 @@ struct TorchTestbed::State {
     wk.to_child = it->to_child;
     wk.from_child = it->from_child;
     wk.reused = true;
+    idle.erase(it);
+    return true;
+  }
+
+  /// Stops an idle worker built for `key` (the copy in force of a model that restarts).
+  /// Returns whether one was running.
+  bool retire(const std::string& key) {
+    const auto it =
+        std::find_if(idle.begin(), idle.end(), [&](const IdleWorker& w) { return w.key == key; });
+    if (it == idle.end()) return false;
+    stop(*it);
     idle.erase(it);
     return true;
   }
@@ -424,6 +495,7 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
     jobs.push_back(job);
     Worker wk;
     wk.model = m.models.size() - 1;
+    wk.change = change_of(options, i);
     ws.push_back(wk);
   }
   if (ws.empty()) return m;
@@ -439,8 +511,34 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
   }
   torchbed::NvmlSampler* const nvml = state_->nvml.get();
   if (nvml != nullptr) nvml->reset();
-  for (std::size_t k = 0; k < ws.size(); ++k) {
+  // Each model's copy: the copy in force (a kept worker), a new process, or for a change that
+  // begins in this window, what the change needs of the copy in force.
+  const std::size_t requested = ws.size();
+  for (std::size_t k = 0; k < requested; ++k) {
     ws[k].key = torchbed::worker_key(jobs[k]);
+    const auto in_force = state_->in_force.find(m.models[ws[k].model].name);
+    const std::string old_key = in_force == state_->in_force.end() ? "" : in_force->second;
+    if (ws[k].change == Change::kReload &&
+        !(reloadable(old_key, jobs[k]) && state_->take(old_key, ws[k]))) {
+      ws[k].change = Change::kRestart;  // nothing to reload in: a new process
+    }
+    if (ws[k].change == Change::kSwap) {
+      Worker old = ws[k];
+      old.key = old_key;
+      if (!old_key.empty() && state_->take(old_key, old)) {
+        ws[k].role = Role::kStarts;
+        ws[k].deferred = true;
+        ws.push_back(std::move(old));
+        jobs.push_back(jobs[k]);
+        continue;
+      }
+      ws[k].change = Change::kRestart;  // no copy in force to serve meanwhile: it breaks
+    }
+    if (ws[k].change == Change::kRestart) ws[k].old_key = old_key;
+    if (ws[k].change != Change::kNone) {
+      ws[k].deferred = true;
+      continue;
+    }
     if (state_->take(ws[k].key, ws[k])) continue;
     ws[k].error = spawn(ws[k], options_);
     if (ws[k].error.empty() && !write_all(ws[k].to_child, torchbed::encode_job(jobs[k]) + "\n")) {
@@ -448,10 +546,11 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
     }
   }
   // Barrier: every worker has built and warmed up its model (or failed) before any starts.
+  // A change that begins in this window starts with it, after the barrier.
   const auto setup_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(options_.setup_timeout_s));
   auto ready = [](const Worker& wk) {
-    return wk.reused || !wk.error.empty() || !wk.lines.empty() || wk.eof;
+    return wk.deferred || wk.reused || !wk.error.empty() || !wk.lines.empty() || wk.eof;
   };
   while (Clock::now() < setup_deadline && !std::all_of(ws.begin(), ws.end(), ready)) pump(ws, 50);
   bool all_ready = true;
@@ -460,7 +559,7 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
       all_ready = false;
       continue;
     }
-    if (wk.reused) continue;
+    if (wk.reused || wk.deferred) continue;
     if (wk.lines.empty()) {
       wk.error = wk.eof ? "worker exited during setup"
                         : "worker hung: not ready after " + format_number(options_.setup_timeout_s) +
@@ -470,17 +569,23 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
     }
     const std::string first = wk.lines.front();
     wk.lines.erase(wk.lines.begin());
-    if (first != R"({"ready":true})") {
+    if (first != kReadyLine) {
       auto rep = torchbed::decode_report(first);
       wk.error = rep ? rep->error : rep.error().what();
       all_ready = false;
     }
   }
+  const bool changes =
+      std::any_of(ws.begin(), ws.end(), [](const Worker& wk) { return wk.deferred; });
   const auto t0 = Clock::now();
   const auto window = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options.window_s));
-  const auto deadline = t0 + window + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(options_.grace_s));
+  // A copy that (re)starts in the window reports once it has built, warmed up and served
+  // the rest of the window: allow its setup on top of the window.
+  const auto deadline =
+      t0 + window +
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+          options_.grace_s + (changes ? options_.setup_timeout_s : 0.0)));
   // The co-tenant runs through the window (from the start line to the last report).
   std::optional<CoTenant> cotenant;
   const Interference& share = options.conditions.interference;
@@ -488,22 +593,89 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
     cotenant.emplace(share, options_.cores > 0 ? options_.cores
                                                : static_cast<int>(std::thread::hardware_concurrency()));
   }
+  // The start line of worker k: every copy of a model replays the same arrivals.
+  auto go_for = [&](std::size_t k) {
+    torchbed::WorkerGo go;
+    go.window_s = options.window_s;
+    go.seed = options_.replay_arrivals
+                  ? derive_seed(fnv1a(m.models[ws[k].model].name), {kTraceStream})
+                  : jobs[k].seed;
+    go.t0_ns = ns_of(t0);
+    return go;
+  };
+  // A swap's new copy is ready: the old copy serves no arrival from now on, the new one
+  // serves them. After the window's end the new copy takes over at the next window.
+  auto hand_over = [&](std::size_t k) {
+    const double at_s = seconds_between(t0, Clock::now());
+    if (at_s >= options.window_s) return;
+    for (auto& old : ws) {
+      if (old.model != ws[k].model || old.role != Role::kServes || !old.error.empty()) continue;
+      if (!write_all(old.to_child, torchbed::encode_cut({at_s}) + "\n")) {
+        old.error = "worker closed its input before the hand-over";
+      }
+    }
+    torchbed::WorkerGo go = go_for(k);
+    go.from_s = at_s;
+    ws[k].go_sent = true;
+    if (!write_all(ws[k].to_child, torchbed::encode_go(go) + "\n")) {
+      ws[k].error = "worker closed its input before the start";
+    }
+  };
+  // Carries out the change that begins at the window's start: the model is down from the
+  // kill (restart) or the reload line until its copy is ready; a swap's new copy starts
+  // beside the old one, which serves meanwhile. The new copy's whole CPU time counts.
+  auto start_change = [&](Worker& wk, const WorkerJob& job, torchbed::WorkerGo go) {
+    go.restarted = true;
+    if (wk.change == Change::kRestart && !wk.old_key.empty()) state_->retire(wk.old_key);
+    if (wk.change != Change::kSwap) wk.down_from_s = seconds_between(t0, Clock::now());
+    if (wk.change != Change::kReload) {
+      wk.error = spawn(wk, options_);
+      if (!wk.error.empty()) return;
+      wk.cpu_s_start = 0;
+    }
+    std::string lines = torchbed::encode_job(job) + "\n";
+    if (wk.change != Change::kSwap) lines += torchbed::encode_go(go) + "\n";
+    if (!write_all(wk.to_child, lines)) wk.error = "worker closed its input before the job was sent";
+  };
+  // Reads what the workers wrote: "ready" lines of copies started in the window, reports.
+  auto read_lines = [&] {
+    for (std::size_t k = 0; k < ws.size(); ++k) {
+      Worker& wk = ws[k];
+      while (!wk.lines.empty() && !wk.reported && wk.error.empty()) {
+        const std::string line = wk.lines.front();
+        wk.lines.erase(wk.lines.begin());
+        if (wk.deferred && !wk.ready_seen && line == kReadyLine) {
+          wk.ready_seen = true;
+          if (wk.role == Role::kStarts) hand_over(k);
+          continue;
+        }
+        auto rep = torchbed::decode_report(line);
+        if (rep) {
+          wk.report = std::move(*rep);
+          wk.reported = true;
+          if (!wk.report.error.empty()) wk.error = wk.report.error;
+        } else {
+          wk.error = rep.error().what();
+        }
+      }
+    }
+  };
   if (all_ready) {
     for (std::size_t k = 0; k < ws.size(); ++k) {
-      const std::uint64_t arrivals =
-          options_.replay_arrivals
-              ? derive_seed(fnv1a(m.models[ws[k].model].name), {kTraceStream})
-              : jobs[k].seed;
-      const std::string go = torchbed::encode_go({options.window_s, arrivals}) + "\n";
-      if (!write_all(ws[k].to_child, go)) {
+      if (ws[k].deferred || !ws[k].error.empty()) continue;
+      if (!write_all(ws[k].to_child, torchbed::encode_go(go_for(k)) + "\n")) {
         ws[k].error = "worker closed its input before the start";
       }
+    }
+    for (std::size_t k = 0; k < ws.size(); ++k) {
+      if (ws[k].deferred) start_change(ws[k], jobs[k], go_for(k));
     }
     for (auto& wk : ws) sample(wk);
     if (nvml != nullptr) nvml->sample();
     auto pending = [&] {
       return std::any_of(ws.begin(), ws.end(), [](const Worker& wk) {
-        return wk.error.empty() && !wk.reported && !wk.eof;
+        return wk.error.empty() && !wk.reported && !wk.eof &&
+               (wk.role != Role::kStarts || wk.go_sent);
       });
     };
     while (pending() && Clock::now() < deadline) {
@@ -512,26 +684,44 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
         for (auto& wk : ws) sample(wk);
         if (nvml != nullptr) nvml->sample();
       }
-      for (auto& wk : ws) {
-        if (!wk.lines.empty() && !wk.reported) {
-          auto rep = torchbed::decode_report(wk.lines.front());
-          wk.lines.erase(wk.lines.begin());
-          if (rep) {
-            wk.report = std::move(*rep);
-            wk.reported = true;
-            if (!wk.report.error.empty()) wk.error = wk.report.error;
-          } else {
-            wk.error = rep.error().what();
-          }
-        }
+      read_lines();
+    }
+    // A swap's new copy not ready by the window's end: it takes over at the next window
+    // once ready (the old copy served this one throughout).
+    auto starting = [&] {
+      return std::any_of(ws.begin(), ws.end(), [](const Worker& wk) {
+        return wk.role == Role::kStarts && wk.error.empty() && !wk.ready_seen && !wk.eof;
+      });
+    };
+    while (starting() && Clock::now() < deadline) {
+      pump(ws, 50);
+      read_lines();
+    }
+    for (auto& wk : ws) {
+      if (wk.role == Role::kStarts && wk.error.empty() && !wk.ready_seen) {
+        wk.error = wk.eof ? "worker exited during setup"
+                          : "worker hung: not ready after " +
+                                format_number(options_.setup_timeout_s) + " s of setup; killed";
       }
     }
   }
-  // Keep the workers that served their window cleanly for the next measurement; kill
-  // whatever else is still running (hung, or released by a failed barrier) and reap it.
+  // Keep the workers that served their window cleanly for the next measurement (a swap's
+  // new copy once ready, not its old one); kill whatever else is still running (hung,
+  // released by a failed barrier, or retired by a swap) and reap it.
+  auto retired = [&](const Worker& wk) {
+    return wk.change == Change::kSwap && wk.role == Role::kServes &&
+           std::any_of(ws.begin(), ws.end(), [&](const Worker& n) {
+             return n.model == wk.model && n.role == Role::kStarts && n.ready_seen &&
+                    n.error.empty();
+           });
+  };
+  std::vector<std::string> kept_key(m.models.size());
   for (auto& wk : ws) {
-    if (wk.reported && wk.error.empty() && !wk.eof && wk.lines.empty() && wk.buffer.empty()) {
+    const bool served = wk.reported || (wk.role == Role::kStarts && wk.ready_seen && !wk.go_sent);
+    if (served && wk.error.empty() && !wk.eof && wk.lines.empty() && wk.buffer.empty() &&
+        !retired(wk)) {
       state_->keep(wk, options_.max_idle_workers);
+      kept_key[wk.model] = wk.key;
       continue;
     }
     if (wk.to_child >= 0) ::close(wk.to_child);
@@ -566,6 +756,14 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
     }
     if (wk.from_child >= 0) ::close(wk.from_child);
   }
+  // The copy in force of each model is the one kept; a model that failed has none.
+  for (std::size_t i = 0; i < m.models.size(); ++i) {
+    if (kept_key[i].empty()) {
+      state_->in_force.erase(m.models[i].name);
+    } else {
+      state_->in_force[m.models[i].name] = kept_key[i];
+    }
+  }
 
   std::string first_error;
   for (const auto& wk : ws) {
@@ -582,31 +780,51 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
     return m;
   }
 
+  // One report per model: a swap's two copies served the window's arrivals between them.
+  std::vector<WorkerReport> served(m.models.size());
+  std::vector<double> downtime_s(m.models.size(), 0.0);
+  for (const Worker& wk : ws) {
+    WorkerReport& r = served[wk.model];
+    const WorkerReport& part = wk.report;
+    r.latency_ms.insert(r.latency_ms.end(), part.latency_ms.begin(), part.latency_ms.end());
+    r.ttft_ms.insert(r.ttft_ms.end(), part.ttft_ms.begin(), part.ttft_ms.end());
+    r.tpot_ms.insert(r.tpot_ms.end(), part.tpot_ms.begin(), part.tpot_ms.end());
+    r.served += part.served;
+    r.dram_bytes += part.dram_bytes;
+    if (r.torch_config.empty()) r.torch_config = part.torch_config;
+    // From losing the copy in force to the new one being ready (past the window's end when
+    // its start took longer: the next window then begins once it is ready).
+    if (wk.down_from_s >= 0 && wk.reported) {
+      downtime_s[wk.model] = std::max(0.0, part.ready_ms / 1000 - wk.down_from_s);
+    }
+  }
   const double window_s = options.window_s;
   const double window_ms = window_s * 1000;
   double cpu_s = 0, dram = 0, rss = 0, runnable = 0;
-  for (std::size_t k = 0; k < ws.size(); ++k) {
-    const Worker& wk = ws[k];
-    const WorkerReport& r = wk.report;
-    ModelMetrics& mm = m.models[wk.model];
+  for (const Worker& wk : ws) {
+    if (wk.cpu_s_start >= 0) cpu_s += wk.cpu_s_last - wk.cpu_s_start;
+    if (wk.samples > 0) {
+      rss += wk.rss_sum / wk.samples;
+      runnable += wk.runnable_sum / wk.samples;
+    }
+  }
+  for (std::size_t i = 0; i < m.models.size(); ++i) {
+    const WorkerReport& r = served[i];
+    ModelMetrics& mm = m.models[i];
     // No completion inside the window: the latency is at least the window (finite, large).
     mm.latency_ms_p50 = r.latency_ms.empty() ? window_ms : quantile(r.latency_ms, 0.5);
     mm.latency_ms_p95 = r.latency_ms.empty() ? window_ms : quantile(r.latency_ms, 0.95);
     mm.throughput = r.served / window_s;
-    if (jobs[k].arch.family == ModelFamily::kLlm) {
+    if (w.models[mm.model].arch.family == ModelFamily::kLlm) {
       // Every request that arrived has a TTFT (a lower bound if it was still waiting), and
       // every one that produced two tokens a TPOT. None: the window did not observe it (no
       // arrival in a Poisson draw, or none decoding yet), which is not a latency of its own.
       if (!r.ttft_ms.empty()) mm.ttft_ms_p95 = quantile(r.ttft_ms, 0.95);
       if (!r.tpot_ms.empty()) mm.tpot_ms_p95 = quantile(r.tpot_ms, 0.95);
     }
-    if (wk.cpu_s_start >= 0) cpu_s += wk.cpu_s_last - wk.cpu_s_start;
+    mm.downtime_s = downtime_s[i];
     dram += r.dram_bytes;
-    if (wk.samples > 0) {
-      rss += wk.rss_sum / wk.samples;
-      runnable += wk.runnable_sum / wk.samples;
-    }
-    if (k == 0) {
+    if (i == 0) {
       const std::string cfg = short_config(r.torch_config);
       if (!cfg.empty()) m.device += ", " + cfg;
     }

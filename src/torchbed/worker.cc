@@ -1,5 +1,6 @@
 // The worker process: one model, its own intra-op threads, an open-loop load generator.
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,13 +97,43 @@ std::vector<double> arrivals(const WorkerJob& job, Rng& rng) {
   return out;
 }
 
+/// The hand-over of a make-before-break swap, as the old copy sees it: the parent may send a
+/// cut line during the window; from its time on, arrivals are the new copy's. Checked
+/// between passes without blocking (one poll(2), microseconds beside a forward pass).
+class Handover {
+ public:
+  explicit Handover(int in_fd) : fd_(in_fd) {}
+  /// Seconds after the window's start from which arrivals are not this copy's (infinity
+  /// until a cut arrives).
+  double cut_s() {
+    if (cut_s_ == kNever) {
+      pollfd p{fd_, POLLIN, 0};
+      std::string line;
+      if (::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0 && read_line(fd_, line)) {
+        if (auto cut = torchbed::decode_cut(line)) cut_s_ = cut->at_s;
+      }
+    }
+    return cut_s_;
+  }
+  /// The earlier of `end` and the cut (no time point is formed from an infinite cut).
+  Clock::time_point end(Clock::time_point t0, Clock::time_point window_end) {
+    const double cut = cut_s();
+    return cut == kNever ? window_end : std::min(window_end, at(t0, cut));
+  }
+
+ private:
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  int fd_;
+  double cut_s_ = kNever;
+};
+
 Precision cost_precision(const WorkerJob& job) {
   return job.int8 ? Precision::kInt8 : Precision::kFp32;
 }
 
 /// Vision and encoder: batches fill from the arrival stream, one server.
 void serve_batches(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
-                   const std::vector<double>& arr, WorkerReport& r) {
+                   const std::vector<double>& arr, Handover& handover, WorkerReport& r) {
   const int size = job.arch.family == ModelFamily::kVision ? job.settings.imgsz
                                                             : job.arch.default_seq_len;
   const int b = std::max(1, job.settings.batch);
@@ -110,7 +143,7 @@ void serve_batches(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
     // One server, N requests (batches) in flight, each re-sent when its answer returns: a
     // request waits for the ones sent before it, as a client of perf_analyzer would see.
     std::deque<Clock::time_point> sent(in_flight(job), Clock::now());
-    while (Clock::now() < end) {
+    while (Clock::now() < handover.end(t0, end)) {
       const auto sent_at = sent.front();
       sent.pop_front();
       model.forward(b, size);
@@ -127,6 +160,7 @@ void serve_batches(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
     const auto ready = at(t0, arr[i + static_cast<std::size_t>(b) - 1]);
     std::this_thread::sleep_until(ready);
     if (Clock::now() >= end) break;
+    if (arr[i + static_cast<std::size_t>(b) - 1] >= handover.cut_s()) break;  // the new copy's
     model.forward(b, size);
     const auto done = Clock::now();
     for (std::size_t k = i; k < i + static_cast<std::size_t>(b); ++k) {
@@ -141,7 +175,7 @@ void serve_batches(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
 /// request_concurrency are in flight (their prefill runs in prefill_chunk pieces between
 /// decode steps); every decode step advances all admitted sequences by one token.
 void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
-               const std::vector<double>& arr, WorkerReport& r) {
+               const std::vector<double>& arr, Handover& handover, WorkerReport& r) {
   struct Active {
     int slot;
     Clock::time_point arrival, first_token, last_token;
@@ -159,9 +193,13 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
   if (closed) pending.assign(in_flight(job), Clock::now());
   std::size_t next = 0;
   std::vector<Active> active;
+  // Arrivals of this copy: those before a hand-over's cut (all of them without one).
+  auto mine = [&](std::size_t i) { return i < arr.size() && arr[i] < handover.cut_s(); };
   while (Clock::now() < end) {
+    // A closed loop sends nothing more after a hand-over; the new copy keeps the loop going.
+    if (closed && Clock::now() >= handover.end(t0, end)) pending.clear();
     while (active.size() < c &&
-           (closed ? !pending.empty() : (next < arr.size() && at(t0, arr[next]) <= Clock::now()))) {
+           (closed ? !pending.empty() : (mine(next) && at(t0, arr[next]) <= Clock::now()))) {
       Clock::time_point arrival;
       if (closed) {
         arrival = pending.front();
@@ -183,7 +221,7 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
       if (Clock::now() >= end) break;
     }
     if (active.empty()) {
-      if (closed || next >= arr.size()) break;
+      if (closed || !mine(next)) break;
       std::this_thread::sleep_until(std::min(end, at(t0, arr[next])));
       continue;
     }
@@ -216,7 +254,7 @@ void serve_llm(const WorkerJob& job, ZooModel& model, Clock::time_point t0,
   // long for its first token: a lower bound, counted rather than dropped, or an overloaded
   // configuration would report only the lucky requests it admitted.
   const auto closed_at = Clock::now();
-  for (; next < arr.size() && at(t0, arr[next]) <= closed_at; ++next) {
+  for (; mine(next) && at(t0, arr[next]) <= closed_at; ++next) {
     r.ttft_ms.push_back(ms_since(at(t0, arr[next]), closed_at));
   }
   for (const auto& sent_at : pending) r.ttft_ms.push_back(ms_since(sent_at, closed_at));
@@ -248,51 +286,100 @@ void warm_up(const WorkerJob& job, ZooModel& model) {
 
 }  // namespace
 
+namespace {
+
+/// Builds and warms up `job`'s model; on failure writes the error report and returns none.
+std::unique_ptr<ZooModel> build_warm(const WorkerJob& job, int out_fd) {
+  WorkerReport r;
+  auto model = torchbed::ZooModel::build(job.arch, {job.int8, job.device, job.seed});
+  if (!model) {
+    r.error = model.error().what();
+    write_line(out_fd, torchbed::encode_report(r));
+    return nullptr;
+  }
+  try {
+    warm_up(job, **model);
+  } catch (const std::exception& e) {
+    r.error = std::string("warm-up failed: ") + e.what();
+    write_line(out_fd, torchbed::encode_report(r));
+    return nullptr;
+  }
+  return std::move(*model);
+}
+
+/// Serves one window from its start line: the arrivals of this copy (from `from_s`; a
+/// restarted vision stream loses the frames of its outage) against `model`.
+WorkerReport serve_window(WorkerJob& job, ZooModel& model, const torchbed::WorkerGo& go,
+                          Handover& handover) {
+  const auto t0 = go.t0_ns > 0 ? Clock::time_point(std::chrono::nanoseconds(go.t0_ns))
+                               : Clock::now();
+  job.window_s = go.window_s;
+  Rng rng(derive_seed(go.seed, {0x70726367ULL}));
+  std::vector<double> arr = arrivals(job, rng);
+  WorkerReport window;
+  // This copy serves from now: after its build and warm-up when it (re)started in the window.
+  const double ready_s = std::max(0.0, ms_since(t0, Clock::now()) / 1000);
+  if (go.restarted) window.ready_ms = ready_s * 1000;
+  const double lost_before =
+      go.restarted && job.arch.family == ModelFamily::kVision ? std::max(go.from_s, ready_s)
+                                                               : go.from_s;
+  std::erase_if(arr, [&](double t) { return t < lost_before; });
+  try {
+    if (job.arch.family == ModelFamily::kLlm) {
+      serve_llm(job, model, t0, arr, handover, window);
+    } else {
+      serve_batches(job, model, t0, arr, handover, window);
+    }
+  } catch (const std::exception& e) {
+    window.error = std::string("inference failed: ") + e.what();
+  }
+  window.torch_config = torchbed::torch_config();
+  return window;
+}
+
+}  // namespace
+
 int torch_worker_main(int in_fd, int out_fd) {
   std::string line;
   if (!read_line(in_fd, line)) return 3;
   auto job = torchbed::decode_job(line);
-  WorkerReport r;
   if (!job) {
+    WorkerReport r;
     r.error = job.error().what();
     write_line(out_fd, torchbed::encode_report(r));
     return 2;
   }
   torchbed::init_torch_process(job->threads);
-  auto model = torchbed::ZooModel::build(job->arch, {job->int8, job->device, job->seed});
-  if (!model) {
-    r.error = model.error().what();
-    write_line(out_fd, torchbed::encode_report(r));
-    return 1;
-  }
-  try {
-    warm_up(*job, **model);
-  } catch (const std::exception& e) {
-    r.error = std::string("warm-up failed: ") + e.what();
-    write_line(out_fd, torchbed::encode_report(r));
-    return 1;
-  }
+  std::unique_ptr<ZooModel> model = build_warm(*job, out_fd);
+  if (model == nullptr) return 1;
   if (!write_line(out_fd, R"({"ready":true})")) return 3;
   // One window per start line, until the parent closes our input (it keeps idle workers
   // for later measurements of the same model and settings).
+  Handover handover(in_fd);
   while (read_line(in_fd, line)) {
+    switch (torchbed::kind_of(line)) {
+      case torchbed::ParentLine::kCut:
+        continue;  // a hand-over that came after this copy's window ended
+      case torchbed::ParentLine::kJob: {
+        // A reload: the same process frees the old model, then builds and warms up the new
+        // one (a server that unloads before it loads). Threads are fixed at the process's
+        // start; the parent restarts instead when they change.
+        auto next = torchbed::decode_job(line);
+        if (!next) return 2;
+        model.reset();
+        *job = std::move(*next);
+        model = build_warm(*job, out_fd);
+        if (model == nullptr) return 1;
+        if (!write_line(out_fd, R"({"ready":true})")) return 3;
+        continue;
+      }
+      case torchbed::ParentLine::kGo:
+        break;
+    }
     auto go = torchbed::decode_go(line);
     if (!go) return 3;
-    const auto t0 = Clock::now();
-    job->window_s = go->window_s;
-    Rng rng(derive_seed(go->seed, {0x70726367ULL}));
-    const std::vector<double> arr = arrivals(*job, rng);
-    WorkerReport window;
-    try {
-      if (job->arch.family == ModelFamily::kLlm) {
-        serve_llm(*job, **model, t0, arr, window);
-      } else {
-        serve_batches(*job, **model, t0, arr, window);
-      }
-    } catch (const std::exception& e) {
-      window.error = std::string("inference failed: ") + e.what();
-    }
-    window.torch_config = torchbed::torch_config();
+    handover = Handover(in_fd);
+    const WorkerReport window = serve_window(*job, *model, *go, handover);
     if (!write_line(out_fd, torchbed::encode_report(window))) return 3;
     if (!window.error.empty()) return 1;
   }

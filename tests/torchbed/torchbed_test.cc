@@ -2,10 +2,14 @@
 // exec'd as the corun-torch-worker program (CORUN_TORCH_WORKER), as in production.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "../../src/torchbed/nvml.h"
@@ -325,6 +329,139 @@ TEST(TorchBed, ArrivalsReplayOneTracePerModelUnlessAskedOtherwise) {
   std::set<long> counts;
   for (std::uint64_t seed : {1, 2, 3, 4, 5, 6}) counts.insert(std::lround(served(fresh, seed) / 2));
   EXPECT_GE(counts.size(), 3U) << "fresh draws should differ from seed to seed";
+}
+
+/// The worker processes this test process runs (children of it, alive or not yet reaped).
+std::set<long> worker_pids() {
+  std::set<long> out;
+  const long self = static_cast<long>(::getpid());
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::ifstream f(e.path() / "stat");
+    std::string stat;
+    if (!std::getline(f, stat)) continue;
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 4 >= stat.size()) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == self && state != 'Z') out.insert(std::stol(e.path().filename()));
+  }
+  return out;
+}
+
+/// The tiny decoder at 20 requests/s of 16-token prompts and 4 output tokens: each request
+/// is served in milliseconds, so a TTFT p95 of hundreds of ms is waiting, not serving.
+Workload tiny_chat_at_20rps() {
+  Workload w = tiny_llm(16, 4);
+  w.models[0].demand.rps = 20;
+  return w;
+}
+
+/// Measures `w` (configuration 0) for 1.5 s with a change of class `begins` beginning at the
+/// window's start: break first (`outage_s` > 0, what the ledger charges a restart) or
+/// make-before-break (no outage).
+Measurement measure_with_change(const TorchTestbed& tb, const Workload& w, Actuation begins,
+                                bool break_first) {
+  MeasureOptions o(1.5, 7);
+  TransitionCharge c;
+  c.model = 0;
+  c.begins = begins;
+  c.outage_s = break_first ? 1.5 : 0;
+  c.extra_vram_bytes = break_first ? 0 : 1e8;
+  o.transitions = {c};
+  return tb.measure(w, JointConfig{0}, o);
+}
+
+TEST(TorchBedTransitions, ARestartStartsANewProcessAndItsRequestsWait) {
+  const TorchTestbed tb(options());
+  const Workload w = tiny_chat_at_20rps();
+  const Measurement steady = tb.measure(w, JointConfig{0}, {1.5, 7});
+  ASSERT_TRUE(steady.ok()) << steady.error;
+  const std::set<long> before = worker_pids();
+  ASSERT_EQ(before.size(), 1U);
+  ASSERT_TRUE(steady.models[0].downtime_s);
+  EXPECT_EQ(*steady.models[0].downtime_s, 0);
+
+  const Measurement restarted = measure_with_change(tb, w, Actuation::kRestart, true);
+  ASSERT_TRUE(restarted.ok()) << restarted.error;
+  const std::set<long> after = worker_pids();
+  ASSERT_EQ(after.size(), 1U);
+  EXPECT_NE(*after.begin(), *before.begin()) << "the restart must run in a new process";
+  // Process start, libtorch's load, the model's build and warm-up: well above a few ms.
+  const ModelMetrics& r = restarted.models[0];
+  ASSERT_TRUE(r.downtime_s);
+  EXPECT_GT(*r.downtime_s, 0.05);
+  // About 20 requests/s arrived while no server ran: they waited for it, so the TTFT p95
+  // is a large part of the downtime (the last ones before it ended waited least), far above
+  // the steady window's.
+  ASSERT_TRUE(r.ttft_ms_p95 && steady.models[0].ttft_ms_p95);
+  EXPECT_GT(*r.ttft_ms_p95, 0.5 * *r.downtime_s * 1000) << *r.downtime_s;
+  EXPECT_GT(*r.ttft_ms_p95, 3 * *steady.models[0].ttft_ms_p95)
+      << *steady.models[0].ttft_ms_p95 << " vs " << *r.ttft_ms_p95;
+  EXPECT_GT(r.latency_ms_p95, steady.models[0].latency_ms_p95);
+
+  // The window after the restart pays nothing more: the new process serves it.
+  const Measurement next = tb.measure(w, JointConfig{0}, {1.5, 7});
+  ASSERT_TRUE(next.ok()) << next.error;
+  EXPECT_EQ(worker_pids(), after);
+  EXPECT_EQ(*next.models[0].downtime_s, 0);
+}
+
+TEST(TorchBedTransitions, AReloadRebuildsTheModelInItsOwnProcess) {
+  const TorchTestbed tb(options());
+  const Workload w = tiny_chat_at_20rps();
+  ASSERT_TRUE(tb.measure(w, JointConfig{0}, {1.0, 7}).ok());
+  const std::set<long> before = worker_pids();
+  const Measurement reloaded = measure_with_change(tb, w, Actuation::kReload, true);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.error;
+  EXPECT_EQ(worker_pids(), before) << "a reload keeps its server process";
+  ASSERT_TRUE(reloaded.models[0].downtime_s);
+  EXPECT_GT(*reloaded.models[0].downtime_s, 0);
+}
+
+TEST(TorchBedTransitions, AFrameStreamLosesTheFramesOfARestart) {
+  // 20 frames/s at 128 px (milliseconds each): a steady window serves all of them; a restart
+  // loses those that arrived while no server ran, which shows in the throughput.
+  const TorchTestbed tb(options());
+  Demand d;
+  d.fps = 20;
+  const Workload w = workload({spec("cam", "yolo11n", vision(128), d)});
+  const Measurement steady = tb.measure(w, JointConfig{0}, {1.5, 7});
+  ASSERT_TRUE(steady.ok()) << steady.error;
+  const Measurement restarted = measure_with_change(tb, w, Actuation::kRestart, true);
+  ASSERT_TRUE(restarted.ok()) << restarted.error;
+  const double down_s = restarted.models[0].downtime_s.value_or(0);
+  ASSERT_GT(down_s, 0.05);
+  // Frames of the outage are gone (give or take one frame at each end), not served late.
+  EXPECT_NEAR(restarted.models[0].throughput * 1.5,
+              steady.models[0].throughput * 1.5 - std::min(down_s, 1.5) * 20, 2.5)
+      << "down " << down_s << " s";
+}
+
+TEST(TorchBedTransitions, AMakeBeforeBreakSwapServesThroughout) {
+  const TorchTestbed tb(options());
+  const Workload w = tiny_chat_at_20rps();
+  ASSERT_TRUE(tb.measure(w, JointConfig{0}, {1.5, 7}).ok());
+  const std::set<long> before = worker_pids();
+  ASSERT_EQ(before.size(), 1U);
+  // Break first, for comparison: its requests wait for the new process.
+  const Measurement broke = measure_with_change(tb, w, Actuation::kRestart, true);
+  ASSERT_TRUE(broke.ok()) << broke.error;
+  const std::set<long> middle = worker_pids();
+  const Measurement swapped = measure_with_change(tb, w, Actuation::kRestart, false);
+  ASSERT_TRUE(swapped.ok()) << swapped.error;
+  const std::set<long> after = worker_pids();
+  // The new copy is in force, the old one is stopped.
+  ASSERT_EQ(after.size(), 1U);
+  EXPECT_NE(*after.begin(), *middle.begin());
+  ASSERT_TRUE(swapped.models[0].downtime_s);
+  EXPECT_EQ(*swapped.models[0].downtime_s, 0);
+  // The old copy served while the new one started (slower: they share two cores), so no
+  // request waited for a server.
+  ASSERT_TRUE(swapped.models[0].ttft_ms_p95 && broke.models[0].ttft_ms_p95);
+  EXPECT_LT(*swapped.models[0].ttft_ms_p95, 0.5 * *broke.models[0].ttft_ms_p95)
+      << *swapped.models[0].ttft_ms_p95 << " vs " << *broke.models[0].ttft_ms_p95;
 }
 
 TEST(Nvml, AMissingLibraryOrSymbolIsAReasonNotACrash) {

@@ -62,6 +62,15 @@ ModelArch scale_for_cpu(const ModelArch& arch);
 /// `max_idle_workers`, least recently used stopped first) and reused by later measurements
 /// of the same model and settings; the destructor stops them. measure() is const; calls are
 /// serialised (two co-runs at once would measure each other).
+///
+/// Transitions are carried out, not modelled: a model whose window begins a change
+/// (TransitionCharge::begins) is restarted (its copy in force killed, a new process started,
+/// built and warmed up), reloaded in its own process, or, make-before-break (no outage in the
+/// charge), swapped to a new process started beside the old one, which serves until the new
+/// one is ready. What arrives while no copy serves waits (requests) or is lost (frames), and
+/// each model's ModelMetrics::downtime_s is the measured time from losing its copy to the new
+/// one being ready (docs/testbed.md, "Transitions on torch-cpu"). The copy in force is the
+/// worker that served the model's last measurement.
 class TorchTestbed final : public Testbed {
  public:
   explicit TorchTestbed(TorchBedOptions options);
