@@ -99,16 +99,18 @@ void solve(benchmark::State& state, const std::string& solver, const std::string
 }
 
 // One decision of the online controller (its corrections snapshot, calibrated margins, the
-// GA warm-started from the plan in force, the feasibility check), learning off vs on, after the
-// controller has learned from 10 measured sim intervals of its own plans: what learning adds
-// to the decision path. The interval measurements happen before timing starts.
-void decide(benchmark::State& state, const std::string& file, bool learning) {
+// GA warm-started from the plan in force, the feasibility check), learning off vs on and
+// transitions ignored vs priced from the plan in force, after the controller has learned from
+// 10 measured sim intervals of its own plans: what learning and transition pricing add to the
+// decision path. The interval measurements happen before timing starts.
+void decide(benchmark::State& state, const std::string& file, bool learning, bool aware) {
   const Fixture& fx = fixture(file);
   auto tb = make_testbed("sim");
   if (!tb) std::abort();
   ControllerOptions o;
   o.solver = "ga";
   o.learning.enabled = learning;
+  o.transitions.aware = aware;
   Controller c(fx.w,
                std::make_unique<SurrogateSource>(*fx.fitted, **tb, SurrogateSourceOptions{}), o);
   for (std::uint64_t k = 0; k < 10; ++k) {
@@ -130,6 +132,10 @@ void decide(benchmark::State& state, const std::string& file, bool learning) {
   state.counters["models"] = static_cast<double>(fx.w.models.size());
   state.counters["evaluated"] = static_cast<double>(last->stats.evaluated);
   state.counters["search_ms"] = last->decision_ms;
+  // The GA's bounded branch and bound: its nodes, and whether it proved the plan optimal (only
+  // under a monotone predictor: learned slopes of the wrong sign make the corrected one not).
+  state.counters["nodes"] = static_cast<double>(last->stats.nodes);
+  state.counters["proved"] = last->stats.proved_optimal ? 1 : 0;
   // The GA stops when it converges, and learning changes the problem it solves (other margins,
   // other predictions): the time per candidate is what learning could add to the decision path.
   state.counters["us_per_candidate"] =
@@ -293,13 +299,18 @@ void register_all() {
 void register_decisions() {
   for (const auto& [label, file] : std::vector<std::pair<std::string, std::string>>{
            {"N5", "paper-n5.yaml"}, {"N8", "scale-n8.yaml"}}) {
+    // Side by side: each of learning off and on with transitions ignored and priced.
     for (const bool learning : {false, true}) {
-      benchmark::RegisterBenchmark(
-          ("BM_Decide/ga/" + label + (learning ? "/learning_on" : "/learning_off")).c_str(),
-          [file, learning](benchmark::State& st) { decide(st, file, learning); })
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime()
-          ->MinTime(0.5);
+      for (const bool aware : {false, true}) {
+        benchmark::RegisterBenchmark(
+            ("BM_Decide/ga/" + label + (learning ? "/learning_on" : "/learning_off") +
+             (aware ? "/transitions_aware" : "/transitions_ignore"))
+                .c_str(),
+            [file, learning, aware](benchmark::State& st) { decide(st, file, learning, aware); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.5);
+      }
     }
   }
 }
