@@ -435,7 +435,7 @@ Result<std::vector<CampaignInfo>> Dataset::campaigns() const {
   Stmt q(db_,
          "SELECT c.id, c.plan, c.seed, c.testbed, c.window_s, c.device, c.workload_hash, "
          "c.total_samples, c.corun_version, c.git_hash, c.schema_version, c.created_utc, "
-         "w.name, (SELECT COUNT(*) FROM samples s WHERE s.campaign = c.id) "
+         "w.name, (SELECT COUNT(*) FROM samples s WHERE s.campaign = c.id), w.file "
          "FROM campaigns c LEFT JOIN workloads w ON w.hash = c.workload_hash ORDER BY c.id");
   if (!q.ok()) return sqlite_error(db_, path_, "reading campaigns");
   std::vector<CampaignInfo> out;
@@ -463,6 +463,7 @@ Result<std::vector<CampaignInfo>> Dataset::campaigns() const {
     c.created_utc = q.text(11);
     c.workload_name = q.text(12);
     c.stored_samples = static_cast<std::uint64_t>(q.int64(13));
+    c.workload_file = q.text(14);
     out.push_back(std::move(c));
   }
   if (rc != SQLITE_DONE) return sqlite_error(db_, path_, "reading campaigns");

@@ -55,11 +55,16 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
   auto text = dataset.workload_text(hash);
   if (!text) return text.error();
   TrainingData data;
-  std::string name;
+  std::string name, file;
   for (const auto& c : *campaigns) {
-    if (c.workload_hash == hash) name = c.workload_name;
+    if (c.workload_hash == hash) {
+      name = c.workload_name;
+      file = c.workload_file;
+    }
   }
-  auto w = parse_workload(*text, name.empty() ? "<dataset workload>" : name + ".yaml", catalog);
+  // Parsed as from the file it was read from, so that a trace it replays is found again.
+  if (file.empty()) file = name.empty() ? "<dataset workload>" : name + ".yaml";
+  auto w = parse_workload(*text, file, catalog);
   // The text corun stored with the campaigns: if it no longer parses, the file was altered
   // (or the catalog it was written against lost a model the message names).
   if (!w) return w.error().wrap(where + ": stored workload").as(Error::Kind::kDamaged);

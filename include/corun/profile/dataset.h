@@ -37,6 +37,9 @@ struct CampaignInfo {
   std::string device;
   std::string workload_hash;
   std::string workload_name;
+  /// The path the workload was read from when the campaign was stored: a trace demand it
+  /// replays (ModelSpec::trace) is named relative to it.
+  std::string workload_file;
   std::string corun_version;
   std::string git_hash;
   int schema_version = 0;
