@@ -116,6 +116,8 @@ Shape make_shape(const PhaseCost& c, const DeviceModel& dev, double flops_per_s,
   const double reach = softmin(1.0, sm_fraction / sim::kSmFractionForFullBandwidth);
   const double full_bw_s = s.bytes / dev.dram_bytes_s;
   s.memory_s = full_bw_s / reach;
+  s.kernel_fixed_s = dev.fixed_s;
+  s.alone_cv2 = sim::kServiceCv2Alone;
   s.alone_s = s.kernels * (dev.fixed_s + dev.launch_scale * launch_delay_s(1)) +
               norm2(s.compute_s, s.memory_s);
   s.bw_demand = full_bw_s / s.alone_s;
@@ -145,7 +147,7 @@ PhaseTime contended(const Shape& s, const Env& e) {
   // and waits on memory: it stretches with the clock, loaded DRAM latency, lost L2 hits and,
   // less than throughput-bound work, with warps of other clients co-resident on its SMs.
   const double latency_bound =
-      e.fixed_s * (1 + e.l2) * e.mem_latency * std::sqrt(e.sm_slow) / e.clock_ratio;
+      s.kernel_fixed_s * (1 + e.l2) * e.mem_latency * std::sqrt(e.sm_slow) / e.clock_ratio;
   PhaseTime t;
   t.total_s = s.kernels * (latency_bound + e.launch_s) + roof;
   if (t.total_s > 0 && roof > 0) {
@@ -154,7 +156,7 @@ PhaseTime contended(const Shape& s, const Env& e) {
     const double wm = memory * memory / (roof * t.total_s);
     t.cv2 = wc * wc * e.sm_cv2 + wm * wm * e.mem_cv2;
   }
-  t.cv2 += sim::kServiceCv2Alone;
+  t.cv2 += s.alone_cv2;
   return t;
 }
 

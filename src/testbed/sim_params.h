@@ -69,6 +69,89 @@ inline constexpr std::array<double, 5> kLaunchDelayMs = {0.0014, 0.0017, 0.0068,
 inline constexpr double kPcieCopyLatencyS = 10e-6;
 
 // ---------------------------------------------------------------------------------------------
+// LLM engine steps (src/testbed/llm_step.cc): per kernel class, per device generation.
+//
+// Calibrated on operator profiles of Llama-2-7B from the Vidur simulator's repository
+// (microsoft/vidur, MLSys'24, MIT licence: data/profiling/compute/{a100,h100}/meta-llama/
+// Llama-2-7b-hf/mlp.csv, per-operator medians at 1..4096 tokens, tensor parallelism 1), by
+// least squares on log time; the "calibrate" rows of tests/data/llm-measurements.csv are their
+// per-step sums. Each fitted per-kernel constant includes one workload's launch delay
+// (kLaunchDelayMs[0]), which is subtracted here because the simulator adds it.
+
+/// Parameters of one device generation's LLM kernels.
+struct LlmKernelParams {
+  /// Fraction of the dense tensor peak the linear layers (cuBLAS GEMMs) sustain at large M.
+  /// A100: 0.70 (2,048-token MLP up projection: 369 GFLOP in 1.69 ms = 218 TFLOP/s).
+  double gemm_efficiency;
+  /// Fraction of datasheet bandwidth the weight-streaming GEMV of a decode step sustains.
+  /// A100: 0.84 with the fixed cost below (the 1-token QKV projection, 101 MB, takes 65 us).
+  double gemv_bandwidth_efficiency;
+  /// Per-kernel fixed cost of a GEMM or attention kernel (ramp-up, tail), seconds.
+  double gemm_fixed_s;
+  /// Fraction of datasheet bandwidth of norms, rotary embedding, activation, adds, embedding.
+  double elementwise_bandwidth_efficiency;
+  /// Per-kernel fixed cost of an elementwise kernel, seconds (profiled: 2-8 us on A100).
+  double elementwise_fixed_s;
+  /// Fraction of the dense tensor peak of causal flash attention in a prefill. Not profiled
+  /// (Vidur's attention files are LFS pointers upstream): FlashAttention-2 (Dao, 2023) reports
+  /// 50-73 % of peak on A100 forward and up to 335 TFLOP/s (34 %) on H100; causal masks and
+  /// prompts of <= 2k tokens sit at the low end.
+  double attention_prefill_efficiency;
+  /// Fraction of datasheet bandwidth of paged decode attention reading the KV cache.
+  /// Calibrated on one lmdeploy point (batch 16, 2,048 + 2,048 tokens, "calibrate" in the
+  /// table): 0.90, which is also the device-to-device copy bound (kDramEfficiency); validated
+  /// on the other batch/context points.
+  double attention_kv_bandwidth_efficiency;
+};
+
+/// A100 (Ampere, 2,048 dense FP16 tensor FLOPs per SM per clock) and every device that is not
+/// Hopper: only A100 and H100 were profiled, so other generations inherit Ampere's fit.
+inline constexpr LlmKernelParams kLlmAmpere = {
+    .gemm_efficiency = 0.70,
+    .gemv_bandwidth_efficiency = 0.84,
+    .gemm_fixed_s = 8e-6 - 1.4e-6,
+    .elementwise_bandwidth_efficiency = 0.55,
+    .elementwise_fixed_s = 3.2e-6 - 1.4e-6,
+    .attention_prefill_efficiency = 0.50,
+    .attention_kv_bandwidth_efficiency = 0.90,
+};
+/// H100 SXM (Hopper, 4,096 dense FP16 tensor FLOPs per SM per clock), and H200.
+inline constexpr LlmKernelParams kLlmHopper = {
+    .gemm_efficiency = 0.72,
+    .gemv_bandwidth_efficiency = 0.80,
+    .gemm_fixed_s = 6e-6 - 1.4e-6,
+    .elementwise_bandwidth_efficiency = 0.63,
+    .elementwise_fixed_s = 2.6e-6 - 1.4e-6,
+    .attention_prefill_efficiency = 0.34,
+    .attention_kv_bandwidth_efficiency = 0.90,  // not profiled on Hopper: Ampere's fit
+};
+/// Dense FP16 tensor FLOPs per SM per boost clock above which a device is Hopper-class
+/// (Volta/Ada 1,024, A100 2,048, GH100 ~3,800 at the catalog's boost clock).
+inline constexpr double kHopperTensorFlopsPerSmClock = 3000;
+
+/// Weight-only 4-bit (AWQ) GEMMs dequantise in the main loop: their tensor efficiency is this
+/// fraction of FP16's, so they lose to FP16 once a step is compute-bound (large batch, long
+/// prefill) and win while it streams weights (small batch). The ratio is the simulator's
+/// earlier FP16/AWQ compute-efficiency assumption (0.40 / 0.55), not a measurement.
+inline constexpr double kAwqGemmEfficiencyRatio = 0.40 / 0.55;
+
+/// Host-side work of a request's first token besides its GPU steps (admission, first
+/// sampling, detokenisation). Calibrated on TensorRT-LLM's 16 ms first-token latency of
+/// LLaMA 7B at 128 tokens on A100 (docs/source/performance.md, v0.5 "Low Latency" table).
+inline constexpr double kLlmFirstTokenOverheadS = 1.0e-3;
+
+/// Step-to-step variability of an LLM engine step at a constant batch (clock and launch
+/// jitter): Vidur's per-operator standard deviations are 0.9 % (GEMMs) to 1.6 % (norms) of
+/// their medians (A100, Llama-2-7B, median over token counts).
+inline constexpr double kLlmStepCv2 = 0.015 * 0.015;
+
+/// Fraction of device memory an LLM engine takes for weights, activations and its KV cache
+/// (vLLM's default --gpu-memory-utilization).
+inline constexpr double kLlmEngineMemoryFraction = 0.9;
+/// CUDA context, allocator and cuBLAS workspaces of one engine process (as space.cc reserves).
+inline constexpr double kLlmRuntimeBytes = 0.4e9;
+
+// ---------------------------------------------------------------------------------------------
 // L2 cache interference.
 
 /// L2 bandwidth over DRAM bandwidth. Jia et al., "Dissecting the NVIDIA Volta GPU

@@ -81,6 +81,9 @@ struct Shape {
   double compute_s = 0;         ///< math time on `sms` SMs at boost clock
   double memory_s = 0;          ///< DRAM time at the bandwidth `sms` SMs can pull
   double alone_s = 0;           ///< standalone time (one workload's launch delay)
+  double kernel_fixed_s = 0;    ///< per-kernel fixed cost alone (DeviceModel::fixed_s, or an
+                                ///< LLM step's kernel-class mean)
+  double alone_cv2 = 0;         ///< squared CV of its time alone (clock, cache, launch jitter)
   double bw_demand = 0;         ///< fraction of achievable DRAM bandwidth pulled while running
   double l2_pressure = 0;       ///< L2 pressure exerted on co-runners while running
   double l2_sensitivity = 0;    ///< how much of its memory traffic others' L2 use can evict
