@@ -22,6 +22,7 @@
 
 #include "corun/core/rng.h"
 #include "corun/testbed/gpu_model.h"
+#include "llm_step.h"
 #include "queueing.h"
 #include "sim_params.h"
 
@@ -99,8 +100,10 @@ struct SimModel {
   // Phases.
   Shape main;                // forward pass, speech encoder, or all prefill chunks of a request
   double chunks = 1;         // LLM prefill chunks per request
-  PhaseCost dec_lo, dec_hi;  // decode step cost at batch dec_lo_b and dec_hi_b
+  PhaseCost dec_lo, dec_hi;  // speech: decode step cost at batch dec_lo_b and dec_hi_b
   double dec_lo_b = 1, dec_hi_b = 1;
+  const Device* device = nullptr;  // LLM: the catalog device (kernel parameters, peaks)
+  double dec_context = 0;          // LLM: mean cached context of a decoding sequence
   Shape dec;                  // decode step at the current batch
   Shape dec_full;             // LLM decode step at full concurrency (capacity)
   double dec_lo_alone_s = 0;  // standalone decode step at batch dec_lo_b
@@ -216,6 +219,70 @@ double offered_rate(const ModelSpec& m) {
   return std::max(0.0, primary > 0 ? primary : secondary);
 }
 
+// Sums `times` executions of phase `b` into `a` (back-to-back prefill chunks): times, bytes
+// and kernels add; per-kernel and per-second quantities are weighted by kernels and time.
+void accumulate(Shape& a, const Shape& b, double times) {
+  const double kernels = a.kernels + times * b.kernels;
+  const double alone = a.alone_s + times * b.alone_s;
+  if (kernels <= 0 || alone <= 0) return;
+  const auto by_kernels = [&](double x, double y) {
+    return (x * a.kernels + y * times * b.kernels) / kernels;
+  };
+  const auto by_time = [&](double x, double y) {
+    return (x * a.alone_s + y * times * b.alone_s) / alone;
+  };
+  a.sms = by_time(a.sms, b.sms);
+  a.kernel_fixed_s = by_kernels(a.kernel_fixed_s, b.kernel_fixed_s);
+  a.alone_cv2 = by_time(a.alone_cv2, b.alone_cv2);
+  a.l2_pressure = by_time(a.l2_pressure, b.l2_pressure);
+  a.l2_sensitivity = by_time(a.l2_sensitivity, b.l2_sensitivity);
+  a.compute_s += times * b.compute_s;
+  a.memory_s += times * b.memory_s;
+  a.bytes += times * b.bytes;
+  a.kernels = kernels;
+  a.alone_s = alone;
+  a.bw_demand = by_time(a.bw_demand, b.bw_demand);
+  const double both = a.compute_s + a.memory_s;
+  a.compute_fraction = both > 0 ? a.compute_s / both : 0;
+}
+
+// The prefill of a `prompt`-token request in chunks of `chunk` tokens (the engine's token
+// budget), alone on the engine, as one phase; `chunks` receives the number of chunks.
+Shape llm_prefill_shape(const ModelArch& a, int prompt, int chunk_tokens, Precision p,
+                        const Device& device, const DeviceModel& dev, double cap_sms,
+                        double& chunks) {
+  const int chunk = std::clamp(chunk_tokens, 1, prompt);
+  const int full = prompt / chunk;
+  const int rest = prompt % chunk;
+  const auto step = [&](int tokens, int before, bool last) {
+    sim::LlmBatch b;
+    b.prefill_tokens = tokens;
+    b.prefill_context = before;
+    b.prefill_ends_prompt = last;
+    return sim::make_llm_shape(a, b, p, device, dev, cap_sms);
+  };
+  // Attention over the cached prefix is linear in it: the full chunks sum to `full` times
+  // the mean of the first and the last one (the logits of the last chunk aside).
+  Shape s;
+  s.kernels = 0;
+  s.sms = 0;
+  const Shape first = step(chunk, 0, full == 1 && rest == 0);
+  const Shape last = full > 1 ? step(chunk, (full - 1) * chunk, rest == 0) : first;
+  accumulate(s, first, 0.5 * full);
+  accumulate(s, last, 0.5 * full);
+  if (rest > 0) accumulate(s, step(rest, full * chunk, true), 1);
+  chunks = full + (rest > 0 ? 1 : 0);
+  return s;
+}
+
+// An LLM's decode step at `batch` sequences of its mean context.
+Shape llm_decode_shape(const SimModel& m, double batch, const DeviceModel& dev) {
+  sim::LlmBatch b;
+  b.decode_seqs = std::max(1.0, batch);
+  b.decode_context = m.dec_context;
+  return sim::make_llm_shape(m.spec->arch, b, m.s.precision, *m.device, dev, m.cap_sms);
+}
+
 SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
                     const Device& device, const DeviceModel& dev) {
   SimModel m;
@@ -277,29 +344,22 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
       m.arrival_cv2 = m.item_cv2;
       const int prompt = std::max(1, spec.demand.prompt_tokens);
       const int output = std::max(1, spec.demand.output_tokens);
-      const gpu::ModelPhases ph = gpu::llm_phases(a, prompt, output, s.prefill_chunk, p);
-      m.chunks = ph.chunks;
-      m.main = make_shape(ph.main, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+      m.device = &device;
+      m.main = llm_prefill_shape(a, prompt, s.prefill_chunk, p, device, dev, m.cap_sms, m.chunks);
       m.dec_steps = output;
-      // The decode step cost is linear in the batch, so two points define it.
-      const double context = prompt + 0.5 * output;
+      // Decode reads the KV cache of every sequence at its mean context (prompt + half the
+      // output); the step is rebuilt at the current batch by the fixed point.
+      m.dec_context = prompt + 0.5 * output;
       m.dec_lo_b = 1;
       m.dec_hi_b = m.servers;
-      m.dec_lo = ph.decode;
-      m.dec_hi = m.servers > 1 ? decode_cost(a, m.servers, context, p) : m.dec_lo;
-      m.dec = make_shape(m.dec_lo, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
-      m.dec_full = make_shape(m.dec_hi, dev, m.flops_per_s, m.element_bytes, m.cap_sms);
+      m.dec = llm_decode_shape(m, 1, dev);
+      m.dec_full = llm_decode_shape(m, m.servers, dev);
       m.dec_lo_alone_s = m.dec.alone_s;
       break;
     }
   }
   m.job_rate = m.item_rate / m.items_per_job;
   return m;
-}
-
-PhaseCost decode_at(const SimModel& m, double batch) {
-  if (m.dec_hi_b <= m.dec_lo_b) return m.dec_lo;
-  return gpu::lerp(m.dec_lo, m.dec_hi, (batch - m.dec_lo_b) / (m.dec_hi_b - m.dec_lo_b));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -338,7 +398,8 @@ LlmState llm_state(const SimModel& m) {
   st.prefill_wait_s = st.prefill_share * t_pre / (2 * (1 - st.prefill_share));
   // Each prefill chunk starts at a step boundary: when others are decoding it first waits for
   // the residual of the step in progress (half a step on average).
-  st.ttft_engine_s = t_pre + m.chunks * 0.5 * t_dec * others + st.prefill_wait_s;
+  st.ttft_engine_s =
+      t_pre + sim::kLlmFirstTokenOverheadS + m.chunks * 0.5 * t_dec * others + st.prefill_wait_s;
   st.residence_s = st.ttft_engine_s + out * st.tpot_s;
   // Slots bound the rate too (Little: rate x residence <= c).
   st.rate = std::min(rate, c / st.residence_s);
@@ -401,9 +462,9 @@ GpuSolution solve(std::vector<SimModel>& ms, const DeviceModel& dev, const doubl
   GpuSolution gpu;
   // Start from standalone service.
   for (SimModel& m : ms) {
-    m.t_main = {m.main.alone_s, sim::kServiceCv2Alone};
-    m.t_dec = {m.dec.alone_s, sim::kServiceCv2Alone};
-    m.t_dec_full = {m.dec_full.alone_s, sim::kServiceCv2Alone};
+    m.t_main = {m.main.alone_s, m.main.alone_cv2};
+    m.t_dec = {m.dec.alone_s, m.dec.alone_cv2};
+    m.t_dec_full = {m.dec_full.alone_s, m.dec_full.alone_cv2};
     const double service = m.main.alone_s + m.dec_steps * m.dec.alone_s /
                                                 (m.llm ? std::max(1.0, 0.5 * m.servers) : 1.0);
     m.u = m.closed_loop ? 1 : std::min(1.0, m.job_rate * service);
@@ -416,8 +477,7 @@ GpuSolution solve(std::vector<SimModel>& ms, const DeviceModel& dev, const doubl
   for (int it = 0; it < sim::kMaxIterations; ++it) {
     for (SimModel& m : ms) {
       if (m.llm) {
-        m.dec = make_shape(decode_at(m, busy_batch(m.batch, m.servers)), dev, m.flops_per_s,
-                           m.element_bytes, m.cap_sms);
+        m.dec = llm_decode_shape(m, busy_batch(m.batch, m.servers), dev);
       }
     }
     update_views(ms, dev);
