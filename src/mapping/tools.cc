@@ -129,6 +129,7 @@ void model_call(const YamlField& f, const ModelArch& arch, Tool& t) {
       const int chunk =
           static_cast<int>(call.integer_at("prefill_chunk", 1, 1 << 20, false).value_or(prompt));
       add_phases(t, gpu::llm_phases(arch, prompt, output, chunk, p), 1);
+      t.llm = LlmCall{arch, prompt, output, chunk};
       // The KV cache of the whole context at the end of decode, plus one chunk's activations.
       t.working_bytes = (prompt + output) * kv_bytes_per_token(arch, p) +
                         activation_bytes(arch, 1, std::min(chunk, prompt), p);
@@ -255,13 +256,29 @@ ToolCost derive_cost(const Tool& tool, const Device& device, const ExecModel& mo
   c.d2h_s = gpu::pcie_copy_s(tool.output_bytes, dev);
   const double flops_per_s = gpu::sustained_flops(device, tool.precision) * dev.compute_scale;
   const double element_bytes = activation_bytes_per_element(tool.precision);
+  std::vector<GpuSegment> segments;
+  if (tool.llm) {
+    // An LLM call runs the simulator's engine steps: the prefill chunks, then one decode step
+    // per output token at batch 1.
+    const LlmCall& l = *tool.llm;
+    const gpu::LlmRequestShapes r =
+        gpu::llm_request_shapes(l.arch, l.prompt_tokens, l.output_tokens, l.prefill_chunk,
+                                tool.precision, device, dev, dev.sms);
+    segments.push_back({r.prefill, 1});
+    segments.push_back({r.decode, r.decode_steps});
+  } else {
+    for (const ToolPhase& ph : tool.phases) {
+      if (ph.repeats <= 0) continue;
+      segments.push_back(
+          {gpu::make_shape(ph.cost, dev, flops_per_s, element_bytes, dev.sms), ph.repeats});
+    }
+  }
   double busy_sms = 0, busy_bw = 0, busy_compute = 0;
-  for (const ToolPhase& ph : tool.phases) {
-    if (ph.repeats <= 0) continue;
-    GpuSegment seg{gpu::make_shape(ph.cost, dev, flops_per_s, element_bytes, dev.sms), ph.repeats};
+  for (const GpuSegment& seg : segments) {
     const double alone = seg.repeats * seg.shape.alone_s;
     const double per_kernel =
-        seg.repeats * seg.shape.kernels * (dev.fixed_s + dev.launch_scale * gpu::launch_delay_s(1));
+        seg.repeats * seg.shape.kernels *
+        (seg.shape.kernel_fixed_s + dev.launch_scale * gpu::launch_delay_s(1));
     c.launch_s += per_kernel;
     c.kernel_s += alone - per_kernel;
     c.kernels += seg.repeats * seg.shape.kernels;

@@ -149,7 +149,7 @@ PhaseTime contended(const Shape& s, const Env& e) {
   const double latency_bound =
       s.kernel_fixed_s * (1 + e.l2) * e.mem_latency * std::sqrt(e.sm_slow) / e.clock_ratio;
   PhaseTime t;
-  t.total_s = s.kernels * (latency_bound + e.launch_s) + roof;
+  t.total_s = s.kernels * (latency_bound + e.launch_s) + roof + s.host_s;
   if (t.total_s > 0 && roof > 0) {
     // d ln t / d ln compute = compute^2 / (roof t); the same for memory.
     const double wc = compute * compute / (roof * t.total_s);

@@ -35,6 +35,33 @@ void gemm(KernelClassCost& c, Tiles& t, double rows, double n, double k, double 
   t.add(count, tiles(rows, n));
 }
 
+// Sums `times` executions of phase `b` into `a` (back-to-back prefill chunks): times, bytes
+// and kernels add; per-kernel and per-second quantities are weighted by kernels and time.
+void accumulate(gpu::Shape& a, const gpu::Shape& b, double times) {
+  const double kernels = a.kernels + times * b.kernels;
+  const double alone = a.alone_s + times * b.alone_s;
+  if (kernels <= 0 || alone <= 0) return;
+  const auto by_kernels = [&](double x, double y) {
+    return (x * a.kernels + y * times * b.kernels) / kernels;
+  };
+  const auto by_time = [&](double x, double y) {
+    return (x * a.alone_s + y * times * b.alone_s) / alone;
+  };
+  a.sms = by_time(a.sms, b.sms);
+  a.kernel_fixed_s = by_kernels(a.kernel_fixed_s, b.kernel_fixed_s);
+  a.alone_cv2 = by_time(a.alone_cv2, b.alone_cv2);
+  a.l2_pressure = by_time(a.l2_pressure, b.l2_pressure);
+  a.l2_sensitivity = by_time(a.l2_sensitivity, b.l2_sensitivity);
+  a.compute_s += times * b.compute_s;
+  a.memory_s += times * b.memory_s;
+  a.bytes += times * b.bytes;
+  a.kernels = kernels;
+  a.alone_s = alone;
+  a.bw_demand = by_time(a.bw_demand, b.bw_demand);
+  const double both = a.compute_s + a.memory_s;
+  a.compute_fraction = both > 0 ? a.compute_s / both : 0;
+}
+
 }  // namespace
 
 LlmStepCost llm_step_cost(const ModelArch& m, const LlmBatch& b, Precision p) {
@@ -179,4 +206,56 @@ double kv_capacity_tokens(const ModelArch& m, Precision p, double kv_bytes) {
   return std::max(0.0, kv_bytes) / per_token;
 }
 
+// The prefill of a `prompt`-token request in chunks of `chunk` tokens (the engine's token
+// budget), alone on the engine, as one phase; `chunks` receives the number of chunks.
+gpu::Shape llm_prefill_shape(const ModelArch& a, int prompt, int chunk_tokens, Precision p,
+                             const Device& device, const gpu::DeviceModel& dev, double cap_sms,
+                             double& chunks) {
+  const int chunk = std::clamp(chunk_tokens, 1, prompt);
+  const int full = prompt / chunk;
+  const int rest = prompt % chunk;
+  const auto step = [&](int tokens, int before, bool last) {
+    sim::LlmBatch b;
+    b.prefill_tokens = tokens;
+    b.prefill_context = before;
+    b.prefill_ends_prompt = last;
+    return make_llm_shape(a, b, p, device, dev, cap_sms);
+  };
+  // Attention over the cached prefix is linear in it: the full chunks sum to `full` times
+  // the mean of the first and the last one (the logits of the last chunk aside).
+  gpu::Shape s;
+  s.kernels = 0;
+  s.sms = 0;
+  const gpu::Shape first = step(chunk, 0, full == 1 && rest == 0);
+  const gpu::Shape last = full > 1 ? step(chunk, (full - 1) * chunk, rest == 0) : first;
+  accumulate(s, first, 0.5 * full);
+  accumulate(s, last, 0.5 * full);
+  if (rest > 0) accumulate(s, step(rest, full * chunk, true), 1);
+  chunks = full + (rest > 0 ? 1 : 0);
+  return s;
+}
+
+
 }  // namespace corun::sim
+
+namespace corun::gpu {
+
+LlmRequestShapes llm_request_shapes(const ModelArch& m, int prompt, int output, int chunk,
+                                    Precision p, const Device& device, const DeviceModel& dev,
+                                    double cap_sms) {
+  LlmRequestShapes r;
+  const int prompt_tokens = std::max(1, prompt);
+  const int output_tokens = std::max(1, output);
+  r.prefill = sim::llm_prefill_shape(m, prompt_tokens, chunk, p, device, dev, cap_sms, r.chunks);
+  // The first token's host work (sampling, detokenisation, scheduling) runs on the CPU.
+  r.prefill.host_s = sim::kLlmFirstTokenOverheadS;
+  r.prefill.alone_s += r.prefill.host_s;
+  sim::LlmBatch b;
+  b.decode_seqs = 1;
+  b.decode_context = prompt_tokens + 0.5 * output_tokens;
+  r.decode = sim::make_llm_shape(m, b, p, device, dev, cap_sms);
+  r.decode_steps = output_tokens;
+  return r;
+}
+
+}  // namespace corun::gpu

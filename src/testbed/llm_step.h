@@ -63,6 +63,13 @@ gpu::Shape make_llm_shape(const ModelArch& m, const LlmBatch& b, Precision p,
                           const Device& device, const gpu::DeviceModel& dev, double cap_sms,
                           LlmStepTimes* times = nullptr);
 
+/// @brief The prefill of a `prompt`-token request in chunks of `chunk_tokens` (the engine's
+/// token budget, clamped to [1, prompt]), alone on the engine, as one phase; `chunks` receives
+/// the number of chunks.
+gpu::Shape llm_prefill_shape(const ModelArch& a, int prompt, int chunk_tokens, Precision p,
+                             const Device& device, const gpu::DeviceModel& dev, double cap_sms,
+                             double& chunks);
+
 /// @brief Tokens of KV cache that `kv_bytes` hold for model `m` in precision `p`.
 double kv_capacity_tokens(const ModelArch& m, Precision p, double kv_bytes);
 

@@ -26,6 +26,15 @@ struct ToolPhase {
   double repeats = 1;
 };
 
+/// @brief A tool's call of a catalog LLM: its GPU work is engine steps whose shapes depend on
+/// the device (gpu::llm_request_shapes), so they are built by derive_cost.
+struct LlmCall {
+  ModelArch arch;
+  int prompt_tokens = 1;
+  int output_tokens = 1;
+  int prefill_chunk = 1;
+};
+
 /// @brief One AI tool: the work of one call, independent of where it runs. Times are never
 /// typed in; derive_cost() computes them from these quantities and a Device through the GPU
 /// model the simulator uses (testbed/gpu_model.h). A tool that calls a catalog model
@@ -38,6 +47,9 @@ struct Tool {
   std::string model;         ///< catalog model it calls ("" : described by its own numbers)
   std::string call;          ///< the call's shape, "audio_s=30", for reports ("" without model)
   std::vector<ToolPhase> phases;           ///< GPU work of one call, in order
+  /// An LLM call: its GPU path is the simulator's engine steps; `phases` then only feed the
+  /// totals below (the CPU implementation's work).
+  std::optional<LlmCall> llm;
   double flops = 0;                        ///< floating-point operations per call (all phases)
   double bytes = 0;                        ///< DRAM bytes moved per call (all phases)
   double cpu_bytes = 0;                    ///< DRAM bytes of the CPU implementation (often = bytes)

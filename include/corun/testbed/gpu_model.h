@@ -88,6 +88,8 @@ struct Shape {
   double l2_pressure = 0;       ///< L2 pressure exerted on co-runners while running
   double l2_sensitivity = 0;    ///< how much of its memory traffic others' L2 use can evict
   double compute_fraction = 0;  ///< compute_s / (compute_s + memory_s), for power
+  double host_s = 0;  ///< host work in the phase (an LLM's first-token sampling), not stretched
+                      ///< by co-runners on the GPU
 };
 
 /// @brief SM power activity of work holding `held_sms` SMs, `compute_fraction` of its time
@@ -167,6 +169,24 @@ ModelPhases speech_phases(const ModelArch& m, int batch, int size, Precision p);
 /// @brief LLM prefill of `prompt` tokens in chunks of `chunk` (clamped to [1, prompt]) as one
 /// main phase; decode of `output` tokens at batch 1, at the mean context.
 ModelPhases llm_phases(const ModelArch& m, int prompt, int output, int chunk, Precision p);
+
+/// @brief One LLM request alone on its engine (one sequence), as the simulator's LLM path
+/// builds it from engine steps (src/testbed/llm_step.h): the prefill in chunks as one phase
+/// (the first token's host work in its host_s) and the decode step at batch 1 at the request's
+/// mean context, `decode_steps` times.
+struct LlmRequestShapes {
+  Shape prefill;
+  Shape decode;
+  double decode_steps = 0;  ///< output tokens
+  double chunks = 1;        ///< prefill chunks
+};
+
+/// @brief The shapes of a `prompt` + `output` token request of LLM `m` in precision `p`,
+/// prefilled in chunks of `chunk` tokens, on `device` (physics view `dev`), its client capped
+/// at `cap_sms` SMs.
+LlmRequestShapes llm_request_shapes(const ModelArch& m, int prompt, int output, int chunk,
+                                    Precision p, const Device& device, const DeviceModel& dev,
+                                    double cap_sms);
 
 /// @brief `a + t (b - a)` field by field.
 PhaseCost lerp(const PhaseCost& a, const PhaseCost& b, double t);
