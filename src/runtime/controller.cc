@@ -420,7 +420,6 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
   const std::size_t n = w.models.size();
   const JointConfig& from = pricing_.from;
   const ActuationTable& table = ActuationTable::builtin();
-  const TransitionOptions& o = options_.transitions;
   // Which models need a change: a measured breach asked for the decision (every model may move
   // to stop it), a model arrived, or the plan in force no longer holds a model's SLA as
   // predicted now. For them the dwell and the hysteresis band do not hold; the cost still does.
@@ -444,9 +443,13 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
       }
     }
   }
-  double held = 0;  // VRAM of the plan in force
+  double held = 0;     // VRAM of the plan in force
+  double serving = 0;  // utility per second of everyone in it, which a swap's kernels slow
   for (std::size_t m = 0; m < n; ++m) {
-    if (from[m] != kAbsent) held += model_vram_bytes(w.models[m], w.models[m].settings(from[m]));
+    if (from[m] == kAbsent) continue;
+    const Settings a = w.models[m].settings(static_cast<std::size_t>(from[m]));
+    held += model_vram_bytes(w.models[m], a);
+    if (active[m]) serving += w.models[m].weight * config_quality(w.models[m], a);
   }
   cost.resize(n);
   allowed.resize(n);
@@ -469,11 +472,13 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
       ModelTransition t = model_transition(table, w.device, spec, a, spec.settings(l));
       if (t.action <= Actuation::kLive) continue;
       t.make_before_break = held + t.vram_new_bytes <= w.device.vram_bytes();
-      double seconds = t.make_before_break ? o.swap_share * t.downtime_s : t.downtime_s;
+      // After a break: the model's own seconds without service and of warm-up. Under
+      // make-before-break: the share of the GPU its new copy's kernels take from everyone.
+      double lost = t.make_before_break ? t.swap_gpu_seconds() * serving : t.downtime_s * value;
       if (!t.make_before_break && rate > 0 && t.warmup_slowdown > 1) {
-        seconds += t.warmup_requests / rate * (1 - 1 / t.warmup_slowdown);
+        lost += t.warmup_requests / rate * (1 - 1 / t.warmup_slowdown) * value;
       }
-      cost[m][l] = seconds / pricing_.horizon_s * value;
+      cost[m][l] = lost / pricing_.horizon_s;
       if (needed[m]) continue;
       // Hysteresis: leaving a configuration that holds for one that must be reloaded or
       // restarted asks the new one to pay even if it does one band of one window's noise

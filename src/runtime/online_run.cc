@@ -267,7 +267,9 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
     for (const TransitionCharge& c : mo.transitions) {
       rec.in_transition[c.model] = true;
       rec.outage_s[c.model] = c.outage_s;
+      rec.swap_gpu_s = std::max(rec.swap_gpu_s, c.swap_gpu_s);
     }
+    const bool swap_kernels = rec.swap_gpu_s > 0;  // a new copy's start ran beside everyone
     if (plan) {
       rec.decision = plan->id;
       rec.predicted = plan->predicted;
@@ -315,7 +317,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       std::vector<ModelObservation> obs = observations(rec.measured, config);
       std::vector<ModelObservation> steady;
       for (const auto& o : obs) {
-        if (rec.in_transition[o.model]) {
+        if (rec.in_transition[o.model] || swap_kernels) {
           rec.breach[o.model] = measured_breach(now.models[o.model], o);
         } else {
           steady.push_back(o);
@@ -323,11 +325,13 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       }
       const auto r = controller.observe(steady, plan->id);
       for (std::size_t m = 0; m < n; ++m) {
-        if (!rec.in_transition[m] && m < r.breach.size()) rec.breach[m] = r.breach[m];
+        if (!rec.in_transition[m] && !swap_kernels && m < r.breach.size()) {
+          rec.breach[m] = r.breach[m];
+        }
       }
     }
     rec.learning = controller.learning_state();
-    if (refit) {
+    if (refit && mo.transitions.empty()) {  // a window of a swap measured the swap
       refit->add(runs, config, rec.measured, seed);
       if (!refit->running() && refit->pending() >= refit_every) {
         refit->start();

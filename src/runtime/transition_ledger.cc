@@ -9,6 +9,8 @@ TransitionLedger::TransitionLedger(std::size_t models)
     : outage_left_(models, 0.0),
       swap_left_(models, 0.0),
       swap_vram_(models, 0.0),
+      swap_gpu_s_(models, 0.0),
+      swap_gpu_share_(models, 0.0),
       warmup_left_(models, 0),
       warmup_slowdown_(models, 1.0),
       begins_(models, Actuation::kNone) {}
@@ -23,6 +25,8 @@ void TransitionLedger::begin(const JointTransition& t) {
     outage_left_[m] = c.outage_s();
     swap_left_[m] = c.make_before_break ? c.downtime_s : 0;
     swap_vram_[m] = c.vram_old_bytes;
+    swap_gpu_s_[m] = c.make_before_break ? std::min(c.start_gpu_s, c.downtime_s) : 0;
+    swap_gpu_share_[m] = c.start_gpu_share;
     // A make-before-break swap warms its new copy up before traffic moves to it (Triton's
     // model_warmup, a readiness probe): only a copy that broke first warms up on live requests.
     warmup_left_[m] = c.make_before_break ? 0 : c.warmup_requests;
@@ -49,7 +53,14 @@ std::vector<TransitionCharge> TransitionLedger::next_window(const JointConfig& c
     c.model = m;
     c.begins = std::exchange(begins_[m], Actuation::kNone);
     c.outage_s = std::min(outage_left_[m], window_s);
-    if (swap_left_[m] > 0) c.extra_vram_bytes = swap_vram_[m];
+    if (swap_left_[m] > 0) {
+      c.extra_vram_bytes = swap_vram_[m];
+      // The new copy's kernels run in the last swap_gpu_s_ seconds of the swap: [R − g, R)
+      // from the window's start, with R the swap's seconds left.
+      const double r = swap_left_[m];
+      c.swap_gpu_s = std::max(0.0, std::min(r, window_s) - std::max(0.0, r - swap_gpu_s_[m]));
+      if (c.swap_gpu_s > 0) c.swap_gpu_share = swap_gpu_share_[m];
+    }
     // Warm-up follows the outage (or the swap, whose new copy then takes the traffic).
     if (outage_left_[m] < window_s && swap_left_[m] < window_s) {
       c.warmup_requests = warmup_left_[m];

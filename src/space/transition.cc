@@ -52,7 +52,8 @@ bool knob_applies(KnobId k, ModelFamily f) {
 void parse_stack(const YamlField& f, StackActuation& s) {
   if (!f.expect_map()) return;
   f.check_keys({"serves", "knobs", "process_start_s", "compile_s", "graph_capture_s",
-                "engine_load_s", "warmup_requests", "warmup_slowdown"});
+                "engine_load_s", "warmup_requests", "warmup_slowdown", "start_gpu_s",
+                "start_gpu_share"});
   const YamlField serves_field = f["serves"];
   if (!serves_field.present()) {
     f.error("missing required field 'serves'");
@@ -110,6 +111,8 @@ void parse_stack(const YamlField& f, StackActuation& s) {
     s.warmup_requests = static_cast<int>(*v);
   }
   if (auto v = f.number_at("warmup_slowdown", 1, 100, true)) s.warmup_slowdown = *v;
+  number("start_gpu_s", 3600, s.start_gpu_s);
+  if (auto v = f.number_at("start_gpu_share", 0, 1, true)) s.start_gpu_share = *v;
 }
 
 }  // namespace
@@ -222,6 +225,8 @@ ModelTransition model_transition(const ActuationTable& table, const Device& devi
     t.load_s = weight_bytes(m.arch, to.precision) / (gbps * 1e9);
     t.warmup_requests = s.warmup_requests;
     t.warmup_slowdown = s.warmup_slowdown;
+    t.start_gpu_s = s.start_gpu_s;
+    t.start_gpu_share = s.start_gpu_share;
   }
   if (t.action == Actuation::kRestart) {
     t.downtime_s = s.process_start_s + s.compile_s + s.graph_capture_s + t.load_s;
@@ -331,6 +336,7 @@ nlohmann::json to_json(const JointTransition& t) {
                      {"downtime_s", s.change.downtime_s},
                      {"outage_s", s.change.outage_s()},
                      {"make_before_break", s.change.make_before_break},
+                     {"swap_gpu_s", s.change.swap_gpu_seconds()},
                      {"vram_old_gb", s.change.vram_old_bytes / 1e9},
                      {"vram_new_gb", s.change.vram_new_bytes / 1e9},
                      {"warmup_requests", s.change.warmup_requests},

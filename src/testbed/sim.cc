@@ -219,62 +219,6 @@ double offered_rate(const ModelSpec& m) {
   return std::max(0.0, primary > 0 ? primary : secondary);
 }
 
-// Sums `times` executions of phase `b` into `a` (back-to-back prefill chunks): times, bytes
-// and kernels add; per-kernel and per-second quantities are weighted by kernels and time.
-void accumulate(Shape& a, const Shape& b, double times) {
-  const double kernels = a.kernels + times * b.kernels;
-  const double alone = a.alone_s + times * b.alone_s;
-  if (kernels <= 0 || alone <= 0) return;
-  const auto by_kernels = [&](double x, double y) {
-    return (x * a.kernels + y * times * b.kernels) / kernels;
-  };
-  const auto by_time = [&](double x, double y) {
-    return (x * a.alone_s + y * times * b.alone_s) / alone;
-  };
-  a.sms = by_time(a.sms, b.sms);
-  a.kernel_fixed_s = by_kernels(a.kernel_fixed_s, b.kernel_fixed_s);
-  a.alone_cv2 = by_time(a.alone_cv2, b.alone_cv2);
-  a.l2_pressure = by_time(a.l2_pressure, b.l2_pressure);
-  a.l2_sensitivity = by_time(a.l2_sensitivity, b.l2_sensitivity);
-  a.compute_s += times * b.compute_s;
-  a.memory_s += times * b.memory_s;
-  a.bytes += times * b.bytes;
-  a.kernels = kernels;
-  a.alone_s = alone;
-  a.bw_demand = by_time(a.bw_demand, b.bw_demand);
-  const double both = a.compute_s + a.memory_s;
-  a.compute_fraction = both > 0 ? a.compute_s / both : 0;
-}
-
-// The prefill of a `prompt`-token request in chunks of `chunk` tokens (the engine's token
-// budget), alone on the engine, as one phase; `chunks` receives the number of chunks.
-Shape llm_prefill_shape(const ModelArch& a, int prompt, int chunk_tokens, Precision p,
-                        const Device& device, const DeviceModel& dev, double cap_sms,
-                        double& chunks) {
-  const int chunk = std::clamp(chunk_tokens, 1, prompt);
-  const int full = prompt / chunk;
-  const int rest = prompt % chunk;
-  const auto step = [&](int tokens, int before, bool last) {
-    sim::LlmBatch b;
-    b.prefill_tokens = tokens;
-    b.prefill_context = before;
-    b.prefill_ends_prompt = last;
-    return sim::make_llm_shape(a, b, p, device, dev, cap_sms);
-  };
-  // Attention over the cached prefix is linear in it: the full chunks sum to `full` times
-  // the mean of the first and the last one (the logits of the last chunk aside).
-  Shape s;
-  s.kernels = 0;
-  s.sms = 0;
-  const Shape first = step(chunk, 0, full == 1 && rest == 0);
-  const Shape last = full > 1 ? step(chunk, (full - 1) * chunk, rest == 0) : first;
-  accumulate(s, first, 0.5 * full);
-  accumulate(s, last, 0.5 * full);
-  if (rest > 0) accumulate(s, step(rest, full * chunk, true), 1);
-  chunks = full + (rest > 0 ? 1 : 0);
-  return s;
-}
-
 // An LLM's decode step at `batch` sequences of its mean context.
 Shape llm_decode_shape(const SimModel& m, double batch, const DeviceModel& dev) {
   sim::LlmBatch b;
@@ -345,7 +289,7 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
       const int prompt = std::max(1, spec.demand.prompt_tokens);
       const int output = std::max(1, spec.demand.output_tokens);
       m.device = &device;
-      m.main = llm_prefill_shape(a, prompt, s.prefill_chunk, p, device, dev, m.cap_sms, m.chunks);
+      m.main = sim::llm_prefill_shape(a, prompt, s.prefill_chunk, p, device, dev, m.cap_sms, m.chunks);
       m.dec_steps = output;
       // Decode reads the KV cache of every sequence at its mean context (prompt + half the
       // output); the step is rebuilt at the current batch by the fixed point.
@@ -703,6 +647,62 @@ std::uint64_t hash_config(std::span<const std::int32_t> config) {
   return h;
 }
 
+/// The GPU load of the make-before-break swaps of a window: how long some new copy runs
+/// kernels, and the share of the GPU they take then (their GPU-seconds over that time).
+struct SwapLoad {
+  double busy_s = 0;
+  double share = 0;
+};
+
+SwapLoad swap_load(const MeasureOptions& o) {
+  double gpu_seconds = 0;
+  double busy = 0;
+  for (const TransitionCharge& c : o.transitions) {
+    gpu_seconds += c.swap_gpu_s * c.swap_gpu_share;
+    busy += c.swap_gpu_s;
+  }
+  SwapLoad l;
+  l.busy_s = std::min(busy, o.window_s);
+  if (l.busy_s > 0) l.share = std::min(1.0, gpu_seconds / l.busy_s);
+  return l;
+}
+
+/// A percentile of a window that ran as `calm` for part of its time and as `busy` for a share
+/// f: it moves toward the busy one with the share of requests that saw it, fully once they
+/// are more than its tail (`tail` 0.05 for a p95, 0.5 for a p50), the rule of
+/// charge_transition's warm-up.
+double blend_percentile(double calm, double busy, double f, double tail) {
+  return calm + (busy - calm) * std::min(1.0, f / tail);
+}
+
+/// `calm` for (1 − f) of the window and `busy` for f: throughputs and GPU counters by time,
+/// percentiles by blend_percentile.
+Measurement blend(Measurement calm, const Measurement& busy, double f) {
+  if (!calm.error.empty() || !busy.error.empty() || calm.models.size() != busy.models.size()) {
+    return calm;
+  }
+  auto by_time = [f](double a, double b) { return (1 - f) * a + f * b; };
+  for (std::size_t k = 0; k < calm.models.size(); ++k) {
+    ModelMetrics& a = calm.models[k];
+    const ModelMetrics& b = busy.models[k];
+    if (!a.ok() || !b.ok()) continue;
+    a.throughput = by_time(a.throughput, b.throughput);
+    a.latency_ms_p50 = blend_percentile(a.latency_ms_p50, b.latency_ms_p50, f, 0.5);
+    a.latency_ms_p95 = blend_percentile(a.latency_ms_p95, b.latency_ms_p95, f, 0.05);
+    if (a.ttft_ms_p95 && b.ttft_ms_p95) {
+      a.ttft_ms_p95 = blend_percentile(*a.ttft_ms_p95, *b.ttft_ms_p95, f, 0.05);
+    }
+    if (a.tpot_ms_p95 && b.tpot_ms_p95) {
+      a.tpot_ms_p95 = blend_percentile(*a.tpot_ms_p95, *b.tpot_ms_p95, f, 0.05);
+    }
+  }
+  calm.gpu.sm_util = by_time(calm.gpu.sm_util, busy.gpu.sm_util);
+  calm.gpu.mem_bw_util = by_time(calm.gpu.mem_bw_util, busy.gpu.mem_bw_util);
+  calm.gpu.power_w = by_time(calm.gpu.power_w, busy.gpu.power_w);
+  calm.gpu.clock_mhz = by_time(calm.gpu.clock_mhz, busy.gpu.clock_mhz);
+  return calm;
+}
+
 }  // namespace
 
 SimTruth SimTruth::perturbed(std::uint64_t seed) {
@@ -735,6 +735,19 @@ SimTestbed::SimTestbed(SimTruth truth)
 
 Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t> config,
                                 const MeasureOptions& options) const {
+  // A make-before-break swap's new copy runs kernels for part of the window, as a co-tenant
+  // of everyone on the GPU (the old copy included): the window is measured without and with
+  // that load, each for the time it lasted.
+  if (const SwapLoad load = swap_load(options); load.busy_s > 0 && options.window_s > 0) {
+    MeasureOptions calm = options;
+    for (TransitionCharge& c : calm.transitions) c.swap_gpu_s = c.swap_gpu_share = 0;
+    MeasureOptions busy = calm;
+    Interference& i = busy.conditions.interference;
+    i.sm_util = std::min(1.0, i.sm_util + load.share);
+    i.bandwidth_util = std::min(1.0, i.bandwidth_util + load.share);
+    return blend(measure(w, config, calm), measure(w, config, busy),
+                 load.busy_s / options.window_s);
+  }
   Measurement out;
   out.testbed = std::string(name());
   out.device = w.device.name;

@@ -125,10 +125,11 @@ TEST(Controller, ReplansOnEventsAndKeepsAbsentModelsOff) {
   EXPECT_EQ(iv[4].events[0], "demand chat");
   EXPECT_TRUE(iv[4].replanned);
   // Breaches are possible even with oracle predictions (measurement noise); each one makes
-  // the next interval re-plan.
+  // the next interval re-plan, unless a make-before-break swap's new copy ran its start-up
+  // kernels in that window: that breach is the swap's and ends with it (counted, not acted on).
   for (std::size_t i = 0; i + 1 < iv.size(); ++i) {
     const bool any = std::find(iv[i].breach.begin(), iv[i].breach.end(), true) != iv[i].breach.end();
-    if (any && iv[i].feasible) {
+    if (any && iv[i].feasible && iv[i].swap_gpu_s == 0) {
       EXPECT_TRUE(iv[i + 1].replanned) << i;
     }
   }
@@ -172,16 +173,20 @@ TEST(Controller, LearningCorrectsABiasedPredictorAndHoldsTheSla) {
   auto off = run(w, sim, 0.4, false);
   auto on = run(w, sim, 0.4, true);
   ASSERT_TRUE(off.ok() && on.ok());
-  std::size_t late_on = 0, late_off = 0;
+  // Late breaches (from the third interval), all of them and those outside the windows in
+  // which a make-before-break swap's new copy ran its start-up kernels: such a swap can breach a
+  // co-runner whatever the predictions (the swap's GPU work, not the bias).
+  std::size_t late_on = 0, late_off = 0, late_on_steady = 0;
   for (std::size_t k = 2; k < on->intervals.size(); ++k) {
-    if (on->intervals[k].feasible) {
-      for (bool b : on->intervals[k].breach) late_on += b ? 1 : 0;
+    const auto& a = on->intervals[k];
+    const auto& b = off->intervals[k];
+    for (bool x : a.breach) {
+      late_on += a.feasible && x ? 1 : 0;
+      late_on_steady += a.feasible && x && a.swap_gpu_s == 0 ? 1 : 0;
     }
-    if (off->intervals[k].feasible) {
-      for (bool b : off->intervals[k].breach) late_off += b ? 1 : 0;
-    }
+    for (bool x : b.breach) late_off += b.feasible && x ? 1 : 0;
   }
-  EXPECT_EQ(late_on, 0u);
+  EXPECT_EQ(late_on_steady, 0u);
   EXPECT_GT(late_off, late_on);
   // What it predicts for the plan in force is now close to what is measured (cam0's p95).
   const auto& last = on->intervals.back();

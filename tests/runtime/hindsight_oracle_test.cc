@@ -66,6 +66,41 @@ std::vector<HindsightInterval> timeline() {
   return out;
 }
 
+TEST(TransitionLedger, ASwapsKernelsRunInItsLastSeconds) {
+  // A make-before-break restart of 25 s whose new copy runs kernels for its last 12 s (hand:
+  // they run in [13, 25) s): windows of 10 s see 0, 7 and 5 s of them, 12 s in all.
+  JointTransition t;
+  TransitionStep s;
+  s.model = 0;
+  s.from = 0;
+  s.to = 1;
+  s.change.action = Actuation::kRestart;
+  s.change.downtime_s = 25;
+  s.change.make_before_break = true;
+  s.change.start_gpu_s = 12;
+  s.change.start_gpu_share = 0.2;
+  t.steps.push_back(s);
+  EXPECT_NEAR(s.change.swap_gpu_seconds(), 2.4, 1e-12);
+  TransitionLedger ledger(1);
+  ledger.begin(t);
+  const JointConfig to = {1};
+  const double expected[] = {0, 7, 5};
+  for (double e : expected) {
+    const auto charges = ledger.next_window(to, 10);
+    ASSERT_EQ(charges.size(), 1u);
+    EXPECT_NEAR(charges[0].swap_gpu_s, e, 1e-12);
+    EXPECT_EQ(charges[0].outage_s, 0);
+    EXPECT_EQ(charges[0].swap_gpu_share, e > 0 ? 0.2 : 0.0);
+  }
+  EXPECT_TRUE(ledger.idle());
+  // After a break nothing runs beside an old copy.
+  t.steps[0].change.make_before_break = false;
+  EXPECT_EQ(t.steps[0].change.swap_gpu_seconds(), 0);
+  TransitionLedger broke(1);
+  broke.begin(t);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(broke.next_window(to, 10)[0].swap_gpu_s, 0);
+}
+
 TEST(TransitionLedger, ARestartLongerThanAWindowCarriesIntoTheNextOnes) {
   const Workload w = big();
   // fp16 -> awq of the chat: a vLLM restart that breaks first; its outage (hand: process_start

@@ -83,6 +83,10 @@ TEST(Actuation, AMissingClassIsAnErrorThatNamesTheKnob) {
   auto bad = ActuationTable::parse("stacks: {vllm: {knobs: {precision: sometimes}}}", "b.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.error().what()).find("unknown class 'sometimes'"), std::string::npos);
+  auto share = ActuationTable::parse("stacks: {vllm: {start_gpu_share: 1.5}}", "c.yaml");
+  ASSERT_FALSE(share.ok());
+  const std::string se = share.error().what();
+  EXPECT_NE(se.find("start_gpu_share"), std::string::npos) << se;
 }
 
 TEST(Transition, AQuantizationFlipRestartsVllmForItsStartUpAndItsWeights) {
@@ -102,6 +106,14 @@ TEST(Transition, AQuantizationFlipRestartsVllmForItsStartUpAndItsWeights) {
   EXPECT_NEAR(t.load_s, 1.13e9 / 6.5e9, 0.01);
   EXPECT_NEAR(t.downtime_s, 35.0 + 1.13e9 / 6.5e9, 0.01);
   EXPECT_EQ(t.warmup_requests, 4);
+  // Its new copy's kernels (actuation.yaml: graph capture's 12 s at 0.2 of the GPU) take 2.4
+  // GPU-seconds from the co-runners under make-before-break, nothing after a break.
+  EXPECT_EQ(t.start_gpu_s, 12);
+  EXPECT_EQ(t.start_gpu_share, 0.2);
+  EXPECT_EQ(t.swap_gpu_seconds(), 0);
+  ModelTransition swap = t;
+  swap.make_before_break = true;
+  EXPECT_NEAR(swap.swap_gpu_seconds(), 2.4, 1e-12);
   // The same knobs back: the weights are FP16 now, 3.1 GB: 0.47 s.
   const ModelTransition back =
       model_transition(ActuationTable::builtin(), w.device, chat, awq, fp16);

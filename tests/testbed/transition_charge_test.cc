@@ -87,5 +87,51 @@ TEST(TransitionCharge, TheSimulatorPaysTheChargesItIsGiven) {
   EXPECT_EQ(b.models[1].latency_ms_p95, a.models[1].latency_ms_p95);
 }
 
+TEST(TransitionCharge, ASwapsKernelsSlowEveryoneForTheSecondsTheyRun) {
+  // The rule (testbed.h, TransitionCharge::swap_gpu_s): the sim measures the window without
+  // and with the new copy's load as a co-tenant of that share, throughputs weighted by time,
+  // a p95 moved toward the loaded one by the share of the window it lasted over 5 %.
+  const Workload w = pair();
+  SimTestbed sim;
+  const std::vector<std::int32_t> config = {0, 0};
+  const MeasureOptions plain(10, 7, {}, false);
+  MeasureOptions loaded = plain;
+  loaded.conditions.interference = {0.5, 0.5};
+  const Measurement calm = sim.measure(w, config, plain);
+  const Measurement busy = sim.measure(w, config, loaded);
+  ASSERT_TRUE(calm.ok() && busy.ok());
+  // The load slows both models, the one that swaps and its co-runner.
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_GT(busy.models[k].latency_ms_p95, calm.models[k].latency_ms_p95);
+  }
+  auto swapping = [&](double seconds) {
+    MeasureOptions o = plain;
+    TransitionCharge c;
+    c.model = 0;
+    c.swap_gpu_s = seconds;
+    c.swap_gpu_share = 0.5;
+    o.transitions.push_back(c);
+    return sim.measure(w, config, o);
+  };
+  // The whole window: exactly the loaded measurement.
+  const Measurement whole = swapping(10);
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_DOUBLE_EQ(whole.models[k].latency_ms_p95, busy.models[k].latency_ms_p95);
+    EXPECT_DOUBLE_EQ(whole.models[k].throughput, busy.models[k].throughput);
+  }
+  // A quarter second: f = 0.025 of the window, half of a p95's 5 % tail; throughput by time.
+  const Measurement brief = swapping(0.25);
+  for (std::size_t k = 0; k < 2; ++k) {
+    const ModelMetrics& a = calm.models[k];
+    const ModelMetrics& b = busy.models[k];
+    EXPECT_NEAR(brief.models[k].latency_ms_p95,
+                a.latency_ms_p95 + 0.5 * (b.latency_ms_p95 - a.latency_ms_p95), 1e-9);
+    EXPECT_NEAR(brief.models[k].throughput, 0.975 * a.throughput + 0.025 * b.throughput, 1e-9);
+  }
+  // Nothing of it without kernels.
+  const Measurement none = swapping(0);
+  EXPECT_EQ(none.models[1].latency_ms_p95, calm.models[1].latency_ms_p95);
+}
+
 }  // namespace
 }  // namespace corun

@@ -22,11 +22,13 @@
 namespace corun {
 
 /// @brief How the planner prices a change of the plan in force (docs/scheduler.md,
-/// "Transitions"). A change of model m from configuration a to b costs
-///   cost_s = outage_s + swap_share × downtime_s (make-before-break only) + warm-up seconds
-/// (after a break only)
-/// of m's utility (its weight × quality in a), spread over the horizon H: the solver maximises
-/// utility − cost_s / H × that utility. H is `horizon_s` when set, else the mean gap between
+/// "Transitions"). A change of model m from configuration a to b costs the utility
+///   after a break:         (outage_s + warm-up seconds) × m's utility per second in a
+///   make-before-break:     ModelTransition::swap_gpu_seconds() × the utility per second of
+///                          every model in the plan in force (the new copy's start runs
+///                          kernels beside them all)
+/// (utility per second: weight × quality of the configuration in force), spread over the
+/// horizon H: the solver maximises utility − cost / H. H is `horizon_s` when set, else the mean gap between
 /// the workload events seen so far, with `default_horizon_s` counted as one gap before the
 /// first (the expected time until the next event makes the plan stale anyway), and never
 /// below `min_horizon_s`. Within `min_dwell_s` of its last reload or restart, a model may
@@ -42,12 +44,6 @@ struct TransitionOptions {
   double default_horizon_s = 300;
   /// The estimate's floor (check = (0, 1e6]).
   double min_horizon_s = 60;
-  /// Share of a make-before-break swap's downtime charged as if the model were down (check =
-  /// [0, 1]): the old copy serves throughout, but the new one holds the VRAM of a second copy,
-  /// runs on the GPU for part of its start (vLLM's profiling run and CUDA graph capture; the
-  /// weights' copy and torch.compile hardly do), and a start that fails falls back to a break.
-  /// An estimate, not a measurement: the sim charges a swap its VRAM only.
-  double swap_share = 0.2;
   /// Minimum time between two reload- or restart-class changes of one model (check = [0,
   /// 1e6]).
   double min_dwell_s = 60;

@@ -52,6 +52,10 @@ struct IntervalRecord {
   /// window is counted on ground truth but not learned from.
   std::vector<bool> in_transition;
   std::vector<double> outage_s;  ///< per model, seconds of this window without service
+  /// Seconds of this window in which a make-before-break swap's new copy ran its start-up
+  /// kernels beside everyone, the longest such swap's (0: none). Such a window is counted on ground truth but no model
+  /// learns from it, and a breach in it is the swap's, not a reason to re-plan.
+  double swap_gpu_s = 0;
 };
 
 /// @brief Everything a run produced.

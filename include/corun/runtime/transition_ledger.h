@@ -2,7 +2,8 @@
 
 // What each measurement window pays of the transitions under way: a transition's outage can be
 // longer than a window and carries into the next ones, a make-before-break swap holds its old
-// copy's VRAM until the new copy is up, and a copy that broke first warms up on its first live
+// copy's VRAM until the new copy is up (and the new copy's start runs kernels beside everyone
+// for its last seconds), and a copy that broke first warms up on its first live
 // requests once it serves again. `corun run` keeps one ledger over its timeline; the hindsight
 // oracle (runtime/hindsight_oracle.h) keeps one per candidate transition, so both charge the
 // same seconds.
@@ -42,6 +43,8 @@ class TransitionLedger {
   std::vector<double> outage_left_;   ///< seconds without a server still to come
   std::vector<double> swap_left_;     ///< seconds a make-before-break swap still holds two copies
   std::vector<double> swap_vram_;     ///< the old copy's bytes during the swap
+  std::vector<double> swap_gpu_s_;    ///< the new copy's kernels run in the last seconds of it
+  std::vector<double> swap_gpu_share_;
   std::vector<int> warmup_left_;      ///< requests of a copy that broke first still to warm up
   std::vector<double> warmup_slowdown_;
   std::vector<Actuation> begins_;     ///< a change begun since the last window (kNone: none)

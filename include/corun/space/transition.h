@@ -13,6 +13,7 @@
 // JointTransition j = joint_transition(table, w, plan_in_force, next_plan);
 // @endcode
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -54,6 +55,11 @@ struct StackActuation {
   double engine_load_s = 0;    ///< a model (re)load inside a running server, weights aside
   int warmup_requests = 0;     ///< requests after a (re)start that run slower
   double warmup_slowdown = 1;  ///< by this factor
+  /// Seconds at the end of a (re)start during which the starting copy runs kernels (a
+  /// profiling run, CUDA graph capture, warm-up inferences), and the share of the SMs and DRAM
+  /// bandwidth it keeps busy then: what co-runners lose to a make-before-break swap.
+  double start_gpu_s = 0;
+  double start_gpu_share = 0;
 };
 
 /// @brief The actuation table of catalog/actuation.yaml. Immutable; thread-safe.
@@ -94,11 +100,18 @@ struct ModelTransition {
   double warmup_slowdown = 1;
   double vram_old_bytes = 0;
   double vram_new_bytes = 0;
+  double start_gpu_s = 0;      ///< StackActuation::start_gpu_s (reload, restart)
+  double start_gpu_share = 0;  ///< StackActuation::start_gpu_share
   /// Make-before-break: the old copy serves until the new one is up (both held in VRAM for
   /// downtime_s); false: the model breaks first and serves nothing for downtime_s.
   bool make_before_break = false;
   /// @brief The seconds without service this transition costs (0 under make-before-break).
   [[nodiscard]] double outage_s() const { return make_before_break ? 0 : downtime_s; }
+  /// @brief The GPU-seconds a make-before-break swap's new copy takes from the co-runners
+  /// while the old copy still serves (0 after a break: the old copy's share is free then).
+  [[nodiscard]] double swap_gpu_seconds() const {
+    return make_before_break ? std::min(start_gpu_s, downtime_s) * start_gpu_share : 0;
+  }
 };
 
 /// @brief The transition of model `m` from `from` to `to` on `device` (make_before_break not

@@ -90,6 +90,12 @@ struct TransitionCharge {
   int warmup_requests = 0;   ///< requests in this window served by a copy still warming up
   double warmup_slowdown = 1;
   double extra_vram_bytes = 0;  ///< a second copy's memory held during the window
+  /// Seconds of the window during which a make-before-break swap's new copy runs kernels
+  /// beside everyone (its profiling run, graph capture, warm-up inferences), keeping
+  /// swap_gpu_share of the SMs and DRAM bandwidth busy: the co-runners, the old copy
+  /// included, run slower then. The sim measures the window with and without that load.
+  double swap_gpu_s = 0;
+  double swap_gpu_share = 0;
   /// The class of a change that begins at this window's start (kReload: the model reloaded in
   /// its server; kRestart: a new server process; make-before-break when outage_s is 0), or
   /// kNone when the window pays what a change begun earlier still owes. A testbed that runs
