@@ -14,6 +14,18 @@ namespace corun {
 
 namespace {
 
+// Whether demand `now` has moved from `told` by more than `band` (relative) in its request
+// rate or a mean token length.
+bool demand_moved(const Demand& told, const Demand& now, double band) {
+  if (band <= 0) return !(told == now);
+  const auto moved = [band](double was, double is) {
+    return std::abs(is - was) > band * std::abs(was) + 1e-12;
+  };
+  return moved(told.rps, now.rps) || moved(told.fps, now.fps) ||
+         moved(told.prompt_tokens, now.prompt_tokens) ||
+         moved(told.output_tokens, now.output_tokens) || told.concurrency != now.concurrency;
+}
+
 // Noise stream of the interval measurements of a run.
 constexpr std::uint64_t kIntervalStream = 0x7275;
 
@@ -202,7 +214,10 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       }
     }
     for (std::size_t m = 0; m < n && step > 0; ++m) {
-      if (replay[m].empty() || told[m] == replay[m][step - 1]) continue;
+      if (replay[m].empty() ||
+          !demand_moved(told[m], replay[m][step - 1], options.trace_demand_band)) {
+        continue;
+      }
       TimelineEvent e;
       e.at_s = rec.t_s;
       e.kind = TimelineEvent::Kind::kDemand;

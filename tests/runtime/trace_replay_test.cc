@@ -108,10 +108,11 @@ class TraceReplay : public ::testing::Test {
     RunReport report;
   };
 
-  Seen run() const {
+  Seen run(double band = RunOptions{}.trace_demand_band) const {
     Seen seen;
     SimTestbed sim;
     RunOptions o;
+    o.trace_demand_band = band;
     o.controller.solver = "exhaustive";
     o.controller.shed = false;  // shedding plans scaled copies of the demand
     o.controller.seed = 7;
@@ -147,6 +148,25 @@ TEST_F(TraceReplay, ThePlannerSeesOnlyTheIntervalThatEnded) {
     EXPECT_EQ(seen.events[k], std::vector<std::string>{"demand code"});
   }
   EXPECT_TRUE(seen.events[0].empty());
+}
+
+TEST_F(TraceReplay, AMoveWithinTheBandIsNotTold) {
+  // Band 150 %: interval 0 (6 rps, 300/30 tokens) moves the prompt and output lengths by 200 %
+  // from what the planner was told (4 rps, 100/10 tokens): told at interval 1. Interval 1
+  // (the least rate, 300/30) moves the rate by (6 - kMinRps) / 6 < 100 % and nothing else;
+  // interval 2 (8 rps, 50/6) moves by 33 %, 83 % and 80 %: neither is told.
+  const Seen seen = run(1.5);
+  ASSERT_EQ(seen.met.size(), 4u);
+  const std::vector<std::vector<std::string>> want = {{}, {"demand code"}, {}, {}};
+  EXPECT_EQ(seen.events, want);
+  ASSERT_TRUE(seen.planned.contains(1));
+  for (const Demand& d : seen.planned.at(1)) expect_demand(d, kIntervals[0]);
+  for (std::size_t k : {std::size_t{2}, std::size_t{3}}) {
+    if (!seen.planned.contains(k)) continue;  // no decision then
+    for (const Demand& d : seen.planned.at(k)) expect_demand(d, kIntervals[0]);
+  }
+  // The testbed meets the trace whatever the planner was told.
+  for (std::size_t k = 0; k < 4; ++k) expect_demand(seen.met[k], kIntervals[k]);
 }
 
 TEST_F(TraceReplay, TheTestbedMeetsEachIntervalsTraceDemand) {

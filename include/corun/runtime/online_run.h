@@ -122,6 +122,13 @@ struct RunOptions {
   /// plus the online samples (LearningOptions::refit_every); empty: no refits.
   std::filesystem::path refit_dataset;
   const Catalog* catalog = nullptr;  ///< for refits (nullptr: the built-in catalog)
+  /// A trace demand (ModelSpec::trace) is told to the planner as a demand event when its
+  /// request rate or a mean token length has moved by more than this share of what the planner
+  /// was last told (0: every change). A trace moves a little every interval,
+  /// as a real stack's measured rate does (a 10 s count at 2 requests/s has a relative noise of
+  /// 1/sqrt(20) = 22 %); re-planning for each move makes the horizon one interval and pays
+  /// transitions for noise. The testbed always meets the trace's own demand.
+  double trace_demand_band = 0.2;
 };
 
 /// @brief Runs a workload's timeline on a testbed with a simulated clock: at each interval the
