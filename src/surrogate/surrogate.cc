@@ -69,6 +69,18 @@ void collect(const FeatureMap& fm, std::size_t m, const std::vector<Target>& tar
   }
 }
 
+// Why model m has no usable co-run row: the first failure its samples recorded, as " (the first
+// failure: ...)", or "" when none failed (every sample left it out).
+std::string first_failure(std::span<const profile::SampleRecord> corun, std::size_t m) {
+  for (const profile::SampleRecord& s : corun) {
+    if (m >= s.config.size() || s.config[m] == kAbsent) continue;
+    if (!s.measurement.ok()) return " (the first failure: " + s.measurement.error + ")";
+    const ModelMetrics* mm = find_metrics(s.measurement, m);
+    if (mm != nullptr && !mm->ok()) return " (the first failure: " + mm->error + ")";
+  }
+  return "";
+}
+
 void standardise(const std::vector<double>& data, std::size_t n, std::size_t cols,
                  std::vector<double>& mean, std::vector<double>& scale) {
   mean.assign(cols, 0.0);
@@ -271,8 +283,11 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
     Rows rows;
     collect(*fm, m, h.targets, h.targets.front(), corun, cotenants, 0, rows);
     if (rows.n == 0) {
+      // Samples that failed are work that ran and failed (exit 1), not bad input.
+      const std::string why = first_failure(corun, m);
       return Error("no usable co-run rows for model '" + w.models[m].name +
-                   "' (every sample failed or left it out)");
+                       "': every sample failed or left it out" + why,
+                   why.empty() ? Error::Kind::kInvalidInput : Error::Kind::kResource);
     }
     const std::size_t dim = fm->dim(m);
     const std::size_t k = h.targets.size();

@@ -396,6 +396,21 @@ TEST(Surrogate, NoUsableRowsIsAnError) {
   auto s = Surrogate::fit(d.w, d.table, {}, o, {});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().what().find("no usable co-run rows"), std::string::npos);
+  EXPECT_EQ(s.error().kind(), Error::Kind::kInvalidInput);  // nothing ran
+}
+
+TEST(Surrogate, SamplesThatAllFailedNameTheFirstFailure) {
+  // A testbed whose worker cannot start fails every sample: the error says why, and it is
+  // work that ran and failed (exit 1), not bad input.
+  const Data& d = data();
+  std::vector<profile::SampleRecord> failed = d.corun;
+  for (auto& r : failed) r.measurement.error = "cannot start worker /x/corun-torch-worker";
+  auto s = Surrogate::fit(d.w, d.table, failed, FitOptions{}, {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().what().find("the first failure: cannot start worker /x/corun-torch-worker"),
+            std::string::npos)
+      << s.error().what();
+  EXPECT_EQ(s.error().kind(), Error::Kind::kResource);
 }
 
 }  // namespace
