@@ -25,7 +25,7 @@ void TransitionLedger::begin(const JointTransition& t) {
     outage_left_[m] = c.outage_s();
     swap_left_[m] = c.make_before_break ? c.downtime_s : 0;
     swap_vram_[m] = c.vram_old_bytes;
-    swap_gpu_s_[m] = c.make_before_break ? std::min(c.start_gpu_s, c.downtime_s) : 0;
+    swap_gpu_s_[m] = c.swap_kernel_s();
     swap_gpu_share_[m] = c.start_gpu_share;
     // A make-before-break swap warms its new copy up before traffic moves to it (Triton's
     // model_warmup, a readiness probe): only a copy that broke first warms up on live requests.

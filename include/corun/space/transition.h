@@ -109,8 +109,11 @@ struct ModelTransition {
   [[nodiscard]] double outage_s() const { return make_before_break ? 0 : downtime_s; }
   /// @brief The GPU-seconds a make-before-break swap's new copy takes from the co-runners
   /// while the old copy still serves (0 after a break: the old copy's share is free then).
-  [[nodiscard]] double swap_gpu_seconds() const {
-    return make_before_break ? std::min(start_gpu_s, downtime_s) * start_gpu_share : 0;
+  [[nodiscard]] double swap_gpu_seconds() const { return swap_kernel_s() * start_gpu_share; }
+  /// @brief Seconds at the end of a make-before-break swap during which the new copy runs its
+  /// start-up kernels (0 after a break).
+  [[nodiscard]] double swap_kernel_s() const {
+    return make_before_break ? std::min(start_gpu_s, downtime_s) : 0;
   }
 };
 
