@@ -183,7 +183,7 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
   ro.controller.threads = f.surrogate.threads;
   ro.controller.learning = f.learning.options;
   ro.controller.learning.enabled = learning_on;
-  ro.controller.shed = f.degrade.shed();
+  ro.controller.admission.enabled = f.degrade.shed();
   ro.controller.transitions.aware = f.transitions == "aware";
   ro.refit_dataset = refit_dataset;
   ro.catalog = &catalog;
@@ -194,7 +194,7 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
   }
   auto online = OnlineLog::open(
       out / "dataset.db", w, text, f.testbed, interval,
-      run_key(f.surrogate.seed, f.solver, ro.controller.learning, ro.controller.shed,
+      run_key(f.surrogate.seed, f.solver, ro.controller.learning, ro.controller.admission.enabled,
               source->describe() + "|transitions " + f.transitions, source->fitted()),
       static_cast<std::uint64_t>(
           std::ceil((w.timeline.duration_s > 0 ? w.timeline.duration_s : interval) / interval)));

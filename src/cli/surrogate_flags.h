@@ -113,7 +113,7 @@ struct LearningFlags {
 };
 
 /// @brief --degrade of `corun run` and `corun eval scheduler`: what a model whose SLA cannot be
-/// held does (ControllerOptions::shed).
+/// held does (ControllerOptions::admission).
 struct DegradeFlag {
   std::string mode = "shed";
 

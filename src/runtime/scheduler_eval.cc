@@ -82,7 +82,7 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(const std::vector<Workl
           ro.controller.threads = options.threads;
           ro.controller.learning = options.learning_options;
           ro.controller.learning.enabled = learning;
-          ro.controller.shed = options.shed;
+          ro.controller.admission.enabled = options.shed;
           ro.controller.transitions.aware = aware;
           if (auto it = options.refit_datasets.find(w.file); it != options.refit_datasets.end()) {
             ro.refit_dataset = it->second;

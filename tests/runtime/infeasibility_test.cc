@@ -11,7 +11,6 @@
 #include <memory>
 #include <string>
 
-#include "../../src/runtime/shed_evidence.h"
 #include "corun/catalog/catalog.h"
 #include "corun/plan/objective.h"
 #include "corun/runtime/controller.h"
@@ -54,7 +53,7 @@ Result<RunReport> run_on_twin(const Workload& w, bool shed = true) {
   SimTestbed sim;
   RunOptions o;
   o.controller.solver = "exhaustive";
-  o.controller.shed = shed;
+  o.controller.admission.enabled = shed;
   return run_online(w, sim, std::make_unique<TwinSource>(), o);
 }
 
@@ -382,15 +381,16 @@ TEST(Infeasibility, AShedWindowRefutesOnlyWhatItsMeasurementBounds) {
   std::array<double, kTargetCount> measured{NAN, NAN, NAN, NAN};
   measured[static_cast<std::size_t>(Target::kTtftP95)] = 1000;
   measured[static_cast<std::size_t>(Target::kTpotP95)] = 40;
-  const std::deque<detail::ShedWindow> windows = {{2, 0.5, 1.0, detail::as_predicted(measured)}};
+  AdmissionState windows;
+  windows.remember({2, 0.5, 1.0, as_predicted(measured)}, AdmissionOptions{});
   const Margin wide{0.4, 0.6, 0.4};  // latency, TTFT, TPOT
   const Margin narrow{0.4, 0.4, 0.4};
-  EXPECT_TRUE(detail::refuted(spec, windows, 2, 0.5, 1.0, wide));
-  EXPECT_TRUE(detail::refuted(spec, windows, 2, 0.7, 1.2, wide));
-  EXPECT_FALSE(detail::refuted(spec, windows, 2, 0.4, 1.0, wide));  // a smaller share
-  EXPECT_FALSE(detail::refuted(spec, windows, 2, 0.5, 0.9, wide));  // a lighter load
-  EXPECT_FALSE(detail::refuted(spec, windows, 3, 0.7, 1.2, wide));  // another configuration
-  EXPECT_FALSE(detail::refuted(spec, windows, 2, 0.7, 1.2, narrow));
+  EXPECT_TRUE(windows.refutes(spec, 2, 0.5, 1.0, wide));
+  EXPECT_TRUE(windows.refutes(spec, 2, 0.7, 1.2, wide));
+  EXPECT_FALSE(windows.refutes(spec, 2, 0.4, 1.0, wide));  // a smaller share
+  EXPECT_FALSE(windows.refutes(spec, 2, 0.5, 0.9, wide));  // a lighter load
+  EXPECT_FALSE(windows.refutes(spec, 3, 0.7, 1.2, wide));  // another configuration
+  EXPECT_FALSE(windows.refutes(spec, 2, 0.7, 1.2, narrow));
 }
 
 TEST(Infeasibility, AModelNoShareOfItsDemandHoldsIsPaused) {

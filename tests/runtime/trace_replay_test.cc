@@ -114,7 +114,7 @@ class TraceReplay : public ::testing::Test {
     RunOptions o;
     o.trace_demand_band = band;
     o.controller.solver = "exhaustive";
-    o.controller.shed = false;  // shedding plans scaled copies of the demand
+    o.controller.admission.enabled = false;  // shedding plans scaled copies of the demand
     o.controller.seed = 7;
     o.controller.on_decision = [&](const PlanProblem& p, const PlanResult&) {
       seen.planned[seen.met.size()].push_back(p.workload().models[0].demand);

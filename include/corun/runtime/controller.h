@@ -12,48 +12,18 @@
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
+#include "corun/runtime/admission.h"
+#include "corun/runtime/decision.h"
 #include "corun/runtime/infeasibility.h"
 #include "corun/runtime/learner.h"
+#include "corun/runtime/learning_sample.h"
 #include "corun/runtime/predictor_source.h"
+#include "corun/runtime/transitions.h"
 #include "corun/space/transition.h"
 #include "corun/spec/workload.h"
 #include "corun/testbed/testbed.h"
 
 namespace corun {
-
-/// @brief How the planner prices a change of the plan in force (docs/scheduler.md,
-/// "Transitions"). A change of model m from configuration a to b costs the utility
-///   after a break:         (outage_s + warm-up seconds) × m's utility per second in a
-///   make-before-break:     ModelTransition::swap_gpu_seconds() × the utility per second of
-///                          every model in the plan in force (the new copy's start runs
-///                          kernels beside them all)
-/// (utility per second: weight × quality of the configuration in force), spread over the
-/// horizon H: the solver maximises utility − cost / H. H is `horizon_s` when set, else the mean gap between
-/// the workload events seen so far, with `default_horizon_s` counted as one gap before the
-/// first (the expected time until the next event makes the plan stale anyway), and never
-/// below `min_horizon_s`. Within `min_dwell_s` of its last reload or restart, a model may
-/// change only live knobs, unless the plan in force no longer holds every SLA as predicted
-/// or a measured breach asked for the decision: a needed change is always allowed.
-struct TransitionOptions {
-  /// false ("ignore"): every change is free to the planner, as before transitions were
-  /// priced; the testbeds charge them all the same.
-  bool aware = true;
-  /// Horizon in seconds (check = [0, 1e6]); 0: estimated from the events seen.
-  double horizon_s = 0;
-  /// The estimate's prior gap before any event is seen (check = (0, 1e6]).
-  double default_horizon_s = 300;
-  /// The estimate's floor (check = (0, 1e6]).
-  double min_horizon_s = 60;
-  /// Minimum time between two reload- or restart-class changes of one model (check = [0,
-  /// 1e6]).
-  double min_dwell_s = 60;
-  /// Hysteresis, in sds of one window's noise of the model's SLA metric (check = [0, 10]):
-  /// while a model's configuration in force holds its SLA as predicted, a configuration that
-  /// would reload or restart it must hold its SLA with its margin widened by
-  /// expm1(hysteresis_sd × noise sd), so that a bound moving within the noise of the windows
-  /// that taught it does not flip a plan back and forth.
-  double hysteresis_sd = 1;
-};
 
 /// @brief How the online controller decides and learns. Every setting is declared here once.
 struct ControllerOptions {
@@ -66,56 +36,15 @@ struct ControllerOptions {
   double breach_margin_step = 0.05;
   /// Learning off only: the largest margin breaches may grow a model's margin to.
   double max_margin = 5;
-  /// The degradation rule's last step (runtime/infeasibility.h, docs/scheduler.md): a model
-  /// whose SLA the plan gave up admits only the largest share of its demand with which its SLA
-  /// holds as predicted — the rest is refused at the door — and is paused when no share does.
-  /// false: it runs best effort with all its demand and breaches.
-  bool shed = true;
+  /// The degradation rule's last step (runtime/admission.h, docs/scheduler.md): a model whose
+  /// SLA the plan gave up admits only the largest share of its demand with which its SLA holds
+  /// as predicted — the rest is refused at the door — and is paused when no share does.
+  AdmissionOptions admission;
   TransitionOptions transitions;
   /// Called inside every decision with the problem solved and the solver's answer (before
   /// any degradation), e.g. so that an evaluation can score it against references; not timed.
   std::function<void(const PlanProblem&, const PlanResult&)> on_decision;
 };
-
-/// @brief A plan the controller decided, with what it expects of it.
-struct Decision {
-  /// The plan's id: 1, 2, ... (0 = none yet). It changes only when what runs changes (a
-  /// configuration, an admitted share, the model set), so a deployer that applies plans by id
-  /// applies nothing for a decision that kept them.
-  std::int64_t id = 0;
-  std::int64_t decision = 0;  ///< 1, 2, ...: every decision, whether it changed the plan or not
-  std::string reason;         ///< "start", "event", "breach cam0", "learning", ...
-  std::string source;         ///< PredictorSource::describe() when it was made
-  JointConfig config;         ///< one local index per model, kAbsent when it does not run
-  std::vector<Predicted> predicted;  ///< corrected predictions per model
-  std::vector<Predicted> base;       ///< the source's predictions before online corrections
-  std::vector<Margin> margins;       ///< per model, of the configuration it runs in
-  double predicted_utility = 0;      ///< before transition costs
-  /// The changes from the plan in force when it was decided (empty: the first plan, or none).
-  JointTransition transition;
-  /// Utility the planner charged for them (TransitionOptions; 0 when ignored).
-  double transition_cost = 0;
-  double horizon_s = 0;  ///< the horizon the costs were spread over
-  /// Every SLA holds under the predictions and margins; false: see `infeasible`, and the
-  /// models whose SLA the degradation rule gave up (`best_effort`).
-  bool feasible = true;
-  std::vector<Infeasibility> infeasible;
-  std::vector<bool> best_effort;  ///< per model
-  /// Per model, the share of its demand the plan admits (ControllerOptions::shed): 1 = all of
-  /// it; 0 = paused (config kAbsent although the model is active). Empty when every model
-  /// admits all of its demand.
-  std::vector<double> admitted;
-  double decision_ms = 0;  ///< wall time of the search (and degradation)
-  /// Wall time the predictor source spent measuring before it (re-profiling).
-  double measure_ms = 0;
-  SearchStats stats;
-};
-
-/// @brief `w` as the plan in force runs it: each model's rate demand (fps, rps or in-flight
-/// requests) scaled by its admitted share, a paused model inactive. `admitted` empty: `w`.
-/// Utility is still counted against `w` (what was asked for): model_utility(w, ...) of a
-/// measurement of the admitted workload charges the refused share.
-Workload admitted_workload(const Workload& w, std::span<const double> admitted);
 
 /// @brief Where one model's online error model stands (for reports, GET /v1/plan, /metrics).
 struct ModelLearningState {
@@ -139,39 +68,9 @@ struct ObservationResult {
   std::string reason;        ///< why ("breach cam0", "learning")
 };
 
-/// @brief What one observation taught, as stored for replay (serve's state, a resumed run):
-/// enough to rebuild the learners without the predictor that was used.
-struct LearningSample {
-  std::string model;      ///< model name
-  std::string model_key;  ///< its catalog model and knob values: local indices mean nothing else
-  std::int32_t local = 0;
-  double others_load = NAN;  ///< its co-runners' load (LoadTable) in that window
-  /// Where a change in this window was: of the whole GPU (several models changed together) or of
-  /// this model's configuration alone.
-  TargetLearner::ChangeHint hint = TargetLearner::ChangeHint::kUnknown;
-  /// log(measured / base prediction) per target (NaN: not observed)
-  std::array<double, kTargetCount> log_ratio{NAN, NAN, NAN, NAN};
-  double under_prediction = 1;  ///< measured / predicted of the SLA latencies (learning off)
-  bool breach = false;
-  double error = NAN;  ///< measured / predicted − 1 of the SLA latency
-  /// The model's demand or context changed before this window: its learners were reopened
-  /// (TargetLearner::reopen) first, and a replay does the same.
-  bool reopen = false;
-  /// The admitted share of its demand in that window (below 1: shed, docs/scheduler.md).
-  double share = 1;
-  /// What was measured, by Target (NaN: not observed): a shed model's windows are the evidence
-  /// its later admissions are checked against.
-  std::array<double, kTargetCount> measured{NAN, NAN, NAN, NAN};
-};
-
 /// @brief Whether a window measured a breach of the model's SLA (a failed run is one): the one
 /// definition the controller, the run loop and serve's telemetry share.
 bool measured_breach(const ModelSpec& m, const ModelObservation& o);
-
-/// @brief The JSON form of a learning sample (serve's stored state).
-nlohmann::json to_json(const LearningSample& s);
-/// @brief Reads a learning sample back; errors name the field.
-Result<LearningSample> learning_sample_from_json(const nlohmann::json& j);
 
 /// @brief The online controller: one object holding the workload as it is now, the plan in
 /// force, each model's error state and margins, the predictor source and the solver.
@@ -283,15 +182,15 @@ class Controller {
   static std::string model_key(const ModelSpec& m);
 
  private:
-  struct Learners;
+  struct ModelState;
   struct Recent;
 
-  using LearnerSet = std::vector<std::unique_ptr<Learners>>;
+  using ModelStates = std::vector<std::unique_ptr<ModelState>>;
   /// Builds the corrections and margins of every (model, configuration) of `w` for a decision;
   /// `learners` holds one entry per model of `w`. `explore`: throughputs optimistic by
   /// LearningOptions::explore_sd.
   [[nodiscard]] std::shared_ptr<const CorrectionTable> corrections_locked(
-      const Workload& w, const LearnerSet& learners, const std::vector<double>& static_margins,
+      const Workload& w, const ModelStates& learners, const std::vector<double>& static_margins,
       LoadTable loads, bool explore = true) const CORUN_REQUIRES(mutex_);
   /// Searches `w` under `base` corrected by `table` (planner_mutex_ held, mutex_ not): the
   /// decision's config, predictions, margins, utility and infeasibility; nothing is published.
@@ -301,29 +200,33 @@ class Controller {
                           const std::shared_ptr<const CorrectionTable>& table,
                           const JointConfig& warm, std::int64_t id, const std::string& reason,
                           double* hook_ms, bool priced) CORUN_REQUIRES(planner_mutex_);
+  /// The prelude to every search (a decision's attempts, plan_for(), what_if()): the source's
+  /// predictor for `w` (the seconds it measured added to `measure_ms` when given), then under
+  /// mutex_ the learners' corrections and margins of every (model, configuration) of `w`.
+  /// `own`: the controller's learners (their priors applied on first sight); else copies of
+  /// those of the models `w` shares by name and catalog key with the workload, and fresh ones
+  /// for the rest (a what-if for another model set changes nothing). None when `generation` is
+  /// given and the workload changed since it was read (the decision is dropped).
+  struct Prepared {
+    std::shared_ptr<Predictor> base;
+    std::shared_ptr<const CorrectionTable> table;
+  };
+  Result<std::optional<Prepared>> prepare(const Workload& w, bool own,
+                                          const std::uint64_t* generation, bool explore,
+                                          double* measure_ms) CORUN_REQUIRES(planner_mutex_);
   /// One search over `w` for a decision: the source's predictor for it (its measuring time
   /// added to `measure_ms`), the learners' corrections, the search. None when the workload
   /// changed meanwhile (the decision is dropped).
-  struct Attempt {
-    Decision decision;
-    std::shared_ptr<const CorrectionTable> table;
-  };
+  using Attempt = AdmissionCandidate;
   Result<std::optional<Attempt>> attempt(const Workload& w, std::uint64_t generation,
                                          const JointConfig& warm, std::int64_t id,
                                          const std::string& reason, double* measure_ms,
                                          double* hook_ms, bool explore = true)
       CORUN_REQUIRES(planner_mutex_);
-  /// The degradation rule's last step (ControllerOptions::shed) on `first`, a decision for `w`
-  /// that gave up some SLAs: each given-up model, heaviest first, admits the largest share of
-  /// its demand (to 1/32) with which its SLA holds as predicted, else is paused. Returns the
-  /// decision for the admitted workload, with Decision::admitted set; none when dropped.
-  Result<std::optional<Attempt>> shed(const Workload& w, Attempt first, std::uint64_t generation,
-                                      std::int64_t id, const std::string& reason,
-                                      double* measure_ms) CORUN_REQUIRES(planner_mutex_);
   /// Co-runners' load of model m in `config` under loads_.
   [[nodiscard]] double others_load_locked(std::size_t m, const JointConfig& config) const
       CORUN_REQUIRES(mutex_);
-  void ensure_learners_locked(const Workload& w, const ErrorPriors& priors, LearnerSet& learners)
+  void ensure_learners_locked(const Workload& w, const ErrorPriors& priors, ModelStates& learners)
       CORUN_REQUIRES(mutex_);
   void learn_locked(std::size_t m, const LearningSample& s) CORUN_REQUIRES(mutex_);
   [[nodiscard]] double planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const
@@ -342,7 +245,7 @@ class Controller {
   std::uint64_t generation_ CORUN_GUARDED_BY(mutex_) = 0;  ///< bumped by every change
   std::shared_ptr<const Decision> plan_ CORUN_GUARDED_BY(mutex_);
   std::vector<std::string> plan_names_ CORUN_GUARDED_BY(mutex_);    ///< the models plan_ indexes
-  LearnerSet learners_ CORUN_GUARDED_BY(mutex_);                    ///< per model
+  ModelStates model_state_ CORUN_GUARDED_BY(mutex_);                ///< per model
   std::vector<double> planned_log_bound_ CORUN_GUARDED_BY(mutex_);  ///< [model * targets]
   LoadTable loads_ CORUN_GUARDED_BY(mutex_);                        ///< of the plan in force
   bool due_ CORUN_GUARDED_BY(mutex_) = true;

@@ -27,7 +27,7 @@ struct Infeasibility {
   /// other models" ("demand 1.5 requests/s exceeds the ≈ 0.9 requests/s the largest
   /// request_concurrency serves").
   std::string cause;
-  /// The share of its demand the plan admits instead (ControllerOptions::shed): 1 = all of it,
+  /// The share of its demand the plan admits instead (ControllerOptions::admission): 1 = all of it,
   /// best effort; 0 = paused.
   double admitted = 1;
   /// Above 0: the SLA holds as predicted, but a share this large of the model's demand measured

@@ -72,7 +72,7 @@ struct SchedulerEvalRow {
   std::size_t infeasible_truth_intervals = 0;  ///< intervals where no plan holds every SLA
   double breach_rate = 0;          ///< violations / model-intervals that ran
   std::size_t infeasible_intervals = 0;  ///< intervals whose plan could not hold every SLA
-  /// Model-intervals that refused part or all of their demand (ControllerOptions::shed).
+  /// Model-intervals that refused part or all of their demand (ControllerOptions::admission).
   std::size_t shed_model_intervals = 0;
   std::vector<DriftOutcome> drift;
   double decision_ms_p50 = 0;
@@ -92,7 +92,7 @@ struct SchedulerEvalOptions {
   /// change were free (ignore); the testbed charges both the same.
   std::vector<bool> transitions = {true};
   LearningOptions learning_options;     ///< when learning is on (enabled is set per row)
-  bool shed = true;                     ///< ControllerOptions::shed
+  bool shed = true;                     ///< ControllerOptions::admission.enabled
   std::uint64_t seed = 1;
   int threads = 2;
   bool oracle = true;  ///< compute the references (exhaustive sweeps on the testbed)

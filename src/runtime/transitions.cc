@@ -1,0 +1,150 @@
+// How the online controller prices a change of the plan in force (TransitionOptions).
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "controller_state.h"
+#include "corun/core/check.h"
+#include "corun/plan/objective.h"
+#include "corun/runtime/controller.h"
+#include "corun/runtime/corrected_predictor.h"
+
+namespace corun {
+
+using detail::sla_targets;
+
+double Controller::horizon_locked() const {
+  const TransitionOptions& o = options_.transitions;
+  if (o.horizon_s > 0) return o.horizon_s;
+  // The mean gap between the events seen, the prior counted as one gap before the first.
+  double sum = o.default_horizon_s;
+  double gaps = 1;
+  double last = 0;
+  for (double t : event_times_s_) {
+    if (t <= 0) continue;  // what was there at the start is not a change
+    sum += t - last;
+    last = t;
+    gaps += 1;
+  }
+  return std::max(o.min_horizon_s, sum / gaps);
+}
+
+Controller::Pricing Controller::pricing_locked(const Workload& w, const JointConfig& from,
+                                               const std::string& reason) const {
+  Pricing p;
+  if (from.size() != w.models.size()) return p;
+  p.from = from;  // the transition is reported either way
+  if (!options_.transitions.aware) return p;
+  p.on = true;
+  p.needed = reason.rfind("breach", 0) == 0;
+  p.horizon_s = horizon_locked();
+  p.dwelling.assign(w.models.size(), false);
+  p.band.assign(w.models.size(), 0.0);
+  for (std::size_t m = 0; m < w.models.size() && m < model_state_.size(); ++m) {
+    const ModelState& l = *model_state_[m];
+    p.dwelling[m] = now_s_ - l.changed_at_s < options_.transitions.min_dwell_s;
+    // One window's noise of the model's SLA metric in log space, as learned (its prior before).
+    double noise_var = 0;
+    for (Target t : sla_targets(w.models[m])) {
+      noise_var = std::max(noise_var, l.target[static_cast<std::size_t>(t)].noise_var());
+    }
+    noise_var =
+        std::max(noise_var, l.target[static_cast<std::size_t>(Target::kThroughput)].noise_var());
+    p.band[m] = std::expm1(options_.transitions.hysteresis_sd * std::sqrt(noise_var));
+  }
+  return p;
+}
+
+void Controller::price_transitions(const Workload& w, const Predictor& predictor,
+                                   const std::vector<bool>& active, MarginTable& margins,
+                                   std::vector<std::vector<double>>& cost,
+                                   std::vector<std::vector<bool>>& allowed,
+                                   std::vector<std::vector<double>>& scale) const {
+  cost.clear();
+  allowed.clear();
+  scale.clear();
+  if (!pricing_.on) return;
+  const std::size_t n = w.models.size();
+  const JointConfig& from = pricing_.from;
+  const ActuationTable& table = ActuationTable::builtin();
+  // Which models need a change: a measured breach asked for the decision (every model may move
+  // to stop it), a model arrived, or the plan in force no longer holds a model's SLA as
+  // predicted now. For them the dwell and the hysteresis band do not hold; the cost still does.
+  std::vector<bool> needed(n, pricing_.needed);
+  {
+    JointConfig now = from;
+    bool arrival = false;
+    for (std::size_t m = 0; m < n; ++m) {
+      if (!active[m]) now[m] = kAbsent;
+      if (active[m] && now[m] == kAbsent) arrival = true;
+    }
+    if (arrival) {
+      needed.assign(n, true);
+    } else {
+      std::vector<Predicted> pred(n);
+      predictor.predict(now, 1, pred);
+      for (std::size_t m = 0; m < n; ++m) {
+        if (now[m] == kAbsent) continue;
+        const Margin& g = margins[m][static_cast<std::size_t>(now[m])];
+        if (sla_excess(w.models[m], pred[m], g) > 0) needed[m] = true;
+      }
+    }
+  }
+  double held = 0;     // VRAM of the plan in force
+  double serving = 0;  // utility per second of everyone in it, which a swap's kernels slow
+  for (std::size_t m = 0; m < n; ++m) {
+    if (from[m] == kAbsent) continue;
+    const Settings a = w.models[m].settings(static_cast<std::size_t>(from[m]));
+    held += model_vram_bytes(w.models[m], a);
+    if (active[m]) serving += w.models[m].weight * config_quality(w.models[m], a);
+  }
+  cost.resize(n);
+  allowed.resize(n);
+  scale.resize(n);
+  bool restricted = false;
+  for (std::size_t m = 0; m < n; ++m) {
+    const ModelSpec& spec = w.models[m];
+    const std::size_t count = spec.local_config_count();
+    cost[m].assign(count, 0.0);
+    allowed[m].assign(count, true);
+    scale[m].assign(count, 1.0);
+    if (from[m] == kAbsent || !active[m]) continue;
+    const Settings a = spec.settings(static_cast<std::size_t>(from[m]));
+    // The utility per second the model earns now, which a transition's seconds cost.
+    const double value = spec.weight * config_quality(spec, a);
+    const double rate = spec.demand.rps > 0 ? spec.demand.rps : spec.demand.fps;
+    const double band = m < pricing_.band.size() ? pricing_.band[m] : 0.0;
+    for (std::size_t l = 0; l < count; ++l) {
+      if (static_cast<std::int32_t>(l) == from[m]) continue;
+      ModelTransition t = model_transition(table, w.device, spec, a, spec.settings(l));
+      if (t.action <= Actuation::kLive) continue;
+      t.make_before_break = held + t.vram_new_bytes <= w.device.vram_bytes();
+      // After a break: the model's own seconds without service and of warm-up. Under
+      // make-before-break: the share of the GPU its new copy's kernels take from everyone.
+      double lost = t.make_before_break ? t.swap_gpu_seconds() * serving : t.downtime_s * value;
+      if (!t.make_before_break && rate > 0 && t.warmup_slowdown > 1) {
+        lost += t.warmup_requests / rate * (1 - 1 / t.warmup_slowdown) * value;
+      }
+      cost[m][l] = lost / pricing_.horizon_s;
+      if (needed[m]) continue;
+      // Hysteresis: leaving a configuration that holds for one that must be reloaded or
+      // restarted asks the new one to pay even if it does one band of one window's noise
+      // worse than predicted (latencies that much higher, throughput that much lower); a
+      // bound that moved by less than that is not evidence.
+      Margin& g = margins[m][l];
+      for (double* k : {&g.latency, &g.ttft, &g.tpot}) *k = (1 + *k) * (1 + band) - 1;
+      scale[m][l] = 1 / (1 + band);
+      if (pricing_.dwelling[m]) {
+        allowed[m][l] = false;
+        restricted = true;
+      }
+    }
+  }
+  if (!restricted) allowed.clear();
+}
+
+}  // namespace corun

@@ -1,0 +1,103 @@
+// One model's admission state machine (runtime/admission.h) and its declared options: the
+// golden values are hand calculations of the AIMD rule written next to each expectation.
+
+#include "corun/runtime/admission.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace corun {
+namespace {
+
+TEST(Admission, DefaultsPassTheirOwnCheckAndABadFieldIsNamed) {
+  EXPECT_TRUE(check(AdmissionOptions{}).ok());
+  AdmissionOptions o;
+  o.backoff = 1;  // a backoff of 1 never lowers the ceiling: out of (0, 1)
+  const Status s = check(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("admission.backoff"), std::string::npos)
+      << s.error().message();
+  o = {};
+  o.bisection_steps = 0;
+  ASSERT_FALSE(check(o).ok());
+  EXPECT_NE(check(o).error().message().find("bisection_steps"), std::string::npos);
+}
+
+TEST(Admission, PhasesFollowTheDecidedShare) {
+  AdmissionState a;
+  EXPECT_EQ(a.phase(), AdmissionPhase::kWhole);
+  a.decided(0.5, false);
+  EXPECT_EQ(a.phase(), AdmissionPhase::kShed);
+  a.decided(0, false);
+  EXPECT_EQ(a.phase(), AdmissionPhase::kPaused);
+  a.decided(1, false);
+  EXPECT_EQ(a.phase(), AdmissionPhase::kWhole);
+  EXPECT_EQ(to_string(AdmissionPhase::kProbing), "probing");
+}
+
+TEST(Admission, ABreachHalvesTheCeilingAndCleanWindowsClimbBelowTheBreach) {
+  const AdmissionOptions o;  // backoff 0.5, step 1/32, 3 clean windows, retry 0.9
+  AdmissionState a;
+  a.decided(0.5, false);
+  EXPECT_FALSE(a.measured(0.5, /*breached=*/true, false, o));
+  // min(1, 0.5) x 0.5 = 0.25; the smallest breach is 0.5.
+  EXPECT_DOUBLE_EQ(a.ceiling(), 0.25);
+  EXPECT_DOUBLE_EQ(a.smallest_breach(), 0.5);
+  a.decided(0.25, false);
+  a.measured(0.25, false, false, o);
+  a.measured(0.25, false, false, o);
+  EXPECT_DOUBLE_EQ(a.ceiling(), 0.25);  // two clean windows: not yet
+  a.measured(0.25, false, false, o);
+  // Third clean window: max(0.25, min(0.25 + 1/32, 0.9 x 0.5)) = 0.28125.
+  EXPECT_DOUBLE_EQ(a.ceiling(), 0.28125);
+  // Climbing stops at 0.9 x 0.5 = 0.45 however many windows hold.
+  for (int i = 0; i < 300; ++i) a.measured(0.28, false, false, o);
+  EXPECT_DOUBLE_EQ(a.ceiling(), 0.45);
+  // A window the planner's own test refuses counts as a breach: min(0.45, 0.4) x 0.5 = 0.2.
+  a.measured(0.4, false, /*failed_test=*/true, o);
+  EXPECT_DOUBLE_EQ(a.ceiling(), 0.2);
+  EXPECT_DOUBLE_EQ(a.smallest_breach(), 0.4);
+  // A demand change lifts what was measured before.
+  a.demand_changed();
+  EXPECT_DOUBLE_EQ(a.ceiling(), 1);
+  EXPECT_DOUBLE_EQ(a.smallest_breach(), 1);
+}
+
+TEST(Admission, AFasterGpuGivesAPausedModelOneProbeWindow) {
+  const AdmissionOptions o;
+  AdmissionState a;
+  a.decided(0, false);
+  a.gpu_faster();
+  EXPECT_TRUE(a.probe_due());
+  EXPECT_EQ(a.phase(), AdmissionPhase::kProbing);
+  a.decided(1.0 / 32, /*probe=*/true);
+  EXPECT_FALSE(a.probe_due());
+  EXPECT_EQ(a.phase(), AdmissionPhase::kProbing);
+  // The probe window: its failing the planner's test is not a breach of an admission the test
+  // made (a probe runs best effort), and it ends probing.
+  EXPECT_TRUE(a.measured(1.0 / 32, false, /*failed_test=*/true, o));
+  EXPECT_DOUBLE_EQ(a.ceiling(), 1);
+  EXPECT_EQ(a.phase(), AdmissionPhase::kShed);
+  EXPECT_FALSE(a.measured(1.0 / 32, false, false, o));
+  // A model that runs a share is not probed by a faster GPU: its ceiling is lifted.
+  AdmissionState shed;
+  shed.decided(0.5, false);
+  shed.measured(0.5, true, false, o);
+  shed.gpu_faster();
+  EXPECT_FALSE(shed.probe_due());
+  EXPECT_DOUBLE_EQ(shed.ceiling(), 1);
+}
+
+TEST(Admission, EvidenceKeepsTheLastWindowsOnly) {
+  AdmissionOptions o;
+  o.evidence_windows = 2;
+  AdmissionState a;
+  for (int i = 0; i < 5; ++i) a.remember({i, 0.5, 1.0, Predicted{}}, o);
+  ASSERT_EQ(a.evidence().size(), 2u);
+  EXPECT_EQ(a.evidence().front().local, 3);
+  EXPECT_EQ(a.evidence().back().local, 4);
+}
+
+}  // namespace
+}  // namespace corun
