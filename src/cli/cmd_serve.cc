@@ -154,6 +154,7 @@ const bool registered = register_command({
         double margin = 0.1;
         std::size_t max_body = 64 * 1024;
         LearningFlags learning;
+        DegradeFlag degrade;
         std::string transitions = "aware", on_plan;
         int on_plan_timeout_ms = 30000;
       };
@@ -196,6 +197,7 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
       f->learning.add(sub, false);
+      f->degrade.add(sub);
       sub.add_option("--transitions", f->transitions,
                      "aware: a change is made only when its gain over the horizon pays for its "
                      "restart or reload (docs/scheduler.md, Transitions); ignore: every change "
@@ -271,6 +273,7 @@ const bool registered = register_command({
         so.learning = f->learning.options;
         so.learning.enabled = modes->front();
         so.transitions.aware = f->transitions == "aware";
+        so.admission.enabled = f->degrade.shed();
         so.on_plan.command = f->on_plan;
         so.on_plan.timeout_ms = f->on_plan_timeout_ms;
         std::unique_ptr<serve::HttpHandler> handler;

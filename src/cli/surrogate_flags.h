@@ -106,14 +106,15 @@ struct LearningFlags {
       }
     }
     if (out.empty() || (!list && out.size() != 1)) {
-      return Error(std::string("--learning: expected ") + (list ? "a list of on and off" : "on or off"));
+      return Error(std::string("--learning: expected ") +
+                   (list ? "a list of on and off" : "on or off"));
     }
     return out;
   }
 };
 
-/// @brief --degrade of `corun run` and `corun eval scheduler`: what a model whose SLA cannot be
-/// held does (ControllerOptions::admission).
+/// @brief --degrade of `corun run`, `corun eval scheduler` and `corun serve`: what a model whose
+/// SLA cannot be held does (ControllerOptions::admission).
 struct DegradeFlag {
   std::string mode = "shed";
 

@@ -352,10 +352,11 @@ Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Pre
 Result<Decision> Controller::plan_for(const Workload& w, const std::string& reason) {
   MutexLock planning(planner_mutex_);
   const auto start = std::chrono::steady_clock::now();
-  auto p = prepare(w, /*own=*/false, /*generation=*/nullptr, /*explore=*/true, nullptr);
-  if (!p) return p.error();
   JointConfig warm;
   std::int64_t id = 1;
+  // The admission state of the models `w` shares with the workload (by name and catalog key):
+  // a what-if admits what the next decision would.
+  std::vector<AdmissionState> states(w.models.size());
   {
     MutexLock lock(mutex_);
     // Warm start from the plan in force, its models first in the same order (a new one last).
@@ -368,11 +369,43 @@ Result<Decision> Controller::plan_for(const Workload& w, const std::string& reas
       }
     }
     id = last_id_ + 1;
+    for (std::size_t m = 0; m < w.models.size(); ++m) {
+      const std::string key = model_key(w.models[m]);
+      for (std::size_t i = 0; i < workload_.models.size() && i < model_state_.size(); ++i) {
+        if (workload_.models[i].name == w.models[m].name && model_state_[i]->key == key) {
+          states[m] = model_state_[i]->admission;
+          break;
+        }
+      }
+    }
   }
-  auto d = search(w, (*p)->base, (*p)->table, warm, id, reason, /*hook_ms=*/nullptr,
-                  /*priced=*/false);
-  if (!d) return d.error();
-  d->decision_ms =
+  auto search_for = [&](const Workload& x, const JointConfig& from,
+                        bool explore) -> Result<std::optional<Attempt>> {
+    auto p = prepare(x, /*own=*/false, /*generation=*/nullptr, explore, nullptr);
+    if (!p) return p.error();
+    Attempt a;
+    a.table = (*p)->table;
+    auto d = search(x, (*p)->base, a.table, from, id, reason, /*hook_ms=*/nullptr,
+                    /*priced=*/false);
+    if (!d) return d.error();
+    a.decision = std::move(*d);
+    return std::optional<Attempt>(std::move(a));
+  };
+  auto first = search_for(w, warm, /*explore=*/true);
+  if (!first) return first.error();
+  Attempt chosen = std::move(**first);
+  if (options_.admission.enabled) {
+    const AdmissionSearch search_admitted = [&](const Workload& x, const JointConfig& from) {
+      return search_for(x, from, /*explore=*/false);
+    };
+    auto admitted = admit(w, std::move(chosen), states, options_.admission, search_admitted);
+    if (!admitted) return admitted.error();
+    // search_for never drops a search: nothing here is published.
+    CORUN_CHECK(admitted->has_value());
+    chosen = std::move((*admitted)->chosen);
+  }
+  Decision d = std::move(chosen.decision);
+  d.decision_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return d;
 }

@@ -270,10 +270,7 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   co.threads = options_.solver_threads;
   co.learning = options_.learning;
   co.transitions = options_.transitions;
-  // Admission control needs a front end that refuses the refused share, and telemetry of the
-  // admitted load; serve's clients report what they ran at their whole demand, so a model whose
-  // SLA cannot be held runs best effort here (the plan says which, and why).
-  co.admission.enabled = false;
+  co.admission = options_.admission;
   controller_ = std::make_unique<Controller>(registry_.workload(device_), std::move(source), co);
   std::vector<LearningSample> learned;
   for (std::size_t i = 0; i < st.learning.size(); ++i) {

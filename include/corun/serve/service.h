@@ -57,6 +57,12 @@ struct ServiceOptions {
   LearningOptions learning;
   /// How plans price their changes (runtime/controller.h, docs/scheduler.md "Transitions").
   TransitionOptions transitions;
+  /// Admission control (runtime/admission.h): a model whose SLA no plan holds admits the
+  /// share of its demand in its plan's `admitted`, and the front end in front of it (a gateway
+  /// that answers 429, a camera pipeline that drops frames) refuses the rest; its telemetry is
+  /// of the admitted load. enabled = false (`--degrade best-effort`): it runs best effort with
+  /// all of its demand, for a stack with no front end that can refuse.
+  AdmissionOptions admission;
   /// `--on-plan CMD`: a new plan's record (with its transition) goes to CMD on standard input
   /// before the plan counts as in force; exit 0 puts it in force, anything else (or a time-out)
   /// keeps the previous plan and reports the failure (serve/plan_hook.h). Empty: no hook.
