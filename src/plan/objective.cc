@@ -83,18 +83,27 @@ double model_utility(const Workload& w, std::size_t m, std::int32_t l, const Pre
 
 double Margin::max() const { return std::max({latency, ttft, tpot}); }
 
+std::vector<SlaKey> sla_keys(const ModelSpec& m) {
+  std::vector<SlaKey> out;
+  for (const SlaKey& k : kSlaKeys) {
+    if (k.llm_only && m.arch.family != ModelFamily::kLlm) continue;
+    if (m.sla.*k.limit) out.push_back(k);
+  }
+  return out;
+}
+
 double sla_excess(const ModelSpec& m, const Predicted& p, const Margin& margin) {
   double excess = 0;
-  auto over = [&](const std::optional<double>& limit, double value, double k) {
-    if (limit && *limit > 0) excess += std::max(0.0, value * (1 + k) / *limit - 1);
-  };
-  if (m.arch.family == ModelFamily::kLlm) {
-    over(m.sla.ttft_ms_p95, p.ttft_ms_p95, margin.ttft);
-    over(m.sla.tpot_ms_p95, p.tpot_ms_p95, margin.tpot);
-  }
-  over(m.sla.latency_ms_p95, p.latency_ms_p95, margin.latency);
-  if (m.sla.min_throughput && *m.sla.min_throughput > 0) {
-    excess += std::max(0.0, 1 - p.throughput / ((1 + margin.latency) * *m.sla.min_throughput));
+  const bool llm = m.arch.family == ModelFamily::kLlm;
+  for (const SlaKey& k : kSlaKeys) {  // no allocation: this runs for every candidate
+    if (k.llm_only && !llm) continue;
+    const std::optional<double>& bound = m.sla.*k.limit;
+    if (!bound || *bound <= 0) continue;
+    const double limit = *bound;
+    const double value = p.*k.predicted;
+    const double mk = margin.*k.margin;
+    excess += k.floor ? std::max(0.0, 1 - value / ((1 + mk) * limit))
+                      : std::max(0.0, value * (1 + mk) / limit - 1);
   }
   return excess;
 }
@@ -182,8 +191,8 @@ double PlanProblem::model_utility(std::size_t m, std::int32_t l, const Predicted
 double PlanProblem::gross_utility(std::size_t m, std::int32_t l, const Predicted& p) const {
   const ModelSpec& spec = workload_->models[m];
   const Settings& s = settings_[m][static_cast<std::size_t>(l)];
-  const double throughput =
-      throughput_scale_.empty() ? p.throughput
+  const double throughput = throughput_scale_.empty()
+                                ? p.throughput
                                 : p.throughput * throughput_scale_[m][static_cast<std::size_t>(l)];
   if (workload_->objective.maximize == "throughput") {
     return spec.weight * served_fraction(spec, s, throughput);

@@ -174,17 +174,10 @@ void Controller::continue_after(std::int64_t last, std::int64_t last_decision) {
 
 bool measured_breach(const ModelSpec& m, const ModelObservation& o) {
   if (o.failed) return true;
-  auto over = [&](const std::optional<double>& limit, Target t) {
-    const double v = o.measured[static_cast<std::size_t>(t)];
-    return limit && std::isfinite(v) && v > *limit;
-  };
-  if (m.arch.family == ModelFamily::kLlm &&
-      (over(m.sla.ttft_ms_p95, Target::kTtftP95) || over(m.sla.tpot_ms_p95, Target::kTpotP95))) {
-    return true;
+  for (const SlaKey& k : sla_keys(m)) {
+    if (breaks(k, *(m.sla.*k.limit), o.measured[k.index])) return true;
   }
-  if (over(m.sla.latency_ms_p95, Target::kLatencyP95)) return true;
-  const double thr = o.measured[static_cast<std::size_t>(Target::kThroughput)];
-  return m.sla.min_throughput && std::isfinite(thr) && thr < *m.sla.min_throughput;
+  return false;
 }
 
 }  // namespace corun

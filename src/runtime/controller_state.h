@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "corun/plan/sla_keys.h"
 #include "corun/runtime/admission.h"
 #include "corun/runtime/controller.h"
 #include "corun/runtime/learner.h"
@@ -24,15 +25,19 @@ inline constexpr double kErrorAverageWeight = 0.1;
 // Windows of the current workload kept to re-base the learners on a refit surrogate.
 inline constexpr std::size_t kRecentWindows = 64;
 
-// The SLA latency targets of a model, most binding first by convention (TTFT, then TPOT, then
-// request latency).
+// kSlaKeys' slots are the surrogate's targets.
+static_assert(kSlaKeys[0].index == static_cast<std::size_t>(Target::kTtftP95));
+static_assert(kSlaKeys[1].index == static_cast<std::size_t>(Target::kTpotP95));
+static_assert(kSlaKeys[2].index == static_cast<std::size_t>(Target::kLatencyP95));
+static_assert(kSlaKeys[3].index == static_cast<std::size_t>(Target::kThroughput));
+
+// The SLA latency targets of a model, in kSlaKeys order (TTFT, then TPOT, then request
+// latency).
 inline std::vector<Target> sla_targets(const ModelSpec& m) {
   std::vector<Target> out;
-  if (m.arch.family == ModelFamily::kLlm) {
-    if (m.sla.ttft_ms_p95) out.push_back(Target::kTtftP95);
-    if (m.sla.tpot_ms_p95) out.push_back(Target::kTpotP95);
+  for (const SlaKey& k : sla_keys(m)) {
+    if (!k.floor) out.push_back(static_cast<Target>(k.index));
   }
-  if (m.sla.latency_ms_p95) out.push_back(Target::kLatencyP95);
   return out;
 }
 

@@ -52,43 +52,25 @@ std::int32_t closest(const PlanProblem& p, std::size_t m, const std::vector<Pred
   return best;
 }
 
-// One SLA key of a model: its name, limit, direction and where its value is in Predicted.
+// One SLA key of a model (plan/sla_keys.h) with its limit.
 struct Key {
   std::string name;
   double limit = 0;
   bool lower_is_better = true;
-  double (*value)(const Predicted&) = nullptr;
+  float Predicted::*value = nullptr;
+  double Margin::*margin = nullptr;
 };
 
 std::vector<Key> keys(const ModelSpec& m) {
   std::vector<Key> out;
-  if (m.arch.family == ModelFamily::kLlm) {
-    if (m.sla.ttft_ms_p95) {
-      out.push_back({"ttft_ms_p95", *m.sla.ttft_ms_p95, true,
-                     [](const Predicted& q) { return static_cast<double>(q.ttft_ms_p95); }});
-    }
-    if (m.sla.tpot_ms_p95) {
-      out.push_back({"tpot_ms_p95", *m.sla.tpot_ms_p95, true,
-                     [](const Predicted& q) { return static_cast<double>(q.tpot_ms_p95); }});
-    }
-  }
-  if (m.sla.latency_ms_p95) {
-    out.push_back({"latency_ms_p95", *m.sla.latency_ms_p95, true,
-                   [](const Predicted& q) { return static_cast<double>(q.latency_ms_p95); }});
-  }
-  if (m.sla.min_throughput) {
-    out.push_back({"min_throughput", *m.sla.min_throughput, false,
-                   [](const Predicted& q) { return static_cast<double>(q.throughput); }});
+  for (const SlaKey& k : sla_keys(m)) {
+    out.push_back({std::string(k.name), *(m.sla.*k.limit), !k.floor, k.predicted, k.margin});
   }
   return out;
 }
 
 // The margin a plan holds `k` to (a throughput floor is held with the latency margin).
-double margin_of(const Key& k, const Margin& margin) {
-  return k.name == "ttft_ms_p95"   ? margin.ttft
-         : k.name == "tpot_ms_p95" ? margin.tpot
-                                   : margin.latency;
-}
+double margin_of(const Key& k, const Margin& margin) { return margin.*k.margin; }
 
 // The demand a configuration serves, in the unit the demand is written in.
 struct Served {
@@ -102,7 +84,9 @@ Served served(const ModelSpec& m, const Settings& s, const Predicted& q) {
   switch (m.arch.family) {
     case ModelFamily::kLlm:
       out.offered = m.demand.rps;
-      out.served = m.demand.output_tokens > 0 ? q.throughput / static_cast<double>(m.demand.output_tokens) : 0;
+      out.served = m.demand.output_tokens > 0
+                       ? q.throughput / static_cast<double>(m.demand.output_tokens)
+                       : 0;
       break;
     case ModelFamily::kVision:
       out.offered = m.demand.fps * (1 - s.skip_rate);
@@ -161,7 +145,7 @@ Infeasibility explain(const PlanProblem& p, std::size_t m, const std::vector<Pre
 
   // How far configuration l is from the key's limit at its planned margin (> 0: beyond it).
   auto excess = [&](const Key& k, std::size_t l) {
-    const double v = k.value(preds[l]);
+    const double v = preds[l].*k.value;
     const double mk = margin_of(k, p.margin(m, static_cast<std::int32_t>(l)));
     return k.lower_is_better ? v * (1 + mk) / k.limit - 1 : 1 - v / ((1 + mk) * k.limit);
   };
@@ -176,7 +160,7 @@ Infeasibility explain(const PlanProblem& p, std::size_t m, const std::vector<Pre
       for (std::size_t l = 1; l < preds.size(); ++l) {
         if (excess(k, l) < excess(k, at)) at = l;
       }
-      why.best = k.value(preds[at]);
+      why.best = preds[at].*k.value;
       why.best_margin = margin_of(k, p.margin(m, static_cast<std::int32_t>(at)));
       why.best_config = spec.describe(at);
     }
@@ -255,12 +239,12 @@ Infeasibility measured_ceiling(const ModelSpec& spec, std::size_t m, std::int32_
   for (const Key& k : keys(spec)) {
     if (!k.lower_is_better) continue;  // a sheddable model has no throughput floor
     const double mk = margin_of(k, margin);
-    const double e = k.value(predicted) * (1 + mk) / k.limit;
+    const double e = predicted.*k.value * (1 + mk) / k.limit;
     if (e > worst) {
       worst = e;
       why.sla_key = k.name;
       why.limit = k.limit;
-      why.best = k.value(predicted);
+      why.best = predicted.*k.value;
       why.best_margin = mk;
     }
   }
@@ -279,8 +263,8 @@ std::string Infeasibility::message() const {
   }
   std::string planned;
   if (best_margin > 0.005) {
-    const double bound = sla_key == "min_throughput" ? best / (1 + best_margin)
-                                                      : best * (1 + best_margin);
+    const double bound =
+        sla_key == "min_throughput" ? best / (1 + best_margin) : best * (1 + best_margin);
     planned = " (" + format_quantity(bound) + unit + " at its planned margin of " +
               format_number(std::round(100 * best_margin)) + " %)";
   }
@@ -332,8 +316,9 @@ Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& s
   }
   // 2. Until the rest can be held: the lightest-weighted model whose giving up lets every other
   // SLA hold, or else the lightest-weighted model the least-violating plan breaches.
-  auto solve_view = [&](const Workload& w, const std::vector<std::int32_t>& pinned)
-      -> Result<std::pair<PlanResult, JointConfig>> {
+  auto solve_view =
+      [&](const Workload& w,
+          const std::vector<std::int32_t>& pinned) -> Result<std::pair<PlanResult, JointConfig>> {
     const PinnedView view(problem, w, pinned);
     PlanProblem p(view.w, active, *view.predictor, view.margins);
     if (!view.cost.empty() || !view.allowed.empty() || !view.scale.empty()) {

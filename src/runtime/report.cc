@@ -18,7 +18,9 @@ namespace {
 
 constexpr int kSchemaVersion = 2;
 
-nlohmann::json nullable(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+nlohmann::json nullable(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
 
 // One plotted SLA metric of a model: its name, limit, and where its values are.
 struct Metric {
@@ -30,28 +32,12 @@ struct Metric {
 // Every SLA latency metric of a model (LLMs: TTFT and TPOT; others: latency p95).
 std::vector<Metric> sla_metrics(const ModelSpec& m) {
   std::vector<Metric> out;
-  if (m.arch.family == ModelFamily::kLlm) {
-    if (m.sla.ttft_ms_p95) out.push_back({"TTFT p95 (ms)", Target::kTtftP95, *m.sla.ttft_ms_p95});
-    if (m.sla.tpot_ms_p95) out.push_back({"TPOT p95 (ms)", Target::kTpotP95, *m.sla.tpot_ms_p95});
-  }
-  if (m.sla.latency_ms_p95) {
-    out.push_back({"latency p95 (ms)", Target::kLatencyP95, *m.sla.latency_ms_p95});
+  for (const SlaKey& k : sla_keys(m)) {
+    if (k.floor) continue;
+    out.push_back(
+        {std::string(k.label) + " (ms)", static_cast<Target>(k.index), *(m.sla.*k.limit)});
   }
   return out;
-}
-
-double measured_value(const ModelMetrics& mm, Target t) {
-  switch (t) {
-    case Target::kLatencyP95:
-      return mm.latency_ms_p95;
-    case Target::kTtftP95:
-      return mm.ttft_ms_p95.value_or(NAN);
-    case Target::kTpotP95:
-      return mm.tpot_ms_p95.value_or(NAN);
-    case Target::kThroughput:
-      return mm.throughput;
-  }
-  return NAN;
 }
 
 double margin_of(const Margin& g, Target t) {
@@ -151,9 +137,12 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
       if (mm.model < iv.margins.size()) jm["margin"] = margin_json(iv.margins[mm.model]);
       if (mm.model < iv.learning.size()) {
         const auto& l = iv.learning[mm.model];
-        jm["learning"] = {{"last_error", l.last_error}, {"abs_error", l.abs_error},
-                          {"z", l.z},                   {"noise_sd", l.noise_sd},
-                          {"shared_error", l.shared_error}, {"observations", l.observations},
+        jm["learning"] = {{"last_error", l.last_error},
+                          {"abs_error", l.abs_error},
+                          {"z", l.z},
+                          {"noise_sd", l.noise_sd},
+                          {"shared_error", l.shared_error},
+                          {"observations", l.observations},
                           {"misses", l.misses}};
       }
       jv["models"].push_back(std::move(jm));
@@ -209,11 +198,11 @@ std::string report_html(const RunReport& r, const Workload& w) {
                 "p99 %.1f ms.</p>",
                 markup_escape(r.testbed).c_str(), markup_escape(r.device).c_str(),
                 markup_escape(r.solver).c_str(), markup_escape(r.source).c_str(),
-                r.learning ? "on" : "off", r.breach_target,
-                static_cast<unsigned long long>(r.seed), std::string(version()).c_str(),
-                std::string(git_hash()).c_str(), r.intervals.size(), r.decision_ms().size(),
-                r.refits, r.sla_violations() ? "bad" : "", r.sla_violations(),
-                s["decision_ms_p50"].get<double>(), s["decision_ms_p99"].get<double>());
+                r.learning ? "on" : "off", r.breach_target, static_cast<unsigned long long>(r.seed),
+                std::string(version()).c_str(), std::string(git_hash()).c_str(), r.intervals.size(),
+                r.decision_ms().size(), r.refits, r.sla_violations() ? "bad" : "",
+                r.sla_violations(), s["decision_ms_p50"].get<double>(),
+                s["decision_ms_p99"].get<double>());
   html += buf;
   // Infeasible plans: explanations that differ only in their numbers (the best latency
   // reached moves with the load) are one explanation, shown once with where it held.
@@ -225,8 +214,10 @@ std::string report_html(const RunReport& r, const Workload& w) {
   for (const auto& iv : r.intervals) {
     for (const auto& m : iv.infeasible) {
       std::string shape = m;
-      std::replace_if(shape.begin(), shape.end(), [](char c) { return c >= '0' && c <= '9'; }, '#');
-      auto it = std::find_if(why.begin(), why.end(), [&](const auto& x) { return x.first == shape; });
+      std::replace_if(
+          shape.begin(), shape.end(), [](char c) { return c >= '0' && c <= '9'; }, '#');
+      auto it =
+          std::find_if(why.begin(), why.end(), [&](const auto& x) { return x.first == shape; });
       if (it == why.end()) it = why.insert(why.end(), {shape, Why{m, {}}});
       if (it->second.at_s.empty() || it->second.at_s.back() != iv.t_s) {
         it->second.at_s.push_back(iv.t_s);
@@ -262,9 +253,11 @@ std::string report_html(const RunReport& r, const Workload& w) {
         for (const auto& x : iv.measured.models) mm = x.model == m ? &x : mm;
         const bool runs = mm != nullptr && m < iv.predicted.size();
         const double pv = runs ? field(iv.predicted[m], metric.target) : NAN;
-        const double g = runs && m < iv.margins.size() ? margin_of(iv.margins[m], metric.target) : NAN;
+        const double g =
+            runs && m < iv.margins.size() ? margin_of(iv.margins[m], metric.target) : NAN;
         meas.x.push_back(iv.t_s);
-        meas.y.push_back(runs ? measured_value(*mm, metric.target) : NAN);
+        meas.y.push_back(runs ? report::measured_value(*mm, static_cast<std::size_t>(metric.target))
+                              : NAN);
         pred.x.push_back(iv.t_s);
         pred.y.push_back(pv);
         bound.x.push_back(iv.t_s);

@@ -10,6 +10,21 @@
 
 namespace corun::report {
 
+double measured_value(const ModelMetrics& mm, std::size_t index) {
+  switch (index) {
+    case 0:
+      return mm.latency_ms_p95;
+    case 1:
+      return mm.ttft_ms_p95.value_or(NAN);
+    case 2:
+      return mm.tpot_ms_p95.value_or(NAN);
+    case 3:
+      return mm.throughput;
+    default:
+      return NAN;
+  }
+}
+
 namespace {
 
 // Pale fills, so that dark labels stay readable on every segment (ColorBrewer Set3/Pastel,
@@ -96,26 +111,13 @@ struct SlaTerm {
   std::string name;
   double limit = 0;
   bool at_least = false;  // a floor (throughput) rather than a ceiling
-  double (*measured)(const ModelMetrics&) = nullptr;
+  std::size_t index = 0;  // SlaKey::index
 };
 
 std::vector<SlaTerm> sla_terms(const ModelSpec& m) {
   std::vector<SlaTerm> out;
-  if (m.sla.ttft_ms_p95) {
-    out.push_back({"TTFT p95", *m.sla.ttft_ms_p95, false,
-                   [](const ModelMetrics& x) { return x.ttft_ms_p95.value_or(NAN); }});
-  }
-  if (m.sla.tpot_ms_p95) {
-    out.push_back({"TPOT p95", *m.sla.tpot_ms_p95, false,
-                   [](const ModelMetrics& x) { return x.tpot_ms_p95.value_or(NAN); }});
-  }
-  if (m.sla.latency_ms_p95) {
-    out.push_back({"latency p95", *m.sla.latency_ms_p95, false,
-                   [](const ModelMetrics& x) { return x.latency_ms_p95; }});
-  }
-  if (m.sla.min_throughput) {
-    out.push_back({"throughput", *m.sla.min_throughput, true,
-                   [](const ModelMetrics& x) { return x.throughput; }});
+  for (const SlaKey& k : sla_keys(m)) {
+    out.push_back({std::string(k.label), *(m.sla.*k.limit), k.floor, k.index});
   }
   return out;
 }
@@ -175,7 +177,7 @@ std::string models_section(const RunReport& r, const Workload& w) {
       ++ran;
       breaches += breached(iv, m) ? 1 : 0;
       for (std::size_t k = 0; k < terms.size(); ++k) {
-        const double v = terms[k].measured(*mm);
+        const double v = measured_value(*mm, terms[k].index);
         if (!std::isfinite(v)) continue;
         // Worst: the highest latency, or the lowest throughput.
         if (!std::isfinite(worst[k]) || (terms[k].at_least ? v < worst[k] : v > worst[k])) {

@@ -12,6 +12,10 @@
 
 namespace corun::report {
 
+/// @brief What `mm` measured of the SLA key in slot `index` (SlaKey::index); NaN when it did not
+/// measure it.
+double measured_value(const ModelMetrics& mm, std::size_t index);
+
 /// @brief A line chart over the run's time axis (inline SVG), or a note when no series holds
 /// a finite value.
 std::string time_chart(const std::string& title, const std::string& y_label,

@@ -704,7 +704,8 @@ HttpResponse Service::post_telemetry(const RouteCall& call) {
       if (!plan || of != current || m >= plan->config.size() || plan->config[m] == kAbsent) {
         // Observed under another plan: it teaches nothing about this one, but an SLA it broke
         // was broken (the ledger counts what was measured).
-        const bool breach = s.breaks(registry_.entries()[m].model.sla);
+        const bool breach =
+            measured_breach(registry_.entries()[m].model, s.observation(m, kAbsent));
         telemetry_.record(s, true, breach);
         breaches += breach ? 1 : 0;
         continue;

@@ -16,15 +16,6 @@ constexpr double kMaxMetric = 1e9;
 
 }  // namespace
 
-bool TelemetrySample::breaks(const Sla& sla) const {
-  auto over = [](const std::optional<double>& limit, const std::optional<double>& v) {
-    return limit && v && *v > *limit;
-  };
-  return over(sla.latency_ms_p95, latency_ms_p95) || over(sla.ttft_ms_p95, ttft_ms_p95) ||
-         over(sla.tpot_ms_p95, tpot_ms_p95) ||
-         (sla.min_throughput && throughput && *throughput < *sla.min_throughput);
-}
-
 ModelObservation TelemetrySample::observation(std::size_t model_index, std::int32_t local) const {
   ModelObservation o;
   o.model = model_index;
@@ -95,10 +86,9 @@ std::variant<std::vector<TelemetrySample>, ApiError> parse_telemetry(const json&
       if (key == "tpot_ms_p95") slot = &out.tpot_ms_p95;
       if (key == "throughput") slot = &out.throughput;
       if (slot == nullptr) {
-        static const std::vector<std::string> kKeys = {"model",          "plan_id",
-                                                       "latency_ms_p50", "latency_ms_p95",
-                                                       "ttft_ms_p95",    "tpot_ms_p95",
-                                                       "throughput"};
+        static const std::vector<std::string> kKeys = {
+            "model",       "plan_id",     "latency_ms_p50", "latency_ms_p95",
+            "ttft_ms_p95", "tpot_ms_p95", "throughput"};
         return ApiError{400, "unknown_field",
                         "unknown telemetry field '" + key.substr(0, 64) + "'" +
                             did_you_mean(key.substr(0, 64), kKeys),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "corun/plan/predictor.h"
+#include "corun/plan/sla_keys.h"
 #include "corun/space/space.h"
 #include "corun/spec/workload.h"
 
@@ -26,21 +27,6 @@ double served_fraction(const ModelSpec& m, const Settings& s, double throughput)
 /// served fraction (objective "utility"), or weight × served fraction ("throughput").
 /// PlanProblem::model_utility is the same, from cached tables.
 double model_utility(const Workload& w, std::size_t m, std::int32_t l, const Predicted& p);
-
-/// @brief Headroom kept on each latency metric a plan constrains: a prediction v is planned as
-/// v·(1 + margin). Metrics differ in how well they are predicted (an LLM's TTFT p95 over a few
-/// requests is far noisier than a camera's latency p95 over hundreds of frames), so each has
-/// its own. Min-throughput SLAs use the latency margin (throughput / (1 + margin)).
-struct Margin {
-  double latency = 0;
-  double ttft = 0;
-  double tpot = 0;
-
-  /// @brief The same margin on every metric.
-  static constexpr Margin uniform(double m) { return {m, m, m}; }
-  /// @brief The largest of the three.
-  [[nodiscard]] double max() const;
-};
 
 /// @brief Margins of every model in every local configuration: [model][local config].
 using MarginTable = std::vector<std::vector<Margin>>;
@@ -161,8 +147,8 @@ class PlanProblem {
   std::vector<std::size_t> active_list_;
   MarginTable margins_;
   std::vector<std::int32_t> pinned_;
-  std::vector<std::vector<double>> cost_;   ///< [model][local]: see set_transitions()
-  std::vector<std::vector<bool>> allowed_;  ///< [model][local]; empty: all allowed
+  std::vector<std::vector<double>> cost_;              ///< [model][local]: see set_transitions()
+  std::vector<std::vector<bool>> allowed_;             ///< [model][local]; empty: all allowed
   std::vector<std::vector<double>> throughput_scale_;  ///< [model][local]; empty: all 1
   std::vector<std::vector<double>> quality_;
   std::vector<std::vector<Settings>> settings_;

@@ -23,8 +23,6 @@ struct TelemetrySample {
   std::optional<std::int64_t> plan_id;  ///< none: the plan in force
   std::optional<double> latency_ms_p50, latency_ms_p95, ttft_ms_p95, tpot_ms_p95, throughput;
 
-  /// @brief Whether a measured value breaks `sla` (the ledger counts what was measured).
-  [[nodiscard]] bool breaks(const Sla& sla) const;
   /// @brief The sample as the controller observes it: model `model_index` in local
   /// configuration `local`.
   [[nodiscard]] ModelObservation observation(std::size_t model_index, std::int32_t local) const;
