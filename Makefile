@@ -6,7 +6,11 @@ CORUN := $(BUILD_DIR)/corun
 
 # The main job on the paper-like N = 5 workload with a timeline of arrivals, departures and
 # demand changes; the report lands in out/run/random-churn/report.html.
-run: build
+# It builds the corun binary (and the worker it starts) only: the test programs wait for `make
+# test`.
+run: deps
+	cmake --preset dev >/dev/null
+	cmake --build --preset dev --target corun corun-torch-worker
 	$(CORUN) run workloads/scenarios/random-churn.yaml
 
 test: build asan tsan-build fuzz-build

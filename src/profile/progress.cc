@@ -15,7 +15,7 @@ constexpr double kRedrawIntervalS = 0.1;
 }  // namespace
 
 Progress::Progress(std::FILE* out, bool terminal, std::string label, std::uint64_t total,
-                   std::uint64_t done_before)
+                   std::uint64_t done_before, double min_line_interval_s)
     : out_(out),
       terminal_(terminal),
       label_(std::move(label)),
@@ -24,7 +24,9 @@ Progress::Progress(std::FILE* out, bool terminal, std::string label, std::uint64
       last_done_(done_before),
       // A resumed run reports from the next tenth on, not the tenth it starts in.
       last_tenth_(total == 0 ? 10 : static_cast<int>(done_before * 10 / total)),
+      min_line_interval_s_(min_line_interval_s),
       start_(Clock::now()),
+      last_line_(start_),
       last_draw_(start_ - std::chrono::hours(1)) {
   if (out_ != nullptr && !terminal_) {
     std::fprintf(out_, "%s: %llu samples, %llu already stored\n", label_.c_str(),
@@ -70,8 +72,12 @@ void Progress::update(std::uint64_t done) {
   }
   const int tenth = total_ == 0 ? 10 : static_cast<int>(done * 10 / total_);
   if (tenth <= last_tenth_ || tenth >= 10) return;
+  const auto now = Clock::now();
+  // Too soon after the last line: this tenth is reported by a later update, if one comes in time.
+  if (std::chrono::duration<double>(now - last_line_).count() < min_line_interval_s_) return;
   last_tenth_ = tenth;
   if (done == done_before_) return;
+  last_line_ = now;
   std::fprintf(out_, "%s: %llu/%llu (%d%%) elapsed %s eta %s\n", label_.c_str(),
                static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_),
                tenth * 10, format_duration(elapsed_s()).c_str(),

@@ -266,7 +266,7 @@ TEST(Progress, PlainLinesWhenNotATerminal) {
   const fs::path path = temp_db("progress.txt");
   std::FILE* f = std::fopen(path.c_str(), "w+");
   ASSERT_NE(f, nullptr);
-  Progress p(f, false, "profile meanfield", 200, 40);
+  Progress p(f, false, "profile meanfield", 200, 40, /*min_line_interval_s=*/0);
   for (std::uint64_t i = 41; i <= 200; ++i) p.update(i);
   p.finish();
   std::fclose(f);
@@ -280,6 +280,23 @@ TEST(Progress, PlainLinesWhenNotATerminal) {
   EXPECT_NE(lines[1].find("eta"), std::string::npos);
   EXPECT_NE(lines.back().find("200/200 done"), std::string::npos);
   for (const auto& l : lines) EXPECT_EQ(l.find('\r'), std::string::npos);
+}
+
+TEST(Progress, PlainLinesAreThrottledToRealProgress) {
+  // A job that finishes well within the interval (an hour) prints its header and its final
+  // line, none of the tenths in between.
+  const fs::path path = temp_db("progress-throttled.txt");
+  std::FILE* f = std::fopen(path.c_str(), "w+");
+  ASSERT_NE(f, nullptr);
+  Progress p(f, false, "profile meanfield", 200, 0, /*min_line_interval_s=*/3600);
+  for (std::uint64_t i = 1; i <= 200; ++i) p.update(i);
+  p.finish();
+  std::fclose(f);
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines.back().find("200/200 done"), std::string::npos);
 }
 
 TEST(Progress, FormatsDurations) {
