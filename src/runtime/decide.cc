@@ -158,7 +158,9 @@ Result<std::optional<Decision>> Controller::replan(const std::string& reason) {
       }
     }
     // Without optimism: whether an admitted share keeps up is decided on its prediction.
-    const AdmissionSearch search = [&](const Workload& candidate, const JointConfig& from) {
+    // Called by admit() within this scope: planner_mutex_ is held.
+    const AdmissionSearch search = [&](const Workload& candidate,
+                                       const JointConfig& from) CORUN_NO_THREAD_SAFETY_ANALYSIS {
       return attempt(candidate, generation, from, id, reason, &measure_ms, nullptr, false);
     };
     auto admitted = admit(w, std::move(*chosen), states, options_.admission, search);
@@ -379,8 +381,9 @@ Result<Decision> Controller::plan_for(const Workload& w, const std::string& reas
       }
     }
   }
-  auto search_for = [&](const Workload& x, const JointConfig& from,
-                        bool explore) -> Result<std::optional<Attempt>> {
+  // Called within this scope only: planner_mutex_ is held.
+  auto search_for = [&](const Workload& x, const JointConfig& from, bool explore)
+                        CORUN_NO_THREAD_SAFETY_ANALYSIS -> Result<std::optional<Attempt>> {
     auto p = prepare(x, /*own=*/false, /*generation=*/nullptr, explore, nullptr);
     if (!p) return p.error();
     Attempt a;
@@ -395,9 +398,9 @@ Result<Decision> Controller::plan_for(const Workload& w, const std::string& reas
   if (!first) return first.error();
   Attempt chosen = std::move(**first);
   if (options_.admission.enabled) {
-    const AdmissionSearch search_admitted = [&](const Workload& x, const JointConfig& from) {
-      return search_for(x, from, /*explore=*/false);
-    };
+    const AdmissionSearch search_admitted =
+        [&](const Workload& x, const JointConfig& from)
+            CORUN_NO_THREAD_SAFETY_ANALYSIS { return search_for(x, from, /*explore=*/false); };
     auto admitted = admit(w, std::move(chosen), states, options_.admission, search_admitted);
     if (!admitted) return admitted.error();
     // search_for never drops a search: nothing here is published.

@@ -31,6 +31,9 @@
 #define CORUN_EXCLUDES(...) CORUN_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 /// A lock order: this lock is taken after the given ones.
 #define CORUN_ACQUIRED_AFTER(...) CORUN_THREAD_ANNOTATION(acquired_after(__VA_ARGS__))
+/// The analysis does not follow a lambda into the scope that calls it: a lambda that a function
+/// holding the mutex calls synchronously (a callback handed to a policy) opts out with this.
+#define CORUN_NO_THREAD_SAFETY_ANALYSIS CORUN_THREAD_ANNOTATION(no_thread_safety_analysis)
 
 namespace corun {
 
