@@ -52,25 +52,8 @@ std::int32_t closest(const PlanProblem& p, std::size_t m, const std::vector<Pred
   return best;
 }
 
-// One SLA key of a model (plan/sla_keys.h) with its limit.
-struct Key {
-  std::string name;
-  double limit = 0;
-  bool lower_is_better = true;
-  float Predicted::*value = nullptr;
-  double Margin::*margin = nullptr;
-};
-
-std::vector<Key> keys(const ModelSpec& m) {
-  std::vector<Key> out;
-  for (const SlaKey& k : sla_keys(m)) {
-    out.push_back({std::string(k.name), *(m.sla.*k.limit), !k.floor, k.predicted, k.margin});
-  }
-  return out;
-}
-
-// The margin a plan holds `k` to (a throughput floor is held with the latency margin).
-double margin_of(const Key& k, const Margin& margin) { return margin.*k.margin; }
+// The limit model `spec`'s SLA sets on key `k` (one of sla_keys(spec)).
+double limit_of(const ModelSpec& spec, const SlaKey& k) { return *(spec.sla.*k.limit); }
 
 // The demand a configuration serves, in the unit the demand is written in.
 struct Served {
@@ -140,28 +123,28 @@ Infeasibility explain(const PlanProblem& p, std::size_t m, const std::vector<Pre
   why.alone = alone;
   const std::int32_t c = closest(p, m, preds);
   // The key violated most at the closest configuration.
-  const auto ks = keys(spec);
   double worst = -1;
 
   // How far configuration l is from the key's limit at its planned margin (> 0: beyond it).
-  auto excess = [&](const Key& k, std::size_t l) {
-    const double v = preds[l].*k.value;
-    const double mk = margin_of(k, p.margin(m, static_cast<std::int32_t>(l)));
-    return k.lower_is_better ? v * (1 + mk) / k.limit - 1 : 1 - v / ((1 + mk) * k.limit);
+  auto excess = [&](const SlaKey& k, std::size_t l) {
+    const double v = preds[l].*k.predicted;
+    const double mk = p.margin(m, static_cast<std::int32_t>(l)).*k.margin;
+    const double limit = limit_of(spec, k);
+    return k.floor ? 1 - v / ((1 + mk) * limit) : v * (1 + mk) / limit - 1;
   };
-  for (const auto& k : ks) {
+  for (const SlaKey& k : sla_keys(spec)) {
     const double e = excess(k, static_cast<std::size_t>(c));
     if (e > worst) {
       worst = e;
-      why.sla_key = k.name;
-      why.limit = k.limit;
+      why.sla_key = std::string(k.name);
+      why.limit = limit_of(spec, k);
       // The configuration that comes closest to this key's limit at its planned margin.
       std::size_t at = 0;
       for (std::size_t l = 1; l < preds.size(); ++l) {
         if (excess(k, l) < excess(k, at)) at = l;
       }
-      why.best = preds[at].*k.value;
-      why.best_margin = margin_of(k, p.margin(m, static_cast<std::int32_t>(at)));
+      why.best = preds[at].*k.predicted;
+      why.best_margin = p.margin(m, static_cast<std::int32_t>(at)).*k.margin;
       why.best_config = spec.describe(at);
     }
   }
@@ -236,15 +219,15 @@ Infeasibility measured_ceiling(const ModelSpec& spec, std::size_t m, std::int32_
   why.best_config = spec.describe(static_cast<std::size_t>(config));
   why.measured_share = measured_share;
   double worst = -std::numeric_limits<double>::infinity();
-  for (const Key& k : keys(spec)) {
-    if (!k.lower_is_better) continue;  // a sheddable model has no throughput floor
-    const double mk = margin_of(k, margin);
-    const double e = predicted.*k.value * (1 + mk) / k.limit;
+  for (const SlaKey& k : sla_keys(spec)) {
+    if (k.floor) continue;  // a sheddable model has no throughput floor
+    const double mk = margin.*k.margin;
+    const double e = predicted.*k.predicted * (1 + mk) / limit_of(spec, k);
     if (e > worst) {
       worst = e;
-      why.sla_key = k.name;
-      why.limit = k.limit;
-      why.best = predicted.*k.value;
+      why.sla_key = std::string(k.name);
+      why.limit = limit_of(spec, k);
+      why.best = predicted.*k.predicted;
       why.best_margin = mk;
     }
   }
