@@ -226,7 +226,9 @@ const bool registered = register_command({
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("files", f->files, "scenario workload files (with a timeline)");
-      sub.add_option("--scenarios", f->scenarios, "directory of scenario workloads (*.yaml)");
+      sub.add_option("--scenarios", f->scenarios,
+                     "comma list of directories of scenario workloads (*.yaml) or workload files; "
+                     "with several, --json also summarises each set");
       sub.add_option("--solvers", f->solvers, "comma list of solvers")->capture_default_str();
       sub.add_option("--transitions", f->transitions,
                      "comma list of transition modes, each a row: aware (changes priced, "
@@ -256,20 +258,41 @@ const bool registered = register_command({
       sub.add_flag("--quiet", f->quiet, "no progress lines");
       return std::function<int()>([f] {
         std::vector<std::string> files = f->files;
+        // The set each file came from (a --scenarios entry; "" for files given alone): with
+        // several sets the JSON summarises each too.
+        std::vector<std::string> file_sets(files.size());
+        std::vector<std::string> sets;
         if (!f->scenarios.empty()) {
-          std::error_code ec;
-          if (!std::filesystem::is_directory(f->scenarios, ec)) {
-            return report_error(Error("--scenarios: " + f->scenarios + " is not a directory"));
+          for (const auto& entry : split(f->scenarios, ',')) {
+            std::error_code ec;
+            if (std::filesystem::is_regular_file(entry, ec)) {
+              files.push_back(entry);
+              file_sets.push_back(entry);
+              sets.push_back(entry);
+              continue;
+            }
+            if (!std::filesystem::is_directory(entry, ec)) {
+              return report_error(Error("--scenarios: " + entry +
+                                            " is neither a directory of scenario workloads nor "
+                                            "a workload file",
+                                        Error::Kind::kInvalidInput));
+            }
+            std::vector<std::string> found;
+            for (const auto& e : std::filesystem::directory_iterator(entry, ec)) {
+              if (e.path().extension() == ".yaml") found.push_back(e.path().string());
+            }
+            if (found.empty()) {
+              return report_error(Error("--scenarios: " + entry + " holds no *.yaml workload",
+                                        Error::Kind::kInvalidInput));
+            }
+            std::sort(found.begin(), found.end());
+            files.insert(files.end(), found.begin(), found.end());
+            file_sets.insert(file_sets.end(), found.size(), entry);
+            sets.push_back(entry);
           }
-          std::vector<std::string> found;
-          for (const auto& e : std::filesystem::directory_iterator(f->scenarios, ec)) {
-            if (e.path().extension() == ".yaml") found.push_back(e.path().string());
-          }
-          std::sort(found.begin(), found.end());
-          files.insert(files.end(), found.begin(), found.end());
         }
         if (files.empty()) {
-          return report_error(Error("no scenarios: give workload files or --scenarios DIR"));
+          return report_error(Error("no scenarios: give workload files or --scenarios DIR[,DIR]"));
         }
         auto catalog = load_catalog(f->catalog);
         if (!catalog) return report_error(catalog.error());
@@ -286,9 +309,12 @@ const bool registered = register_command({
         if (!testbed) return report_error(testbed.error());
         std::vector<Workload> scenarios;
         std::map<std::string, std::string> texts;
-        for (const auto& file : files) {
+        std::map<std::string, std::string> set_of;  // scenario file -> its set
+        for (std::size_t i = 0; i < files.size(); ++i) {
+          const std::string& file = files[i];
           auto w = load_workload_file(file, f->catalog);
           if (!w) return report_error(w.error());
+          set_of[w->file] = file_sets[i];
           if (auto st = require_one_gpu(*w, "eval scheduler"); !st.ok()) {
             return report_error(st.error());
           }
@@ -440,7 +466,21 @@ const bool registered = register_command({
           }
         }
         if (f->json) {
-          std::printf("%s\n", nlohmann::json({{"rows", jrows}, {"summary", sum}}).dump().c_str());
+          nlohmann::json out = {{"rows", jrows}, {"summary", sum}};
+          if (sets.size() > 1) {
+            // The acceptance-style summary of each set on its own.
+            nlohmann::json by_set = nlohmann::json::object();
+            for (const auto& set : sets) {
+              std::vector<SchedulerEvalRow> in;
+              for (const auto& r : *rows) {
+                const auto it = set_of.find(r.scenario);
+                if (it != set_of.end() && it->second == set) in.push_back(r);
+              }
+              by_set[set] = summary(in);
+            }
+            out["sets"] = std::move(by_set);
+          }
+          std::printf("%s\n", out.dump().c_str());
         } else {
           Table t({"scenario", "solver", "learning", "transitions", "decisions", "gap_ex %",
                    "gap_oracle %", "gap_oracle_1 %", "gap_hindsight %", "viol", "after 3",
