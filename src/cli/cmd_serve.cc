@@ -2,7 +2,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <random>
 
 #include "command.h"
@@ -137,6 +140,32 @@ Result<std::size_t> served_gpus(const std::filesystem::path& state,
   return gpus;
 }
 
+// "30s", "2m", "1h" or a number of seconds.
+std::optional<double> parse_duration_s(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  double unit = 1;
+  std::string number = text;
+  switch (text.back()) {
+    case 's':
+      number.pop_back();
+      break;
+    case 'm':
+      unit = 60;
+      number.pop_back();
+      break;
+    case 'h':
+      unit = 3600;
+      number.pop_back();
+      break;
+    default:
+      break;
+  }
+  char* end = nullptr;
+  const double v = std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != '\0' || !std::isfinite(v) || v <= 0) return std::nullopt;
+  return v * unit;
+}
+
 bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
 }
@@ -157,6 +186,8 @@ const bool registered = register_command({
         DegradeFlag degrade;
         std::string transitions = "aware", on_plan;
         int on_plan_timeout_ms = 30000;
+        std::string prometheus, window = "30s", dcgm;
+        double min_requests = 20;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")
@@ -211,10 +242,30 @@ const bool registered = register_command({
                      "time the --on-plan command may take before it is killed and the plan "
                      "counts as not applied")
           ->capture_default_str();
+      sub.add_option("--prometheus", f->prometheus,
+                     "read telemetry from the serving stack's metrics in this Prometheus "
+                     "(http://host:port), each window, for every model with a telemetry source "
+                     "(docs/stack.md)");
+      sub.add_option("--window", f->window,
+                     "telemetry window with --prometheus: rates and p95s are over it (30s, 2m)")
+          ->capture_default_str();
+      sub.add_option("--dcgm", f->dcgm,
+                     "with --prometheus, also read this GPU's dcgm-exporter metrics: the labels "
+                     "that select its series, e.g. gpu=0,Hostname=node-1");
+      sub.add_option("--min-requests", f->min_requests,
+                     "with --prometheus, a window with fewer completed requests is not learned "
+                     "from (its p95 would be its maximum)")
+          ->capture_default_str();
       return std::function<int()>([f] {
         if (f->transitions != "aware" && f->transitions != "ignore") {
           return report_error(Error("--transitions: expected aware or ignore, got '" +
                                     f->transitions + "'"));
+        }
+        const auto window = parse_duration_s(f->window);
+        if (!window) {
+          return report_error(Error("--window: expected a duration such as 30s or 2m, got '" +
+                                        f->window + "'",
+                                    Error::Kind::kInvalidInput));
         }
         if (f->on_plan_timeout_ms <= 0) {
           return report_error(Error("--on-plan-timeout-ms: must be > 0, got " +
@@ -276,6 +327,25 @@ const bool registered = register_command({
         so.admission.enabled = f->degrade.shed();
         so.on_plan.command = f->on_plan;
         so.on_plan.timeout_ms = f->on_plan_timeout_ms;
+        so.stack.prometheus_url = f->prometheus;
+        so.stack.read.window_s = *window;
+        so.stack.read.min_requests = f->min_requests;
+        if (!f->dcgm.empty()) {
+          if (f->prometheus.empty()) {
+            return report_error(Error("--dcgm needs --prometheus", Error::Kind::kInvalidInput));
+          }
+          for (const auto& kv : split(f->dcgm, ',')) {
+            const auto eq = kv.find('=');
+            if (eq == std::string::npos || !is_prometheus_label_name(kv.substr(0, eq))) {
+              return report_error(Error("--dcgm: expected label=value pairs separated by commas "
+                                        "(gpu=0,Hostname=node-1), got '" + kv + "'",
+                                        Error::Kind::kInvalidInput));
+            }
+            so.stack.dcgm_labels.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+          }
+        }
+
+        if (auto ok = serve::check(so.stack); !ok) return report_error(ok.error());
         std::unique_ptr<serve::HttpHandler> handler;
         std::function<void()> stop_service;
         if (*gpus > 1) {

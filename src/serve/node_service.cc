@@ -1,5 +1,6 @@
 #include "corun/serve/node_service.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <future>
@@ -103,6 +104,13 @@ Result<std::unique_ptr<NodeService>> NodeService::open(const ServiceOptions& opt
     ServiceOptions o = options;
     o.state_dir = unit_dir(options.state_dir, k);
     o.workload_file = k < initial.size() ? initial[k] : "";
+    if (!o.stack.dcgm_labels.empty() && gpus > 1) {
+      // Each GPU reads its own dcgm-exporter series: gpu="K" beside the labels given.
+      auto& l = o.stack.dcgm_labels;
+      l.erase(std::remove_if(l.begin(), l.end(), [](const auto& kv) { return kv.first == "gpu"; }),
+              l.end());
+      l.emplace_back("gpu", std::to_string(k));
+    }
     auto src = source();
     if (!src) return src.error().wrap("gpu" + std::to_string(k));
     auto s = Service::open(std::move(o), catalog, std::move(*src));

@@ -1,5 +1,6 @@
 #include "corun/serve/prometheus.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace corun::serve {
@@ -92,6 +93,48 @@ void render_gauges(std::string& out, const ServeGauges& g) {
   gauge("corun_serve_bound_z",
         "Calibrated bound level of the SLA latency in standard deviations, by model.",
         &ModelLearningState::z);
+  // Capacity: what the plan in force gives each model.
+  auto plan_gauge = [&](const char* name, const char* help, auto value) {
+    family(out, name, "gauge", help);
+    for (const auto& m : g.plan_models) {
+      std::snprintf(line, sizeof line, "%s{model=\"%s\"} %.6g\n", name, m.model.c_str(),
+                    static_cast<double>(value(m)));
+      out += line;
+    }
+  };
+  using PM = ServeGauges::PlanModel;
+  plan_gauge("corun_serve_model_feasible",
+             "1 when the plan in force holds the model's SLA with all of its demand, by model.",
+             [](const PM& m) { return m.feasible ? 1 : 0; });
+  plan_gauge("corun_serve_model_best_effort",
+             "1 when the plan in force runs the model without its SLA held, by model.",
+             [](const PM& m) { return m.best_effort ? 1 : 0; });
+  plan_gauge("corun_serve_model_admitted_share",
+             "Share of the model's demand the plan in force admits (0 to 1), by model.",
+             [](const PM& m) { return m.admitted; });
+  // Stack telemetry (--prometheus).
+  if (g.prometheus_up) {
+    family(out, "corun_serve_telemetry_up", "gauge",
+           "1 when Prometheus answered the last telemetry window.");
+    out += std::string("corun_serve_telemetry_up ") + (*g.prometheus_up ? "1" : "0") + "\n";
+    family(out, "corun_serve_telemetry_learned", "gauge",
+           "1 when the model's last telemetry window taught the controller, by model.");
+    for (const auto& m : g.stack) {
+      out += "corun_serve_telemetry_learned{model=\"" + m.model + "\"} " +
+             (m.learned ? "1" : "0") + "\n";
+    }
+    family(out, "corun_serve_telemetry_issue", "gauge",
+           "1 when the model's last telemetry window had this data-quality issue, by model and "
+           "status.");
+    for (const auto& m : g.stack) {
+      for (std::size_t q = 0; q < kDataQualityCount; ++q) {
+        const auto quality = static_cast<DataQuality>(q);
+        const bool on = std::find(m.issues.begin(), m.issues.end(), quality) != m.issues.end();
+        out += "corun_serve_telemetry_issue{model=\"" + m.model + "\",status=\"" +
+               std::string(to_string(quality)) + "\"} " + (on ? "1" : "0") + "\n";
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -134,6 +134,13 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   if (options.token.empty()) return Error("serve needs a non-empty bearer token");
   if (!source) return Error("serve needs a predictor source");
   if (auto solver = make_solver(options.solver); !solver) return solver.error().wrap("--solver");
+  if (auto ok = check(options.stack); !ok) return ok.error();
+  std::optional<PrometheusClient> prometheus;
+  if (!options.stack.prometheus_url.empty()) {
+    auto c = PrometheusClient::create(options.stack.prometheus_url, options.stack.timeout_ms);
+    if (!c) return c.error();
+    prometheus = std::move(*c);
+  }
   auto store = StateStore::open(options.state_dir);
   if (!store) return store.error();
   auto st = (*store)->load(options.history_in_memory);
@@ -142,6 +149,7 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   if (!twin) return twin.error();
   std::unique_ptr<Service> s(new Service(std::move(options), catalog, std::move(*store)));
   s->twin_ = std::move(*twin);
+  s->prometheus_ = std::move(prometheus);
   if (auto tools = mapping::tool_catalog(catalog)) {
     s->tools_ = std::move(*tools);
   } else {
@@ -177,6 +185,7 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   }
   s->planner_.start(initial);
   s->flusher_ = std::thread([p = s.get()] { p->flusher_loop(); });
+  if (s->prometheus_) s->stack_poller_ = std::thread([p = s.get()] { p->stack_loop(); });
   return s;
 }
 
@@ -312,9 +321,11 @@ void Service::stop() {
     stopping_ = true;
   }
   flusher_cv_.notify_all();
+  stack_cv_.notify_all();
   plan_cv_.notify_all();
   planner_.stop();
   if (flusher_.joinable()) flusher_.join();
+  if (stack_poller_.joinable()) stack_poller_.join();
   flush_telemetry();
 }
 
@@ -523,30 +534,37 @@ HttpResponse Service::remove_model(const RouteCall& call) {
 }
 
 HttpResponse Service::update_demand(const RouteCall& call) {
-  const std::string& name = call.name;
   if (!call.body.is_object()) {
     return error({400, "bad_type", "demand must be a JSON object", "demand"});
   }
+  auto changed = change_demand(call.name, call.body);
+  if (auto* e = std::get_if<ApiError>(&changed)) return error(*e);
+  if (auto* e = std::get_if<Error>(&changed)) return storage_failure(call, *e);
+  return json_response(200, {{"model", std::get<json>(changed)}});
+}
+
+std::variant<json, ApiError, Error> Service::change_demand(const std::string& name,
+                                                           const json& demand) {
   MutexLock mutate(mutate_mutex_);
   json spec;
   {
     MutexLock lock(state_mutex_);
     const auto* m = registry_.find(name);
-    if (m == nullptr) return error({404, "unknown_model", "no model '" + name + "'", "name"});
+    if (m == nullptr) return ApiError{404, "unknown_model", "no model '" + name + "'", "name"};
     spec = m->spec;
   }
-  spec["demand"] = call.body;
+  spec["demand"] = demand;
   auto parsed = parse_model_json(spec, *catalog_);
-  if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   auto ok = store_->update_model(name, spec.dump(-1, ' ', true, json::error_handler_t::replace));
-  if (!ok) return storage_failure(call, ok.error());
+  if (!ok) return ok.error();
   {
     MutexLock lock(state_mutex_);
     registry_.update(name, spec, std::move(std::get<ModelSpec>(parsed)));
     controller_->set_workload(registry_.workload(device_));
   }
   planner_.request("demand " + name);
-  return json_response(200, {{"model", spec}});
+  return spec;
 }
 
 HttpResponse Service::post_whatif(const RouteCall& call) {
@@ -683,10 +701,8 @@ HttpResponse Service::post_telemetry(const RouteCall& call) {
   const auto& samples = std::get<std::vector<TelemetrySample>>(parsed);
   const bool batch = call.body.is_array();
 
-  std::size_t breaches = 0;
   std::int64_t current = 0;
-  std::vector<std::string> learned;
-  ObservationResult wants;
+  Ingested in;
   {
     MutexLock lock(state_mutex_);
     for (std::size_t i = 0; i < samples.size(); ++i) {
@@ -697,37 +713,60 @@ HttpResponse Service::post_telemetry(const RouteCall& call) {
     }
     const auto plan = controller_->plan();
     current = plan ? plan->id : 0;
-    for (const auto& s : samples) {
-      const std::size_t m = *registry_.index_of(s.model);
-      // A sample without a plan id is taken to be of the plan in force.
-      const std::int64_t of = s.plan_id.value_or(current);
-      if (!plan || of != current || m >= plan->config.size() || plan->config[m] == kAbsent) {
-        // Observed under another plan: it teaches nothing about this one, but an SLA it broke
-        // was broken (the ledger counts what was measured).
-        const bool breach =
-            measured_breach(registry_.entries()[m].model, s.observation(m, kAbsent));
-        telemetry_.record(s, true, breach);
-        breaches += breach ? 1 : 0;
-        continue;
-      }
-      const ModelObservation o = s.observation(m, plan->config[m]);
-      std::vector<LearningSample> taught;
-      const ObservationResult r = controller_->observe(std::span(&o, 1), of, &taught);
-      for (const auto& x : taught) learned.push_back(to_json(x).dump());
-      const bool breach = m < r.breach.size() && r.breach[m];
-      telemetry_.record(s, false, breach);
-      breaches += breach ? 1 : 0;
-      if (r.replan && !wants.replan) wants = r;
-    }
+    in = ingest_locked(samples, current);
   }
   // What the samples taught is durable before they are acknowledged.
-  if (auto ok = store_->append_learning(learned); !ok) {
+  if (auto ok = store_->append_learning(in.learned); !ok) {
     return storage_failure(call, ok.error());
   }
-  if (wants.replan) planner_.request(wants.reason);
+  if (in.wants.replan) planner_.request(in.wants.reason);
   metrics_.count_samples(samples.size());
-  return json_response(
-      202, {{"accepted", samples.size()}, {"breaches", breaches}, {"plan_id", current}});
+  json out = {{"accepted", samples.size()}, {"breaches", in.breaches}, {"plan_id", current}};
+  if (!in.held.empty()) {
+    json held = json::array();
+    for (const auto& i : in.held) held.push_back({{"metric", i.metric}, {"reason", i.detail}});
+    out["held"] = std::move(held);
+  }
+  return json_response(202, out);
+}
+
+Service::Ingested Service::ingest_locked(const std::vector<TelemetrySample>& samples,
+                                         std::int64_t current) {
+  Ingested in;
+  const auto plan = controller_->plan();
+  for (const auto& given : samples) {
+    const auto index = registry_.index_of(given.model);
+    if (!index) continue;
+    const std::size_t m = *index;
+    // A sample without a plan id is taken to be of the plan in force.
+    const std::int64_t of = given.plan_id.value_or(current);
+    if (!plan || of != current || m >= plan->config.size() || plan->config[m] == kAbsent) {
+      // Observed under another plan: it teaches nothing about this one, but an SLA it broke
+      // was broken (the ledger counts what was measured).
+      const bool breach =
+          measured_breach(registry_.entries()[m].model, given.observation(m, kAbsent));
+      telemetry_.record(given, true, breach);
+      in.breaches += breach ? 1 : 0;
+      continue;
+    }
+    // A lone window far outside the model's noise neither teaches nor breaches until the next
+    // window confirms it (StackTelemetryOptions::outliers).
+    TelemetrySample s = given;
+    auto& [judged, gate] = outliers_[s.model];
+    if (judged != of) gate = OutlierGate();  // a new plan: its own noise
+    judged = of;
+    const auto held = hold_outliers(s, gate, options_.stack.outliers);
+    in.held.insert(in.held.end(), held.begin(), held.end());
+    const ModelObservation o = s.observation(m, plan->config[m]);
+    std::vector<LearningSample> taught;
+    const ObservationResult r = controller_->observe(std::span(&o, 1), of, &taught);
+    for (const auto& x : taught) in.learned.push_back(to_json(x).dump());
+    const bool breach = m < r.breach.size() && r.breach[m];
+    telemetry_.record(s, false, breach);
+    in.breaches += breach ? 1 : 0;
+    if (r.replan && !in.wants.replan) in.wants = r;
+  }
+  return in;
 }
 
 json Service::learning_json() const {
@@ -749,6 +788,11 @@ HttpResponse Service::get_telemetry(const RouteCall&) {
       json t = telemetry_.to_json(m.name);
       if (learning.contains(m.name)) t["learning"] = learning[m.name];
       out[m.name] = std::move(t);
+    }
+    if (prometheus_) {
+      return json_response(200, {{"models", out},
+                                 {"flush_interval_ms", options_.telemetry_flush_ms},
+                                 {"stack", stack_json_locked()}});
     }
   }
   return json_response(200, {{"models", out}, {"flush_interval_ms", options_.telemetry_flush_ms}});
@@ -957,8 +1001,13 @@ HttpResponse Service::get_plan(const RouteCall&) {
   // the margin it is planned with now.
   HttpResponse r;
   r.body = body->substr(0, body->rfind('}'));
-  r.body += ",\"learning\":" + learning_json().dump(-1, ' ', true, json::error_handler_t::replace) +
-            "}\n";
+  r.body += ",\"learning\":" + learning_json().dump(-1, ' ', true, json::error_handler_t::replace);
+  if (prometheus_) {
+    MutexLock lock(state_mutex_);
+    r.body += ",\"telemetry\":" +
+              stack_json_locked().dump(-1, ' ', true, json::error_handler_t::replace);
+  }
+  r.body += "}\n";
   return r;
 }
 
@@ -1002,6 +1051,11 @@ HttpResponse Service::get_health(const RouteCall&) {
               {"replan_pending", planner.pending},
               {"device", device_.name}};
   if (!planner.last_error.empty()) out["last_plan_error"] = planner.last_error;
+  if (prometheus_ && !prometheus_up_) {
+    // Still serving the plan in force, but learning nothing: degraded, not down.
+    out["status"] = "degraded";
+    out["telemetry_error"] = prometheus_error_;
+  }
   return json_response(200, out);
 }
 
@@ -1013,6 +1067,30 @@ HttpResponse Service::get_metrics(const RouteCall&) {
     g.plan_id = plan_id_.load();
     for (const auto& m : registry_.entries()) {
       g.breaches.emplace_back(m.name, telemetry_.at(m.name).breaches);
+    }
+    if (prometheus_) {
+      g.prometheus_up = prometheus_up_;
+      for (const auto& [name, st] : stack_status_) {
+        ServeGauges::StackModel sm{name, st.learned, {}};
+        for (const auto& i : st.issues) sm.issues.push_back(i.quality);
+        g.stack.push_back(std::move(sm));
+      }
+    }
+  }
+  {
+    // From the plan record in force, by model name.
+    MutexLock lock(state_mutex_);
+    const json* ms = plan_.is_object() && plan_.contains("models") ? &plan_["models"] : nullptr;
+    if (ms != nullptr && ms->is_object()) {
+      for (const auto& [name, m] : ms->items()) {
+        ServeGauges::PlanModel pm;
+        pm.model = name;
+        pm.best_effort = m.value("best_effort", false);
+        pm.admitted = json_number_or(m, "admitted", 1.0);
+        if (json_number_or(m, "index", std::int32_t{0}) == kAbsent) pm.admitted = 0;
+        pm.feasible = !pm.best_effort && pm.admitted >= 1;
+        g.plan_models.push_back(std::move(pm));
+      }
     }
   }
   const auto state = controller_->learning_state();

@@ -250,6 +250,76 @@ void parse_demand(const YamlField& d, ModelSpec& m) {
   }
 }
 
+// `telemetry: {source, labels, queries}` (docs/stack.md).
+void parse_telemetry_source(const YamlField& f, ModelSpec& m) {
+  if (!f.expect_map()) return;
+  f.check_keys({"source", "labels", "queries"});
+  const auto source = f.string_at("source", true);
+  if (!source) return;
+  const auto kind = telemetry_source_kind(*source);
+  if (!kind) {
+    f["source"].error("unknown telemetry source '" + *source +
+                      "' (known: vllm, triton, custom)" +
+                      did_you_mean(*source, std::vector<std::string>{"vllm", "triton", "custom"}));
+    return;
+  }
+  TelemetrySource& t = m.telemetry;
+  t.kind = *kind;
+  if (t.kind == TelemetrySource::Kind::kVllm && m.arch.family != ModelFamily::kLlm) {
+    f["source"].error("vLLM serves LLMs and '" + m.arch.name +
+                      "' is not one; use triton or custom");
+  }
+  if (t.kind == TelemetrySource::Kind::kTriton && m.arch.family == ModelFamily::kLlm) {
+    f["source"].error("Triton's nv_inference_* metrics carry no time to first token or per "
+                      "output token; for an LLM use vllm, or custom with your backend's metrics");
+  }
+  const YamlField labels = f["labels"];
+  if (labels.present() && labels.expect_map()) {
+    for (const std::string& k : labels.keys()) {
+      const YamlField v = labels[k];
+      if (!is_prometheus_label_name(k)) {
+        v.error("'" + k + "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not '__')");
+        continue;
+      }
+      if (auto text = v.string()) t.labels.emplace_back(k, *text);
+    }
+  }
+  if (!labels.present()) {
+    if (t.kind == TelemetrySource::Kind::kVllm) t.labels = {{"model_name", m.name}};
+    if (t.kind == TelemetrySource::Kind::kTriton) t.labels = {{"model", m.name}};
+  }
+  const YamlField queries = f["queries"];
+  if (t.kind != TelemetrySource::Kind::kCustom) {
+    if (queries.present()) {
+      queries.error("queries are for source: custom; " + std::string(to_string(t.kind)) +
+                    " builds its own from the stack's metric names");
+    }
+    return;
+  }
+  if (!queries.present()) {
+    f.error("source: custom needs 'queries': PromQL per metric");
+    return;
+  }
+  if (!queries.expect_map()) return;
+  std::vector<std::string> known;
+  for (const auto& s : kStackMetrics) known.emplace_back(s.name);
+  for (const std::string& k : queries.keys()) {
+    const YamlField v = queries[k];
+    if (!is_stack_metric(k)) {
+      v.error("unknown metric '" + k + "'" + did_you_mean(k, known) + " (known: " +
+              join(known, ", ") + ")");
+      continue;
+    }
+    auto text = v.string();
+    if (!text) continue;
+    if (text->empty()) {
+      v.error("must be a PromQL expression");
+      continue;
+    }
+    t.queries.emplace_back(k, *text);
+  }
+}
+
 void parse_sla(const YamlField& s, ModelSpec& m) {
   if (!s.present()) return;
   if (!s.expect_map()) return;
@@ -267,7 +337,8 @@ void parse_sla(const YamlField& s, ModelSpec& m) {
 std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog,
                                      std::size_t gpus) {
   if (!f.expect_map()) return std::nullopt;
-  f.check_keys({"name", "model", "knobs", "demand", "sla", "weight", "active", "gpu"});
+  f.check_keys(
+      {"name", "model", "knobs", "demand", "sla", "weight", "active", "gpu", "telemetry"});
   ModelSpec m;
   m.line = f.line();
   const auto name = f.string_at("name", true);
@@ -298,6 +369,7 @@ std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog,
   parse_sla(f["sla"], m);
   if (f["weight"].present()) m.weight = f["weight"].number(1e-6, kMaxWeight).value_or(1);
   if (f["active"].present()) m.active = f["active"].boolean().value_or(true);
+  if (f["telemetry"].present()) parse_telemetry_source(f["telemetry"], m);
   if (f["gpu"].present()) {
     const YamlField g = f["gpu"];
     const auto k = g.integer(0, kMaxGpus - 1);

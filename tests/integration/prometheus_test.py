@@ -90,12 +90,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="corun-prom-") as tmp_name:
         tmp = Path(tmp_name)
         try:
-            # corun serve with one model, so that per-model series exist.
+            # corun serve with one model, so that per-model series exist, reading its stack
+            # telemetry from the Prometheus below (so that every metric family is exported).
             (tmp / "token").write_text(TOKEN + "\n")
             serve_log = tmp / "serve.log"
+            prom_port = free_port()
             serve = subprocess.Popen(
                 [corun, "serve", "--state", str(tmp / "state"), "--port", "0", "--port-file",
-                 str(tmp / "port"), "--token-file", str(tmp / "token"), "--solver", "greedy"],
+                 str(tmp / "port"), "--token-file", str(tmp / "token"), "--solver", "greedy",
+                 "--prometheus", f"http://127.0.0.1:{prom_port}", "--window", "2s"],
                 stdout=serve_log.open("wb"), stderr=subprocess.STDOUT)
             procs.append(serve)
             port = int(wait_for("corun serve's port file",
@@ -109,7 +112,6 @@ def main() -> int:
             exposition = checked_exposition(promtool, base, "one GPU")
 
             # 2. A real scrape.
-            prom_port = free_port()
             config = tmp / "prometheus.yml"
             config.write_text(
                 "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"

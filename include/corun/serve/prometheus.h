@@ -7,6 +7,7 @@
 
 #include "corun/runtime/controller.h"
 #include "corun/serve/metrics.h"
+#include "corun/serve/stack_telemetry.h"
 
 namespace corun::serve {
 
@@ -17,6 +18,23 @@ struct ServeGauges {
   std::int64_t plan_id = 0;
   std::vector<std::pair<std::string, std::uint64_t>> breaches;  ///< (model, observed breaches)
   std::vector<std::pair<std::string, ModelLearningState>> learning;  ///< (model, state)
+  /// One model of the plan in force: whether the plan holds its SLA with all of its demand,
+  /// whether it runs best effort (its SLA given up), and the share of its demand admitted.
+  struct PlanModel {
+    std::string model;
+    bool feasible = true;
+    bool best_effort = false;
+    double admitted = 1;
+  };
+  std::vector<PlanModel> plan_models;
+  /// Stack telemetry (corun serve --prometheus); absent without it.
+  struct StackModel {
+    std::string model;
+    bool learned = false;                     ///< its last window taught the controller
+    std::vector<DataQuality> issues;          ///< what was wrong with its last window
+  };
+  std::optional<bool> prometheus_up;
+  std::vector<StackModel> stack;
 };
 
 /// @brief The Prometheus text exposition (format 0.0.4) of `corun serve`: request counters by

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 #include "corun/serve/registry.h"
 #include "corun/serve/router.h"
 #include "corun/serve/store.h"
+#include "corun/serve/stack_telemetry.h"
 #include "corun/serve/telemetry.h"
 #include "corun/spec/workload.h"
 #include "corun/testbed/testbed.h"
@@ -39,6 +41,34 @@ namespace corun::serve {
 
 /// @brief How `corun serve` runs. Every setting is declared once here; cmd_serve.cc derives
 /// its flags from the same names.
+/// @brief Telemetry read from the serving stack's own metrics in Prometheus (`corun serve
+/// --prometheus URL`; docs/stack.md): each window, every model with a `telemetry` source is
+/// read (serve/stack_telemetry.h) and learned from as POSTed telemetry is.
+struct StackTelemetryOptions {
+  std::string prometheus_url;  ///< "" = no stack telemetry
+  StackReadOptions read;
+  /// `--dcgm gpu=0,Hostname=node-1`: the labels that select this GPU's dcgm-exporter series;
+  /// empty: the GPU's metrics are not read.
+  std::vector<std::pair<std::string, std::string>> dcgm_labels;
+  /// Applies to POSTed telemetry too: a lone window far outside a model's noise is held.
+  OutlierOptions outliers;
+  /// An observed demand (requests or frames per second) that differs from the registered one,
+  /// on the same side, by more than this fraction (check = (0, 10]) — and by more than three
+  /// Poisson standard deviations of the window's expected count, 3 / sqrt(rate × window), so
+  /// that a slow model's counting noise is not a change — in `demand_windows` windows in a row
+  /// (check = [1, 100]) becomes the model's demand (their median), as
+  /// PUT /v1/models/{name}/demand would.
+  double demand_band = 0.2;
+  int demand_windows = 3;
+  int timeout_ms = 5000;  ///< per query (check = [100, 60000])
+  /// While Prometheus does not answer, windows are tried at window × 2^k, at most this far
+  /// apart (check = [1, 3600]).
+  double max_backoff_s = 300;
+};
+
+/// @brief Checks every field of `o` (and its read and outlier options); the error names it.
+Status check(const StackTelemetryOptions& o);
+
 struct ServiceOptions {
   std::filesystem::path state_dir;  ///< SQLite state (created if needed)
   std::string token;                ///< bearer token mutating requests must carry (non-empty)
@@ -67,6 +97,9 @@ struct ServiceOptions {
   /// before the plan counts as in force; exit 0 puts it in force, anything else (or a time-out)
   /// keeps the previous plan and reports the failure (serve/plan_hook.h). Empty: no hook.
   HookOptions on_plan;
+  /// `--prometheus URL`: telemetry from the serving stack's metrics (and the outlier rule,
+  /// which holds for POSTed telemetry as well).
+  StackTelemetryOptions stack;
 };
 
 /// @brief The scheduler as a service: the HTTP API (docs/serve.md), the registered models and
@@ -111,6 +144,12 @@ class Service final : public HttpHandler {
   bool wait_for_decision(std::int64_t after, int timeout_ms);
   /// @brief Stops the planner and flushes telemetry (also done by the destructor).
   void stop();
+  /// @brief Reads one window of every model's stack telemetry through `query` and learns from
+  /// what is clean as from POSTed telemetry (the stack poller's work each window; tests call it
+  /// with a fixture). A window counts toward the plan in force only when that plan was in force
+  /// at the previous window too: a window never mixes two plans.
+  void read_stack_window(const PromQuery& query)
+      CORUN_EXCLUDES(mutate_mutex_, state_mutex_);
   /// @brief Whether the request carries the service's bearer token (constant-time compare).
   [[nodiscard]] bool authorised(const HttpRequest& req) const;
   /// @brief The request's JSON body under the API's limits (size, media type, depth), or the
@@ -158,6 +197,26 @@ class Service final : public HttpHandler {
 
   void flusher_loop();
   void flush_telemetry();
+  void stack_loop();
+  /// What the samples did: breaches counted, learning samples to store, outliers held, and
+  /// whether a re-plan is due.
+  struct Ingested {
+    std::size_t breaches = 0;
+    std::vector<std::string> learned;
+    std::vector<WindowIssue> held;
+    ObservationResult wants;
+  };
+  /// Records registered models' samples: those of the plan in force (`current`) teach the
+  /// controller after the outlier rule; the others are counted only.
+  Ingested ingest_locked(const std::vector<TelemetrySample>& samples, std::int64_t current)
+      CORUN_REQUIRES(state_mutex_);
+  /// Makes `demand` (a models entry's demand object) the demand of model `name`, durably;
+  /// an ApiError for a bad demand or an unknown model, an Error when the store fails.
+  std::variant<nlohmann::json, ApiError, Error> change_demand(const std::string& name,
+                                                              const nlohmann::json& demand)
+      CORUN_EXCLUDES(state_mutex_);
+  /// Each model's last stack telemetry window (GET /v1/plan and /v1/telemetry).
+  nlohmann::json stack_json_locked() const CORUN_REQUIRES(state_mutex_);
   /// One re-plan (the planner thread's work): decide, store, then publish.
   Status plan_once(const std::string& reason);
   bool wait_for(const std::atomic<std::int64_t>& counter, std::int64_t after, int timeout_ms);
@@ -205,8 +264,36 @@ class Service final : public HttpHandler {
   /// When the service started: the controller's clock (dwell times, the horizon's events).
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
+  /// Stack telemetry (options_.stack): the last window of each model, its outlier rule and how
+  /// many windows in a row its observed demand left the band.
+  struct StackStatus {
+    std::int64_t at_unix_ms = 0;
+    std::int64_t plan_id = 0;
+    bool learned = false;
+    std::vector<WindowIssue> issues;
+    std::optional<double> latency_ms_mean;
+    double rps = 0, fps = 0;
+  };
+  std::map<std::string, StackStatus> stack_status_ CORUN_GUARDED_BY(state_mutex_);
+  /// Each model's outlier rule, with the plan it judges windows of: a new plan (other
+  /// configurations, other co-runners) starts a new history.
+  std::map<std::string, std::pair<std::int64_t, OutlierGate>> outliers_
+      CORUN_GUARDED_BY(state_mutex_);
+  /// Per model: the observed rates of the windows in a row that left the demand band (signed
+  /// by side: all above or all below).
+  std::map<std::string, std::vector<double>> demand_streak_ CORUN_GUARDED_BY(state_mutex_);
+  /// The plan in force at the previous window (-1: none read yet).
+  std::int64_t stack_plan_id_ CORUN_GUARDED_BY(state_mutex_) = -1;
+  /// Whether Prometheus answered the last window (health "degraded" when not).
+  bool prometheus_up_ CORUN_GUARDED_BY(state_mutex_) = true;
+  std::string prometheus_error_ CORUN_GUARDED_BY(state_mutex_);
+  std::optional<GpuReading> gpu_reading_ CORUN_GUARDED_BY(state_mutex_);
+  std::optional<PrometheusClient> prometheus_;
+  CondVar stack_cv_;
+
   PlannerThread planner_;
   std::thread flusher_;
+  std::thread stack_poller_;
 };
 
 }  // namespace corun::serve

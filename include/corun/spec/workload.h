@@ -16,6 +16,7 @@
 #include "corun/core/yaml.h"
 #include "corun/spec/demand_trace.h"
 #include "corun/spec/knobs.h"
+#include "corun/spec/telemetry_source.h"
 
 namespace corun {
 
@@ -101,6 +102,9 @@ struct ModelSpec {
   double weight = 1;  ///< objective weight
   bool active = true;  ///< running at time 0 (false: arrives through the timeline)
   std::optional<std::size_t> gpu;  ///< the GPU it is pinned to (`gpu: K`); none = corun chooses
+  /// Where its metrics are in Prometheus (`telemetry:`; corun serve --prometheus). Not part of
+  /// plan_key(): where metrics come from changes no plan.
+  TelemetrySource telemetry;
   int line = 0;       ///< where it was declared
 
   /// @brief Number of local configurations: the product of the knobs' value counts.

@@ -1,0 +1,270 @@
+// corun serve's stack telemetry: each window, every model with a `telemetry` source is read from
+// Prometheus and learned from as POSTed telemetry is (docs/stack.md).
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "corun/core/strings.h"
+#include "corun/serve/service.h"
+
+namespace corun::serve {
+
+using nlohmann::json;
+
+Status check(const StackTelemetryOptions& o) {
+  if (auto ok = check(o.read); !ok) return ok;
+  if (auto ok = check(o.outliers); !ok) return ok;
+  auto bad = [](const char* f, const char* why) {
+    return Error(std::string("telemetry.") + f + ": " + why, Error::Kind::kInvalidInput);
+  };
+  if (!(o.demand_band > 0 && o.demand_band <= 10)) return bad("demand_band", "must be in (0, 10]");
+  if (o.demand_windows < 1 || o.demand_windows > 100) {
+    return bad("demand_windows", "must be in [1, 100]");
+  }
+  if (o.timeout_ms < 100 || o.timeout_ms > 60000) {
+    return bad("timeout_ms", "must be in [100, 60000]");
+  }
+  if (!(o.max_backoff_s >= 1 && o.max_backoff_s <= 3600)) {
+    return bad("max_backoff_s", "must be in [1, 3600]");
+  }
+  return Status();
+}
+
+namespace {
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+json issues_json(const std::vector<WindowIssue>& issues) {
+  json out = json::array();
+  for (const auto& i : issues) {
+    json e = {{"status", to_string(i.quality)}, {"detail", i.detail}};
+    if (!i.metric.empty()) e["metric"] = i.metric;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// The registered demand's rate and the observed one, if the model has a rate demand and the
+// window observed it.
+std::optional<std::pair<double, double>> rates(const ModelSpec& m, const WindowReading& r) {
+  if (m.demand.closed_loop()) return std::nullopt;
+  if (m.demand.rps > 0 && r.rps > 0) return std::make_pair(m.demand.rps, r.rps);
+  if (m.demand.fps > 0 && r.fps > 0) return std::make_pair(m.demand.fps, r.fps);
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Service::read_stack_window(const PromQuery& query) {
+  // What to read, under the lock; the queries run without it.
+  std::vector<ModelSpec> models;
+  std::int64_t current = 0;
+  bool same_plan = false;
+  {
+    MutexLock lock(state_mutex_);
+    for (const auto& e : registry_.entries()) {
+      if (e.model.telemetry.enabled()) models.push_back(e.model);
+    }
+    const auto plan = controller_->plan();
+    current = plan ? plan->id : 0;
+    same_plan = current > 0 && stack_plan_id_ == current;
+    stack_plan_id_ = current;
+  }
+  std::vector<WindowReading> readings;
+  readings.reserve(models.size());
+  for (const auto& m : models) {
+    {
+      MutexLock lock(state_mutex_);
+      if (stopping_) return;  // a server stopping does not wait for the rest of a window
+    }
+    readings.push_back(read_window(m, options_.stack.read, query));
+  }
+  std::optional<GpuReading> gpu;
+  if (!options_.stack.dcgm_labels.empty()) {
+    gpu = read_gpu_window(options_.stack.dcgm_labels, options_.stack.read, query);
+  }
+
+  Ingested in;
+  std::vector<std::pair<std::string, json>> demand_changes;
+  std::vector<std::string> log;
+  {
+    MutexLock lock(state_mutex_);
+    bool up = true;
+    std::string down;
+    std::vector<TelemetrySample> clean;
+    for (std::size_t i = 0; i < models.size(); ++i) {
+      const ModelSpec& m = models[i];
+      WindowReading& r = readings[i];
+      if (registry_.find(m.name) == nullptr) continue;  // removed meanwhile
+      if (r.has(DataQuality::kUnreachable)) {
+        up = false;
+        down = r.issues.front().detail;
+      }
+      // A window counts toward the plan in force only when that plan ran through all of it.
+      const bool learn = r.learnable && same_plan;
+      StackStatus& st = stack_status_[m.name];
+      std::vector<std::string> before;
+      for (const auto& x : st.issues) before.emplace_back(to_string(x.quality));
+      st.at_unix_ms = unix_ms();
+      st.plan_id = current;
+      st.latency_ms_mean = r.latency_ms_mean;
+      st.rps = r.rps;
+      st.fps = r.fps;
+      st.issues = r.issues;
+      st.learned = false;
+      if (learn) {
+        TelemetrySample s = r.sample;
+        s.plan_id = current;
+        const Ingested one = ingest_locked({s}, current);
+        in.breaches += one.breaches;
+        in.learned.insert(in.learned.end(), one.learned.begin(), one.learned.end());
+        st.issues.insert(st.issues.end(), one.held.begin(), one.held.end());
+        if (one.wants.replan && !in.wants.replan) in.wants = one.wants;
+        st.learned = true;
+      }
+      std::vector<std::string> after;
+      for (const auto& x : st.issues) after.emplace_back(to_string(x.quality));
+      if (after != before) {
+        log.push_back(m.name + ": " + (after.empty() ? "telemetry clean" : join(after, ", ")) +
+                      (st.issues.empty() ? "" : " (" + st.issues.front().detail + ")"));
+      }
+      // The observed demand follows the registered one with hysteresis: out of the band, on
+      // one side, in demand_windows clean windows in a row (whichever plan ran: demand is not
+      // the plan's). The band is at least 3 Poisson sds of the window's expected count.
+      const auto rr = rates(m, r);
+      std::vector<double>& streak = demand_streak_[m.name];
+      if (!r.learnable || !rr) {
+        streak.clear();
+        continue;
+      }
+      const double expected = rr->first * options_.stack.read.window_s;
+      const double band = std::max(options_.stack.demand_band, 3 / std::sqrt(expected));
+      const double ratio = rr->second / rr->first - 1;
+      const bool out = std::abs(ratio) > band;
+      const bool same_side = streak.empty() || (streak.back() > rr->first) == (ratio > 0);
+      if (!out || !same_side) streak.clear();
+      if (!out) continue;
+      streak.push_back(rr->second);
+      if (static_cast<int>(streak.size()) < options_.stack.demand_windows) continue;
+      std::vector<double> seen = streak;
+      streak.clear();
+      std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(seen.size() / 2),
+                       seen.end());
+      json demand = registry_.find(m.name)->spec.value("demand", json::object());
+      const double observed = std::round(seen[seen.size() / 2] * 1000) / 1000;
+      demand[m.demand.rps > 0 ? "rps" : "fps"] = observed;
+      if (m.arch.family == ModelFamily::kLlm) {
+        if (r.prompt_tokens >= 1) demand["prompt_tokens"] = std::lround(r.prompt_tokens);
+        if (r.output_tokens >= 1) demand["output_tokens"] = std::lround(r.output_tokens);
+      }
+      demand_changes.emplace_back(m.name, std::move(demand));
+    }
+    if (gpu) {
+      for (const auto& i : gpu->issues) {
+        if (i.quality == DataQuality::kUnreachable) {
+          up = false;
+          down = i.detail;
+        }
+      }
+      std::vector<std::string> before, after;
+      if (gpu_reading_) {
+        for (const auto& x : gpu_reading_->issues) before.emplace_back(to_string(x.quality));
+      }
+      for (const auto& x : gpu->issues) after.emplace_back(to_string(x.quality));
+      if (before != after) {
+        log.push_back("GPU: " + (after.empty() ? "telemetry clean" : join(after, ", ")) +
+                      (gpu->issues.empty() ? "" : " (" + gpu->issues.front().detail + ")"));
+      }
+      gpu_reading_ = std::move(gpu);
+    }
+    if (up != prometheus_up_) {
+      log.push_back(up ? "Prometheus answers again" : "Prometheus unreachable: " + down);
+    }
+    prometheus_up_ = up;
+    prometheus_error_ = up ? "" : down;
+  }
+  for (const auto& line : log) std::fprintf(stderr, "corun serve: telemetry: %s\n", line.c_str());
+  if (auto ok = store_->append_learning(in.learned); !ok) {
+    std::fprintf(stderr, "corun serve: telemetry: storing what a window taught failed: %s\n",
+                 ok.error().what().c_str());
+  }
+  if (in.wants.replan) planner_.request(in.wants.reason);
+  for (const auto& [name, demand] : demand_changes) {
+    auto changed = change_demand(name, demand);
+    if (const auto* e = std::get_if<ApiError>(&changed)) {
+      std::fprintf(stderr, "corun serve: telemetry: %s: observed demand not applied: %s\n",
+                   name.c_str(), e->message.c_str());
+    } else if (const auto* err = std::get_if<Error>(&changed)) {
+      std::fprintf(stderr, "corun serve: telemetry: %s: observed demand not stored: %s\n",
+                   name.c_str(), err->what().c_str());
+    } else {
+      std::fprintf(stderr, "corun serve: telemetry: %s: demand now %s (observed)\n", name.c_str(),
+                   demand.dump().c_str());
+    }
+  }
+  metrics_.count_samples(readings.size());
+}
+
+void Service::stack_loop() {
+  const PrometheusClient client = *prometheus_;
+  const PromQuery query = [&client](const std::string& q) { return client.query(q); };
+  double wait_s = options_.stack.read.window_s;
+  MutexLock lock(state_mutex_);
+  while (!stopping_) {
+    const auto due = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<std::int64_t>(wait_s * 1000));
+    while (!stopping_ && stack_cv_.wait_until(lock, due)) {
+    }
+    if (stopping_) break;
+    lock.unlock();
+    read_stack_window(query);
+    lock.lock();
+    // Back off while Prometheus does not answer: window × 2^k, at most max_backoff_s.
+    wait_s = prometheus_up_ ? options_.stack.read.window_s
+                            : std::min(2 * wait_s, options_.stack.max_backoff_s);
+  }
+}
+
+json Service::stack_json_locked() const {
+  json models = json::object();
+  for (const auto& [name, st] : stack_status_) {
+    json e = {{"at_unix_ms", st.at_unix_ms},
+              {"plan_id", st.plan_id},
+              {"learned", st.learned},
+              {"status", st.issues.empty() ? "ok" : std::string(to_string(st.issues[0].quality))},
+              {"issues", issues_json(st.issues)}};
+    if (st.latency_ms_mean) e["latency_ms_mean"] = *st.latency_ms_mean;
+    if (st.rps > 0) e["observed_rps"] = st.rps;
+    if (st.fps > 0) e["observed_fps"] = st.fps;
+    models[name] = std::move(e);
+  }
+  json out = {{"source", "prometheus"},
+              {"url", options_.stack.prometheus_url},
+              {"window_s", options_.stack.read.window_s},
+              {"up", prometheus_up_},
+              {"models", std::move(models)}};
+  if (!prometheus_up_) out["error"] = prometheus_error_;
+  if (gpu_reading_) {
+    const GpuReading& g = *gpu_reading_;
+    json gpu = {{"issues", issues_json(g.issues)}};
+    auto put = [&](const char* k, const std::optional<double>& v) {
+      if (v) gpu[k] = *v;
+    };
+    put("sm_active", g.sm_active);
+    if (g.sm_active) gpu["sm_active_field"] = g.sm_active_field;
+    put("dram_active", g.dram_active);
+    put("fb_used_mib", g.fb_used_mib);
+    put("power_w", g.power_w);
+    put("sm_clock_mhz", g.sm_clock_mhz);
+    out["gpu"] = std::move(gpu);
+  }
+  return out;
+}
+
+}  // namespace corun::serve

@@ -1,0 +1,416 @@
+// corun serve --prometheus against a real Prometheus (Debian's `prometheus`). The test runs an
+// exporter that speaks the formats of vLLM (vllm:* histograms and counters), Triton
+// (nv_inference_* counters and p95 summaries) and dcgm-exporter (DCGM_FI_* gauges); its values
+// are what a perturbed simulator — the GPU as it really is, 10-40 % off the catalog — measures
+// for the plan in force, a new seed each window. Prometheus scrapes the exporter; the service
+// reads its windows through Prometheus's HTTP API, and must meet the convergence bar of POSTed
+// telemetry (tests/serve/learning_test.cc): within 30 learned windows, the predicted p95s within
+// 10 % of what the GPU does, and the plan within 3 % of the robust oracle's utility.
+//
+// The exporter is a test fixture: its metric names, labels and types follow the upstream
+// documentation (docs.vllm.ai design/metrics; triton-inference-server docs/user_guide/
+// metrics.md; dcgm-exporter etc/default-counters.csv), its bucket boundaries are its own (3 %
+// apart, so that histogram_quantile reads a p95 to within 3 %). Skipped without `prometheus`.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "../serve/serve_test_util.h"
+#include "corun/catalog/catalog.h"
+#include "corun/core/strings.h"
+#include "corun/core/rng.h"
+#include "corun/runtime/robust_oracle.h"
+#include "corun/runtime/twin_source.h"
+#include "corun/serve/openapi.h"
+#include "corun/serve/service.h"
+#include "corun/testbed/sim.h"
+
+extern char** environ;
+
+namespace corun::serve {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+constexpr const char* kToken = "stack-prometheus-test-token-0123456789";
+constexpr double kWindowS = 2;
+
+constexpr const char* kModels = R"(device: rtx3090
+models:
+  - name: chat
+    model: qwen2.5-0.5b
+    knobs: {precision: [fp16, awq], request_concurrency: [1, 2, 4]}
+    demand: {rps: 2, prompt_tokens: 256, output_tokens: 64}
+    sla: {ttft_ms_p95: 400, tpot_ms_p95: 12}
+    weight: 2
+    telemetry: {source: vllm}
+  - name: cam0
+    model: yolo11s
+    knobs: {imgsz: [320, 480, 640], skip_rate: [0, 0.5]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 7.5}
+    telemetry: {source: triton}
+  - name: cam1
+    model: yolo11m
+    knobs: {imgsz: [320, 480, 640]}
+    demand: {fps: 15}
+    sla: {latency_ms_p95: 10.5}
+    telemetry: {source: triton}
+)";
+
+// Latencies of one window: lognormal with the measured p95 and a log-sd of 0.25.
+struct Latency {
+  double p95_s = 0;
+  [[nodiscard]] double median() const { return p95_s / std::exp(1.6449 * 0.25); }
+  [[nodiscard]] double cdf(double x) const {
+    if (p95_s <= 0 || x <= 0) return 0;
+    return 0.5 * std::erfc(-(std::log(x / median()) / 0.25) / std::sqrt(2.0));
+  }
+  [[nodiscard]] double mean() const { return median() * std::exp(0.25 * 0.25 / 2); }
+};
+
+// A Prometheus histogram whose counters grow with time at the current rate and latencies.
+struct Histogram {
+  static const std::vector<double>& bounds() {
+    static const std::vector<double> b = [] {
+      std::vector<double> v;
+      for (double x = 1e-4; x < 100; x *= 1.03) v.push_back(x);
+      return v;
+    }();
+    return b;
+  }
+  std::vector<double> buckets = std::vector<double>(bounds().size(), 0.0);
+  double sum = 0, count = 0;
+
+  void advance(double n, const Latency& l) {
+    if (n <= 0 || l.p95_s <= 0) return;
+    for (std::size_t i = 0; i < buckets.size(); ++i) buckets[i] += n * l.cdf(bounds()[i]);
+    sum += n * l.mean();
+    count += n;
+  }
+  void render(std::string& out, const std::string& name, const std::string& labels) const {
+    char line[512];
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+      std::snprintf(line, sizeof line, "%s_bucket{%s,le=\"%.6g\"} %.6f\n", name.c_str(),
+                    labels.c_str(), bounds()[i], buckets[i]);
+      out += line;
+    }
+    std::snprintf(line, sizeof line, "%s_bucket{%s,le=\"+Inf\"} %.6f\n%s_sum{%s} %.6f\n%s_count{%s} %.6f\n",
+                  name.c_str(), labels.c_str(), count, name.c_str(), labels.c_str(), sum,
+                  name.c_str(), labels.c_str(), count);
+    out += line;
+  }
+};
+
+// The stack's exporters in one: vLLM for chat, Triton for the cameras, dcgm-exporter for the
+// GPU. set() starts a new window's values; counters integrate the rates over wall time.
+class StackExporter {
+ public:
+  void set(const Workload& w, const Measurement& m) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    advance_locked();
+    current_ = m;
+    workload_ = w;
+  }
+  std::string render() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    advance_locked();
+    // Samples by metric family: the text format allows one TYPE line per family, and a
+    // family's samples together (prometheus.io/docs/instrumenting/exposition_formats).
+    std::map<std::string, std::pair<std::string, std::string>> families;  // name -> (type, lines)
+    auto sample = [&](const std::string& family, const char* type, const std::string& line) {
+      auto& f = families[family];
+      f.first = type;
+      f.second += line;
+    };
+    char line[512];
+    auto put = [&](const std::string& family, const char* type, const std::string& labels,
+                   double v) {
+      std::snprintf(line, sizeof line, "%s{%s} %.6f\n", family.c_str(), labels.c_str(), v);
+      sample(family, type, line);
+    };
+    for (const auto& [name, s] : state_) {
+      if (s.llm) {
+        const std::string l = "model_name=\"" + name + "\",engine=\"0\"";
+        for (const auto& [family, h] :
+             {std::pair<std::string, const Histogram*>{"vllm:time_to_first_token_seconds", &s.ttft},
+              {"vllm:inter_token_latency_seconds", &s.tpot},
+              {"vllm:e2e_request_latency_seconds", &s.e2e}}) {
+          std::string text;
+          h->render(text, family, l);
+          sample(family, "histogram", text);
+        }
+        put("vllm:request_success_total", "counter", l + ",finished_reason=\"stop\"", s.requests);
+        put("vllm:prompt_tokens_total", "counter", l, s.prompt_tokens);
+        put("vllm:generation_tokens_total", "counter", l, s.output_tokens);
+        put("vllm:num_requests_running", "gauge", l, 1);
+        put("vllm:num_requests_waiting", "gauge", l, 0);
+      } else {
+        const std::string l = "model=\"" + name + "\",version=\"1\"";
+        put("nv_inference_request_success", "counter", l, s.requests);
+        put("nv_inference_count", "counter", l, s.requests);
+        put("nv_inference_request_duration_us", "counter", l, s.duration_us);
+        put("nv_inference_pending_request_count", "gauge", l, 0);
+        std::snprintf(line, sizeof line,
+                      "nv_inference_request_summary_us{%s,quantile=\"0.95\"} %.3f\n"
+                      "nv_inference_request_summary_us_sum{%s} %.3f\n"
+                      "nv_inference_request_summary_us_count{%s} %.6f\n",
+                      l.c_str(), s.p95_us, l.c_str(), s.duration_us, l.c_str(), s.requests);
+        sample("nv_inference_request_summary_us", "summary", line);
+      }
+    }
+    const std::string g = "gpu=\"0\",UUID=\"GPU-test\",Hostname=\"test\"";
+    put("DCGM_FI_DEV_FB_USED", "gauge", g, current_.gpu.vram_used_gb * 1024);
+    put("DCGM_FI_DEV_GPU_UTIL", "gauge", g, current_.gpu.sm_util * 100);
+    put("DCGM_FI_DEV_POWER_USAGE", "gauge", g, current_.gpu.power_w);
+    put("DCGM_FI_DEV_SM_CLOCK", "gauge", g, current_.gpu.clock_mhz);
+    std::string out;
+    for (const auto& [name, f] : families) out += "# TYPE " + name + " " + f.first + "\n" + f.second;
+    return out;
+  }
+
+ private:
+  struct ModelState {
+    bool llm = false;
+    Histogram ttft, tpot, e2e;
+    double requests = 0, prompt_tokens = 0, output_tokens = 0, duration_us = 0, p95_us = 0;
+  };
+  void advance_locked() {
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    for (const auto& mm : current_.models) {
+      if (!mm.ok() || mm.model >= workload_.models.size()) continue;
+      const ModelSpec& spec = workload_.models[mm.model];
+      ModelState& s = state_[mm.name];
+      if (spec.arch.family == ModelFamily::kLlm) {
+        s.llm = true;
+        // Throughput is output tokens per second; requests complete at tokens / output.
+        const double tokens = mm.throughput * dt;
+        const double n = tokens / spec.demand.output_tokens;
+        s.ttft.advance(n, {mm.ttft_ms_p95.value_or(0) / 1000});
+        s.tpot.advance(tokens, {mm.tpot_ms_p95.value_or(0) / 1000});
+        s.e2e.advance(n, {mm.latency_ms_p95 / 1000});
+        s.requests += n;
+        s.prompt_tokens += n * spec.demand.prompt_tokens;
+        s.output_tokens += tokens;
+      } else {
+        const double n = mm.throughput * dt;
+        const Latency l{mm.latency_ms_p95 / 1000};
+        s.requests += n;
+        s.duration_us += n * l.mean() * 1e6;
+        s.p95_us = mm.latency_ms_p95 * 1000;
+      }
+    }
+  }
+  std::mutex mutex_;
+  Workload workload_;
+  Measurement current_;
+  std::map<std::string, ModelState> state_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+// Debian's prometheus on a free loopback port, scraping `targets` every 250 ms.
+class PrometheusProcess {
+ public:
+  PrometheusProcess(const std::filesystem::path& dir, int exporter_port) {
+    port_ = free_port();
+    const auto config = dir / "prometheus.yml";
+    std::ofstream(config) << "global:\n  scrape_interval: 250ms\n"
+                          << "scrape_configs:\n  - job_name: stack\n    scrape_interval: 250ms\n"
+                          << "    static_configs:\n      - targets: ['127.0.0.1:"
+                          << exporter_port << "']\n";
+    const std::string a1 = "--config.file=" + config.string();
+    const std::string a2 = "--storage.tsdb.path=" + (dir / "tsdb").string();
+    const std::string a3 = "--web.listen-address=127.0.0.1:" + std::to_string(port_);
+    const std::string a4 = "--log.level=warn";
+    const char* argv[] = {"prometheus", a1.c_str(), a2.c_str(), a3.c_str(), a4.c_str(), nullptr};
+    if (posix_spawnp(&pid_, "prometheus", nullptr, nullptr, const_cast<char* const*>(argv),
+                     environ) != 0) {
+      pid_ = -1;
+    }
+  }
+  ~PrometheusProcess() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  PrometheusProcess(const PrometheusProcess&) = delete;
+  PrometheusProcess& operator=(const PrometheusProcess&) = delete;
+  [[nodiscard]] bool started() const { return pid_ > 0; }
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  static int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+bool on_path(const char* program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  for (const auto& dir : split(path, ':')) {
+    if (::access((std::filesystem::path(dir) / program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+HttpResponse call(Service& s, const std::string& method, const std::string& path,
+                  const std::string& body = "") {
+  return testing::call_service(s, kToken, method, path, body);
+}
+
+TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth) {
+  if (!on_path("prometheus")) GTEST_SKIP() << "prometheus is not installed (Debian package)";
+  auto w = parse_workload(kModels, "models.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const SimTestbed truth(SimTruth::perturbed(7));
+
+  StackExporter exporter;
+  httplib::Server http;
+  http.Get("/metrics", [&](const httplib::Request&, httplib::Response& r) {
+    r.set_content(exporter.render(), "text/plain; version=0.0.4");
+  });
+  const int exporter_port = http.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(exporter_port, 0);
+  std::thread serving([&] { http.listen_after_bind(); });
+  struct Stop {
+    httplib::Server& s;
+    std::thread& t;
+    ~Stop() {
+      s.stop();
+      if (t.joinable()) t.join();
+    }
+  } stop{http, serving};
+
+  TempDir dir;
+  PrometheusProcess prometheus(dir.path(), exporter_port);
+  ASSERT_TRUE(prometheus.started());
+  // Until Prometheus has scraped the exporter once.
+  {
+    httplib::Client c("127.0.0.1", prometheus.port());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    bool up = false;
+    while (!up && std::chrono::steady_clock::now() < deadline) {
+      const auto r = c.Get("/api/v1/query?query=up%7Bjob%3D%22stack%22%7D");
+      up = r && r->status == 200 && r->body.find("\"1\"]") != std::string::npos;
+      if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(up) << "Prometheus did not scrape the exporter within 60 s";
+  }
+
+  ServiceOptions o;
+  o.state_dir = dir.path() / "state";
+  o.token = kToken;
+  o.solver = "exhaustive";
+  o.min_replan_interval_ms = 0;
+  o.transitions.aware = false;  // windows seconds apart: the 60 s dwell would hold plans back
+  o.workload_file.clear();
+  o.stack.prometheus_url = prometheus.url();
+  o.stack.read.window_s = kWindowS;
+  o.stack.read.min_requests = 1;  // a 2 s window of 2 requests/s
+  o.stack.dcgm_labels = {{"gpu", "0"}};
+  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  ASSERT_TRUE(opened.ok()) << opened.error().what();
+  Service& s = **opened;
+  // The workload's entries as a client registers them.
+  const YAML::Node root = YAML::Load(kModels);
+  for (const auto& m : root["models"]) {
+    ASSERT_EQ(call(s, "POST", "/v1/models", yaml_to_json(m).dump()).status, 201);
+  }
+
+  auto plan_config = [&](const json& plan) {
+    JointConfig c;
+    for (const auto& m : w->models) c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
+    return c;
+  };
+  auto read_at = [&] {
+    const json p = json::parse(call(s, "GET", "/v1/plan").body);
+    if (!p.contains("telemetry") || !p["telemetry"]["models"].contains("chat")) return 0LL;
+    return p["telemetry"]["models"]["chat"]["at_unix_ms"].get<long long>();
+  };
+  // Each window: the plan in force, measured by the truth with a new seed, is what the
+  // exporter shows until the service's next read.
+  int learned = 0;
+  long long last_read = 0;
+  json plan;
+  for (int k = 0; k < 60 && learned < 30; ++k) {
+    ASSERT_TRUE(testing::settle(s, kToken));
+    plan = json::parse(call(s, "GET", "/v1/plan").body);
+    const Measurement m = truth.measure(
+        *w, plan_config(plan), MeasureOptions(10, derive_seed(7, {static_cast<std::uint64_t>(k)})));
+    exporter.set(*w, m);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (read_at() == last_read && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    last_read = read_at();
+    ASSERT_NE(last_read, 0) << "the service read no window";
+    const json t = json::parse(call(s, "GET", "/v1/plan").body)["telemetry"];
+    ASSERT_TRUE(t["up"].get<bool>()) << t.dump();
+    bool all = true;
+    for (const auto& mm : w->models) {
+      const json& e = t["models"][mm.name];
+      all = all && e["learned"].get<bool>();
+      // Nothing but outliers is wrong with a window of a steady exporter.
+      for (const auto& i : e["issues"]) EXPECT_EQ(i["status"], "outlier") << e.dump();
+    }
+    learned += all ? 1 : 0;
+  }
+  EXPECT_GE(learned, 20) << "too few windows were learned from";
+  ASSERT_TRUE(testing::settle(s, kToken));
+  plan = json::parse(call(s, "GET", "/v1/plan").body);
+  const JointConfig c = plan_config(plan);
+  // The GPU's metrics came through too.
+  const json gpu = plan["telemetry"]["gpu"];
+  EXPECT_EQ(gpu.value("sm_active_field", std::string()), "DCGM_FI_DEV_GPU_UTIL") << gpu.dump();
+  EXPECT_GT(gpu.value("power_w", 0.0), 0) << gpu.dump();
+
+  // What is predicted for the plan in force against what the GPU does in it on average.
+  const Measurement expected = truth.measure(*w, c, MeasureOptions(10, 1, {}, false));
+  for (const auto& mm : expected.models) {
+    const json& p = plan["models"][mm.name]["predicted"];
+    if (w->models[mm.model].arch.family == ModelFamily::kLlm) {
+      EXPECT_NEAR(p["ttft_ms_p95"].get<double>() / *mm.ttft_ms_p95, 1.0, 0.10) << mm.name;
+      EXPECT_NEAR(p["tpot_ms_p95"].get<double>() / *mm.tpot_ms_p95, 1.0, 0.10) << mm.name;
+    } else {
+      EXPECT_NEAR(p["latency_ms_p95"].get<double>() / mm.latency_ms_p95, 1.0, 0.10) << mm.name;
+    }
+  }
+  // The plan against the best plan the GPU itself allows (robust: every SLA held in 99 % of
+  // 1,000 windows).
+  RobustOracle oracle(truth, 10, 2, 1000);
+  const auto best = oracle.best(*w, {});
+  ASSERT_TRUE(best.feasible);
+  const RobustScore mine = oracle.score(*w, {}, c);
+  const double gap = 100 * (best.utility - mine.earned) / best.utility;
+  EXPECT_LE(gap, 3.0) << plan["models"].dump();
+}
+
+}  // namespace
+}  // namespace corun::serve
