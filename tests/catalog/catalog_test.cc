@@ -460,5 +460,57 @@ TEST(CatalogTest, MalformedCheckpointsAreReported) {
   EXPECT_EQ(msg.find("checkpoints.fp16"), std::string::npos) << msg;
 }
 
+// The fenced ```yaml blocks of a markdown file, in order.
+std::vector<std::string> yaml_blocks(const std::string& markdown) {
+  std::vector<std::string> out;
+  const std::string open = "```yaml\n";
+  const std::string close = "```";
+  for (std::size_t at = markdown.find(open); at != std::string::npos;
+       at = markdown.find(open, at)) {
+    const std::size_t start = at + open.size();
+    const std::size_t end = markdown.find("\n" + close, start);
+    if (end == std::string::npos) break;
+    out.push_back(markdown.substr(start, end + 1 - start));
+    at = end + 1 + close.size();
+  }
+  return out;
+}
+
+TEST(CatalogDocs, WorkedExamplesAreTheExampleFilesAndLoad) {
+  // docs/catalog.md shows examples/catalog-overlay/*.yaml verbatim, so that what a reader
+  // copies from the page is what this test loads.
+  const fs::path examples = fs::path(CORUN_SOURCE_DIR) / "examples" / "catalog-overlay";
+  const std::vector<std::string> blocks =
+      yaml_blocks(read(fs::path(CORUN_SOURCE_DIR) / "docs" / "catalog.md"));
+  for (const char* name : {"devices.yaml", "models.yaml", "workload.yaml"}) {
+    const std::string text = read(examples / name);
+    ASSERT_FALSE(text.empty()) << name;
+    EXPECT_NE(std::find(blocks.begin(), blocks.end(), text), blocks.end())
+        << name << " is not shown verbatim in docs/catalog.md";
+  }
+
+  const Result<Catalog> c = Catalog::load_overlay(examples);
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  // The custom device, against the L40S datasheet: 142 SMs, 864 GB/s, 733 sparse FP16
+  // TFLOPS (362 dense), 48 GB, 350 W.
+  const Device& l40s = *c->find_device("l40s");
+  EXPECT_EQ(l40s.sm_count, 142);
+  EXPECT_DOUBLE_EQ(l40s.mem_bandwidth_gbps, 864);
+  EXPECT_DOUBLE_EQ(l40s.peak_fp16_tflops, 362);
+  EXPECT_DOUBLE_EQ(l40s.vram_gb, 48);
+  EXPECT_DOUBLE_EQ(l40s.tdp_w, 350);
+  // The custom model: the parameters derived from its config.json dimensions land within 2 %
+  // of the model card's 14.7 B (hand count: 48 layers x (attention 62.9 M + SwiGLU 212.3 M)
+  // + 2 x 152064 x 5120 embedding and head = 14.77 B).
+  const ModelArch& q = *c->find_model("qwen2.5-14b");
+  EXPECT_EQ(q.family, ModelFamily::kLlm);
+  EXPECT_EQ(q.decoder.kv_heads, 8);
+  EXPECT_NEAR(param_count(q) / 1e9, 14.7, 0.02 * 14.7);
+  EXPECT_EQ(q.checkpoint(Precision::kAwq)->hf_id, "Qwen/Qwen2.5-14B-Instruct-AWQ");
+  // The built-in entries are all still there.
+  EXPECT_NE(c->find_model("yolo11s"), nullptr);
+  EXPECT_EQ(c->default_device_name(), Catalog::load_embedded()->default_device_name());
+}
+
 }  // namespace
 }  // namespace corun
