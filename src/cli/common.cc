@@ -22,8 +22,7 @@ Result<const Catalog*> load_catalog(const std::string& dir) {
   return ptr;
 }
 
-Result<const Catalog*> load_catalog_for_plan(const std::string& dir,
-                                             const std::string& plan_file) {
+Result<const Catalog*> load_catalog_for_plan(const std::string& dir, const std::string& plan_file) {
   if (!dir.empty() || plan_file.empty()) return load_catalog(dir);
   auto text = read_file(plan_file);
   if (!text) return load_catalog(dir);  // reading the plan reports it, with its own message

@@ -32,8 +32,7 @@ Result<const Catalog*> load_catalog(const std::string& dir);
 /// else as load_catalog(""). A recorded overlay that no longer exists is an error (kNotFound,
 /// naming the plan, the directory and --catalog); one whose content changed since is used
 /// with a warning on stderr.
-Result<const Catalog*> load_catalog_for_plan(const std::string& dir,
-                                             const std::string& plan_file);
+Result<const Catalog*> load_catalog_for_plan(const std::string& dir, const std::string& plan_file);
 
 /// @brief Loads and validates a workload file against the catalog.
 Result<Workload> load_workload_file(const std::string& path, const std::string& catalog_dir);

@@ -76,10 +76,9 @@ std::string nearest(std::string_view word, std::span<const std::string> candidat
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       const auto& t = tokens[i];
       if (t.empty() || t.front() != query.front()) continue;
-      const auto shared = static_cast<std::size_t>(
-          std::count_if(query.begin() + 1, query.end(), [&](const std::string& q) {
-            return std::find(t.begin() + 1, t.end(), q) != t.end();
-          }));
+      const auto shared = static_cast<std::size_t>(std::count_if(
+          query.begin() + 1, query.end(),
+          [&](const std::string& q) { return std::find(t.begin() + 1, t.end(), q) != t.end(); }));
       const std::size_t d = edit_distance(query_name, join(t, "-"));
       if (best.empty() || shared > best_shared || (shared == best_shared && d < best_d)) {
         best = candidates[i];

@@ -174,9 +174,9 @@ TEST(CatalogTest, OverlayEntryReplacesTheBuiltInEntryAsAWhole) {
   const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_TRUE(c.ok()) << c.error().what();
   const Device& h200 = *c->find_device("h200");
-  EXPECT_EQ(h200.sm_count, 82);                  // the overlay's, built in: 132
+  EXPECT_EQ(h200.sm_count, 82);  // the overlay's, built in: 132
   EXPECT_EQ(h200.display_name, "Tiny GPU");
-  EXPECT_DOUBLE_EQ(h200.storage_gbps, 3);        // the field's default, built in: 12
+  EXPECT_DOUBLE_EQ(h200.storage_gbps, 3);         // the field's default, built in: 12
   EXPECT_EQ(c->find_device("l4")->sm_count, 58);  // untouched built-in entry
   const Catalog builtin = Catalog::load_embedded().value();
   EXPECT_EQ(c->device_names(), builtin.device_names());

@@ -44,8 +44,8 @@ TEST(PrecisionTest, BytesPerElement) {
 }
 
 TEST(DeviceCatalogTest, HasTheDevicesAndDefault) {
-  for (const char* name : {"rtx3090", "v100", "a100-80gb", "l4", "h100-sxm", "h100-pcie", "h200",
-                           "jetson-agx-orin"}) {
+  for (const char* name :
+       {"rtx3090", "v100", "a100-80gb", "l4", "h100-sxm", "h100-pcie", "h200", "jetson-agx-orin"}) {
     EXPECT_NE(catalog().find_device(name), nullptr) << name;
   }
   EXPECT_EQ(catalog().default_device_name(), "rtx3090");

@@ -26,12 +26,12 @@ TEST(Strings, NearestSuggestsOnlyPlausibleMisspellings) {
 
 TEST(Strings, NearestMatchesFamilyAndSize) {
   // The device and model keys of catalog/*.yaml.
-  const std::vector<std::string> devices = {"rtx3090",   "v100",     "a100-80gb",      "l4",
-                                            "h100-sxm", "h100-pcie", "h200", "jetson-agx-orin"};
+  const std::vector<std::string> devices = {"rtx3090",   "v100", "a100-80gb",      "l4", "h100-sxm",
+                                            "h100-pcie", "h200", "jetson-agx-orin"};
   const std::vector<std::string> models = {
-      "yolo11n",      "yolo11s",      "yolo11m",    "yolo11l",    "yolo11x",
-      "resnet50",     "bert-base",    "whisper-small", "qwen2.5-0.5b", "qwen2.5-1.5b",
-      "qwen2.5-3b",   "qwen2.5-7b",   "llama-2-7b", "llama-3-8b", "mistral-7b"};
+      "yolo11n",    "yolo11s",    "yolo11m",       "yolo11l",      "yolo11x",
+      "resnet50",   "bert-base",  "whisper-small", "qwen2.5-0.5b", "qwen2.5-1.5b",
+      "qwen2.5-3b", "qwen2.5-7b", "llama-2-7b",    "llama-3-8b",   "mistral-7b"};
   // A family token beats a near spelling of another product line.
   EXPECT_EQ(nearest("a100", devices), "a100-80gb");  // not v100, one edit away
   EXPECT_EQ(did_you_mean("h100", devices), " (did you mean 'h100-sxm'?)");  // not h200
