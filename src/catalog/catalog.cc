@@ -1,10 +1,12 @@
-// Loading the catalog: devices.yaml and models.yaml, from the binary or from a directory.
+// Loading the catalog: devices.yaml and models.yaml compiled into the binary, with an overlay
+// directory laid over them entry by entry.
 // Every read goes through YamlField so that a bad file yields file:line:col: path: reason,
 // and reading continues after an error so that all problems are reported at once.
 
 #include "corun/catalog/catalog.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "cnn_template.h"
 #include "corun/catalog/embedded.h"
 #include "corun/core/check.h"
+#include "corun/core/rng.h"
 #include "corun/core/strings.h"
 
 namespace corun {
@@ -268,7 +271,7 @@ void parse_templates(const YamlField& f, TemplateMap& out) {
       layers.error(check.error().what());
       continue;
     }
-    out.emplace(name, std::move(tmpl));
+    out.insert_or_assign(name, std::move(tmpl));  // an overlay's template replaces a built-in one
   }
 }
 
@@ -480,113 +483,145 @@ std::optional<Device> Catalog::parse_device(const YamlField& f, std::string_view
   return d;
 }
 
-Result<Catalog> Catalog::load_texts(const std::map<std::string, std::string>& files) {
-  return load_texts(files, "<embedded>");
-}
-
-Result<Catalog> Catalog::load_texts(const std::map<std::string, std::string>& files,
-                                    const std::string& origin) {
+Result<Catalog> Catalog::load_layers(const std::vector<Layer>& layers) {
+  CORUN_CHECK(!layers.empty());
   Catalog cat;
   Diagnostics diags;
   std::vector<std::string> failures;  // whole-file problems (missing, invalid YAML)
+  TemplateMap templates;              // CNN templates of every layer so far, by name
 
-  const auto parse_file = [&](std::string_view name) -> std::optional<YamlField> {
-    const auto it = files.find(std::string(name));
-    if (it == files.end()) {
-      failures.push_back(display_path(origin, name) + ": missing (a catalog needs " +
-                         std::string(kDevicesFile) + " and " + std::string(kModelsFile) + ")");
-      return std::nullopt;
-    }
-    const std::string path = display_path(origin, name);
-    Result<YAML::Node> root = parse_yaml(it->second, path);
-    if (!root.ok()) {
-      failures.push_back(root.error().what());
-      return std::nullopt;
-    }
-    YamlField f(root.value(), path, "", &diags);
-    if (!f.expect_map()) return std::nullopt;
-    return f;
-  };
-
-  if (auto f = parse_file(kDevicesFile)) {
-    f->check_keys({"default", "devices"});
-    const YamlField devices = (*f)["devices"];
-    if (!devices.present()) {
-      devices.error("missing required field");
-    } else if (devices.expect_map()) {
-      for (const std::string& name : devices.keys()) {
-        if (auto d = parse_device(devices[name], name)) cat.devices_.emplace(name, std::move(*d));
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Layer& layer = layers[i];
+    // The first layer is a whole catalog; an overlay may hold any subset of its files.
+    const bool base = i == 0;
+    const auto parse_file = [&](std::string_view name) -> std::optional<YamlField> {
+      const auto it = layer.files.find(std::string(name));
+      const std::string path = display_path(layer.origin, name);
+      if (it == layer.files.end()) {
+        if (base) {
+          failures.push_back(path + ": missing (a catalog needs " + std::string(kDevicesFile) +
+                             " and " + std::string(kModelsFile) + ")");
+        }
+        return std::nullopt;
       }
-    }
-    const YamlField def = (*f)["default"];
-    if (auto name = f->string_at("default", true)) {
-      // Checked against the names in the file, not the devices that parsed cleanly, so that
-      // one bad device is reported once.
-      const std::vector<std::string> names = devices.keys();
-      if (std::find(names.begin(), names.end(), *name) == names.end()) {
-        def.error("default device '" + *name + "' is not in devices" + did_you_mean(*name, names));
-      } else {
-        cat.default_device_ = *name;
+      Result<YAML::Node> root = parse_yaml(it->second, path);
+      if (!root.ok()) {
+        failures.push_back(root.error().what());
+        return std::nullopt;
       }
-    }
-  }
+      YamlField f(root.value(), path, "", &diags);
+      if (!f.expect_map()) return std::nullopt;
+      return f;
+    };
 
-  if (auto f = parse_file(kModelsFile)) {
-    f->check_keys({"cnn_templates", "models"});
-    TemplateMap templates;
-    parse_templates((*f)["cnn_templates"], templates);
-    const YamlField models = (*f)["models"];
-    if (!models.present()) {
-      models.error("missing required field");
-    } else if (models.expect_map()) {
-      for (const std::string& name : models.keys()) {
-        if (auto m = parse_model(models[name], name, templates)) {
-          cat.models_.emplace(name, std::move(*m));
+    if (auto f = parse_file(kDevicesFile)) {
+      f->check_keys({"default", "devices"});
+      const YamlField devices = (*f)["devices"];
+      // Checked against the names in the file (and the layers below), not the devices that
+      // parsed cleanly, so that one bad device is reported once.
+      std::vector<std::string> names = cat.device_names();
+      if (!devices.present()) {
+        if (base) devices.error("missing required field");
+      } else if (devices.expect_map()) {
+        for (const std::string& name : devices.keys()) {
+          names.push_back(name);
+          if (auto d = parse_device(devices[name], name)) {
+            cat.devices_.insert_or_assign(name, std::move(*d));
+          }
+        }
+      }
+      const YamlField def = (*f)["default"];
+      if (auto name = f->string_at("default", base)) {
+        if (std::find(names.begin(), names.end(), *name) == names.end()) {
+          def.error("default device '" + *name + "' is not in devices" +
+                    did_you_mean(*name, names));
+        } else {
+          cat.default_device_ = *name;
         }
       }
     }
-  }
 
-  for (const Diagnostic& d : diags.items()) failures.push_back(d.to_string());
-  if (!failures.empty()) {
-    return Error(join(failures, "\n"), Error::Kind::kInvalidInput)
-        .wrap("invalid catalog " + origin);
+    if (auto f = parse_file(kModelsFile)) {
+      f->check_keys({"cnn_templates", "models"});
+      parse_templates((*f)["cnn_templates"], templates);
+      const YamlField models = (*f)["models"];
+      if (!models.present()) {
+        if (base) models.error("missing required field");
+      } else if (models.expect_map()) {
+        for (const std::string& name : models.keys()) {
+          if (auto m = parse_model(models[name], name, templates)) {
+            cat.models_.insert_or_assign(name, std::move(*m));
+          }
+        }
+      }
+    }
+
+    // Other files are read by their own layers (mig.yaml, actuation.yaml, tools.yaml): an
+    // overlay's copy replaces the built-in one as a whole.
+    for (const auto& [name, text] : layer.files) cat.files_.insert_or_assign(name, text);
+
+    if (!failures.empty() || !diags.empty()) {
+      for (const Diagnostic& d : diags.items()) failures.push_back(d.to_string());
+      return Error(join(failures, "\n"), Error::Kind::kInvalidInput)
+          .wrap(base ? "invalid catalog " + layer.origin
+                     : "invalid catalog overlay " + layer.origin);
+    }
   }
-  for (const auto& [name, text] : files) cat.files_.emplace(name, text);
   return cat;
 }
 
-Result<Catalog> Catalog::load_embedded() {
-  std::map<std::string, std::string> files;
+Catalog::Layer Catalog::embedded_layer() {
+  Layer layer;
+  layer.origin = "<embedded>";
   for (const EmbeddedFile& f : embedded_catalog_files()) {
-    files.emplace(std::string(f.name), std::string(f.content));
+    layer.files.emplace(std::string(f.name), std::string(f.content));
   }
-  return load_texts(files, "<embedded>");
+  return layer;
 }
 
-Result<Catalog> Catalog::load_dir(const std::filesystem::path& dir) {
+Result<Catalog> Catalog::load_embedded() { return load_layers({embedded_layer()}); }
+
+Result<Catalog> Catalog::load_overlay(const std::filesystem::path& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     return Error("catalog directory '" + dir.string() + "' does not exist or is not a directory",
                  Error::Kind::kNotFound);
   }
-  std::map<std::string, std::string> files;
+  Layer overlay;
+  overlay.origin = dir.string();
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     if (!entry.is_regular_file() || entry.path().extension() != ".yaml") continue;
     Result<std::string> text = read_text(entry.path());
     if (!text.ok()) return text.error();
-    files.emplace(entry.path().filename().string(), std::move(text.value()));
+    overlay.files.emplace(entry.path().filename().string(), std::move(text.value()));
   }
   if (ec) {
     return Error("cannot list '" + dir.string() + "': " + ec.message(), Error::Kind::kIo);
   }
-  return load_texts(files, dir.string());
+  Result<Catalog> cat = load_layers({embedded_layer(), overlay});
+  if (!cat.ok()) return cat.error();
+  // The hash covers names and contents in name order (std::map), with separators that no
+  // name holds, so that moving text from one file to another changes it.
+  std::uint64_t h = fnv1a("corun catalog overlay\n");
+  for (const auto& [name, text] : overlay.files) {
+    h = fnv1a(name, h);
+    h = fnv1a(std::string_view("\0", 1), h);
+    h = fnv1a(text, h);
+    h = fnv1a(std::string_view("\0", 1), h);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  std::filesystem::path absolute = std::filesystem::absolute(dir, ec).lexically_normal();
+  if (ec) absolute = dir;
+  if (absolute.has_parent_path() && absolute.filename().empty()) absolute = absolute.parent_path();
+  cat->overlay_ = CatalogOverlay{absolute.string(), hex};
+  return cat;
 }
 
 Result<Catalog> Catalog::load_default() {
   const char* dir = std::getenv("CORUN_CATALOG");  // NOLINT(concurrency-mt-unsafe): read-only
   if (dir != nullptr && *dir != '\0') {
-    Result<Catalog> c = load_dir(dir);
+    Result<Catalog> c = load_overlay(dir);
     if (!c.ok()) return c.error().wrap(std::string("CORUN_CATALOG=") + dir);
     return c;
   }

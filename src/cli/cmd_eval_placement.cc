@@ -170,7 +170,7 @@ const bool registered = register_command({
       sub.add_option("--testbed", *testbed_name,
                      "testbed that measures the co-running plans of scenarios naming one")
           ->capture_default_str();
-      sub.add_option("--catalog", *catalog_dir, "catalog directory (default: built in)");
+      sub.add_option("--catalog", *catalog_dir, kCatalogFlagHelp);
       sub.add_flag("--json", *json, "print JSON");
       return std::function<int()>([=] {
         auto cat = load_catalog(*catalog_dir);

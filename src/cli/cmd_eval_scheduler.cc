@@ -253,7 +253,7 @@ const bool registered = register_command({
                      "also write the report as one self-contained HTML page (plots inline)");
       sub.add_option("--title", f->title, "title of the Markdown report and HTML page")
           ->capture_default_str();
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_flag("--json", f->json, "print JSON");
       sub.add_flag("--quiet", f->quiet, "no progress lines");
       return std::function<int()>([f] {

@@ -130,7 +130,7 @@ const bool registered = register_command({
                      "write the results document (and its SVG plots next to it)");
       sub.add_option("--html", f->html,
                      "write the results as one self-contained HTML page (plots inline)");
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_flag("--json", f->json, "print JSON");
       sub.add_flag("--quiet", f->quiet, "no progress output");
       return std::function<int()>([f] {

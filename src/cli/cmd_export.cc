@@ -31,12 +31,12 @@ const bool registered = register_command({
       sub.add_option("--workload", req->workload_file,
                      "workload file (default: the one the plan names; a served plan names none)");
       sub.add_option("--out", req->out_dir, "write the files under DIR (default: print them)");
-      sub.add_option("--catalog", *catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", *catalog, kCatalogFlagHelp);
       return std::function<int()>([req, catalog] {
         if (req->plan_file.empty()) {
           return report_error(Error("PLAN: required (or --to PLAN with --from OLD)"));
         }
-        auto c = load_catalog(*catalog);
+        auto c = load_catalog_for_plan(*catalog, req->plan_file);
         if (!c) return report_error(c.error());
         auto out = exporting::run_export(*req, **c, exporting::default_export_options());
         if (!out) return report_error(out.error());

@@ -37,7 +37,7 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--workload-hash", f->workload_hash,
                      "which workload, when the dataset holds several");
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_flag("--json", f->json, "print a summary as JSON");
       return std::function<int()>([f] {
         const auto kind = surrogate::parse_surrogate(f->surrogate);

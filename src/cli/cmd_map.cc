@@ -36,7 +36,7 @@ const bool registered = register_command({
       sub.add_option("--agent", *agent_name,
                      "builtin | llm (CORUN_LLM_URL, CORUN_LLM_MODEL, CORUN_LLM_API_KEY)");
       sub.add_option("--seed", *seed, "override the scenario's seed");
-      sub.add_option("--catalog", *catalog_dir, "catalog directory (default: built in)");
+      sub.add_option("--catalog", *catalog_dir, kCatalogFlagHelp);
       sub.add_flag("--json", *json, "print JSON");
       sub.add_flag("--no-oracle", *no_oracle, "skip the brute-force comparison");
       sub.add_option("--plan", *plan_file,
@@ -47,7 +47,7 @@ const bool registered = register_command({
       sub.add_option("--testbed", *testbed_name, "testbed that measures the co-running plan")
           ->capture_default_str();
       return std::function<int()>([=] {
-        auto cat = load_catalog(*catalog_dir);
+        auto cat = load_catalog_for_plan(*catalog_dir, *plan_file);
         if (!cat) return report_error(cat.error());
         auto tools = mapping::tool_catalog(**cat);
         if (!tools) return report_error(tools.error());

@@ -95,7 +95,7 @@ const bool registered = register_command({
           "--concurrency", f->concurrency,
           "sweep: comma list of requests kept in flight (e.g. 1,2,4,8), replacing the "
           "measured models' demand; one measurement per level");
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_flag("--json", f->json, "print JSON");
       return std::function<int()>([f, sweep] {
         std::optional<std::vector<int>> levels;

@@ -13,6 +13,7 @@
 #include "common.h"
 #include "node_report.h"
 #include "corun/core/strings.h"
+#include "corun/export/catalog_record.h"
 #include "corun/mapping/declared_burst.h"
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
@@ -119,6 +120,11 @@ int plan_node(const Flags& f, const Workload& w) {
     out["gpus"] = w.node.gpus();
     out["layouts"] = w.node.layout_count();
     out["predictor"] = (*session)->sources.describe;
+    // Already loaded for the workload (load_catalog caches it): the record lets `corun export`
+    // read this plan against the same catalog overlay.
+    auto catalog = load_catalog(f.catalog);
+    if (!catalog) return report_error(catalog.error());
+    out["catalog"] = exporting::catalog_record_json(**catalog);
     nlohmann::json jb = nlohmann::json::array();
     for (const auto& b : *breaks) {
       jb.push_back({{"model", w.models[b.model].name},
@@ -187,7 +193,7 @@ const bool registered = register_command({
       sub.add_flag("--ignore-tools", f->ignore_tools,
                    "plan as if the workload declared no tool burst (--measure still measures "
                    "the plan during it): what leaving room for the burst costs and buys");
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_flag("--json", f->json, "print JSON");
       return std::function<int()>([f] {
         auto w = load_workload_file(f->file, f->catalog);
@@ -367,6 +373,11 @@ const bool registered = register_command({
               {"candidates", count_json(problem.candidate_count())},
               {"candidates_exact", problem.candidate_count().exact()}}},
             {"standalone_remeasured", source.measurements_taken()}};
+        {
+          auto catalog = load_catalog(f->catalog);  // cached: the workload's catalog
+          if (!catalog) return report_error(catalog.error());
+          out["catalog"] = exporting::catalog_record_json(**catalog);
+        }
         if (burst) out["tools"] = burst_json(*burst, !f->ignore_tools, tried, room);
         if (measured) {
           out["measured"] = {{"testbed", measured->testbed},

@@ -28,7 +28,7 @@ const bool registered = register_command({
       sub.add_option("--config", f->config,
                      "knob values, e.g. cam0.imgsz=640,chat.precision=awq (others: first value)");
       sub.add_option("--models", f->only, "comma list of running models (default: all)");
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_flag("--json", f->json, "print JSON");
       return std::function<int()>([f] {
         auto s = surrogate::Surrogate::load(f->model);

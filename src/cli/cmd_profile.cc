@@ -43,7 +43,7 @@ const bool registered = register_command({
           ->check(CLI::Range(0.1, 3600.0))
           ->capture_default_str();
       sub.add_option("--out", f->out, "dataset file (SQLite); created or resumed")->required();
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_flag("--json", f->json, "print the campaign report as JSON");
       sub.add_flag("--quiet", f->quiet, "no progress output");
       return std::function<int()>([f] {

@@ -14,6 +14,7 @@
 #include "corun/core/atomic_file.h"
 #include "corun/core/rng.h"
 #include "corun/core/strings.h"
+#include "corun/export/catalog_record.h"
 #include "corun/runtime/online_run.h"
 #include "corun/runtime/pipeline.h"
 #include "corun/runtime/report.h"
@@ -267,7 +268,14 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
   if (!f.json && terminal) std::fprintf(log, "\n%s", t.render().c_str());
 
   if (auto st = write_report(*report, w, out); !st.ok()) return st.error();
-  const nlohmann::json j = report_json(*report, w);
+  nlohmann::json j = report_json(*report, w);
+  // The report records the catalog overlay it was made with, so that `corun export` of a run
+  // with a custom model needs no --catalog. The runtime's report knows no catalog: the record
+  // is added here and report.json written again, in the same form (dump(2)) as write_report.
+  j["catalog"] = exporting::catalog_record_json(catalog);
+  if (auto st = write_file_atomic(out / "report.json", j.dump(2) + "\n"); !st.ok()) {
+    return st.error();
+  }
   const auto& sum = j.at("summary");
   std::fprintf(log,
                "\nsummary: %zu intervals of %s s, %zu decisions (p50 %.1f ms, p99 %.1f ms), "
@@ -454,7 +462,7 @@ const bool registered = register_command({
                      "directory for dataset.db, surrogate.json, report.json and report.html "
                      "(default out/run/NAME on sim, out/run/NAME-TESTBED on the others: a "
                      "dataset holds one testbed's measurements)");
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_option("--transitions", f->transitions,
                      "aware: a change is made only when its gain over the horizon pays for its "
                      "restart or reload (docs/scheduler.md, Transitions); ignore: every change "

@@ -226,7 +226,7 @@ const bool registered = register_command({
       sub.add_option("--min-replan-ms", f->min_replan_ms, "least time between two re-plans")
           ->check(CLI::Range(0, 600000))
           ->capture_default_str();
-      sub.add_option("--catalog", f->catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       f->learning.add(sub, false);
       f->degrade.add(sub);
       sub.add_option("--transitions", f->transitions,

@@ -16,7 +16,7 @@ const bool registered = register_command({
       auto catalog = std::make_shared<std::string>();
       auto json = std::make_shared<bool>(false);
       sub.add_option("file", *file, "workload YAML")->required();
-      sub.add_option("--catalog", *catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", *catalog, kCatalogFlagHelp);
       sub.add_flag("--json", *json, "print JSON");
       return std::function<int()>([file, catalog, json] {
         auto w = load_workload_file(*file, *catalog);

@@ -22,7 +22,7 @@ const bool registered = register_command({
       auto clear = std::make_shared<double>(2.0);
       auto neutral = std::make_shared<double>(1.25);
       sub.add_option("--device", *device, "catalog device (default: the catalog's default)");
-      sub.add_option("--catalog", *catalog_dir, "catalog directory (default: built in)");
+      sub.add_option("--catalog", *catalog_dir, kCatalogFlagHelp);
       sub.add_option("--clear", *clear, "speedup at which one side is preferred")
           ->check(CLI::Range(1.0, 1e6));
       sub.add_option("--neutral", *neutral, "speedup band within which a tool is neutral")

@@ -14,7 +14,7 @@ const bool registered = register_command({
       auto file = std::make_shared<std::string>();
       auto catalog = std::make_shared<std::string>();
       sub.add_option("file", *file, "workload YAML")->required();
-      sub.add_option("--catalog", *catalog, "catalog directory (default: built in)");
+      sub.add_option("--catalog", *catalog, kCatalogFlagHelp);
       return std::function<int()>([file, catalog] {
         auto w = load_workload_file(*file, *catalog);
         if (!w) return report_error(w.error());

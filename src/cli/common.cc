@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "corun/core/atomic_file.h"
 #include "corun/core/strings.h"
+#include "corun/export/catalog_record.h"
 
 namespace corun::cli {
 
@@ -14,10 +16,32 @@ Result<const Catalog*> load_catalog(const std::string& dir) {
   static std::map<std::string, std::unique_ptr<Catalog>> loaded;
   auto it = loaded.find(dir);
   if (it != loaded.end()) return it->second.get();
-  auto c = Catalog::load_dir(dir);
+  auto c = Catalog::load_overlay(dir);
   if (!c) return c.error().wrap("loading catalog " + dir);
   auto* ptr = loaded.emplace(dir, std::make_unique<Catalog>(std::move(*c))).first->second.get();
   return ptr;
+}
+
+Result<const Catalog*> load_catalog_for_plan(const std::string& dir, const std::string& plan_file) {
+  if (!dir.empty() || plan_file.empty()) return load_catalog(dir);
+  auto text = read_file(plan_file);
+  if (!text) return load_catalog(dir);  // reading the plan reports it, with its own message
+  auto recorded = exporting::read_catalog_record(*text, plan_file);
+  if (!recorded) return recorded.error();
+  if (!*recorded) return load_catalog(dir);
+  const CatalogOverlay& overlay = **recorded;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(overlay.dir, ec)) {
+    return Error(plan_file + ": catalog.overlay: the plan was made with the catalog overlay " +
+                     overlay.dir + " (hash " + overlay.hash +
+                     "), which is no longer there; give --catalog DIR with a copy of it",
+                 Error::Kind::kNotFound);
+  }
+  auto catalog = load_catalog(overlay.dir);
+  if (!catalog) return catalog.error().wrap(plan_file + ": catalog.overlay");
+  const std::string warning = exporting::overlay_change_warning(overlay, **catalog, plan_file);
+  if (!warning.empty()) std::fprintf(stderr, "corun: warning: %s\n", warning.c_str());
+  return catalog;
 }
 
 Result<Workload> load_workload_file(const std::string& path, const std::string& catalog_dir) {

@@ -18,8 +18,21 @@
 
 namespace corun::cli {
 
-/// @brief The catalog: --catalog DIR if given, else CORUN_CATALOG, else the embedded one.
+/// @brief Help of every verb's --catalog flag.
+inline constexpr const char* kCatalogFlagHelp =
+    "catalog overlay: a directory whose devices.yaml and models.yaml add or override built-in "
+    "entries by name (docs/catalog.md); default: CORUN_CATALOG, else the built-in catalog";
+
+/// @brief The catalog: the built-in one with --catalog DIR laid over it if given, else with
+/// CORUN_CATALOG's directory, else the built-in one alone.
 Result<const Catalog*> load_catalog(const std::string& dir);
+
+/// @brief The catalog of a verb that reads a plan file (a run's report.json, corun plan
+/// --json): --catalog DIR if given, else the overlay the plan records (its `catalog` member),
+/// else as load_catalog(""). A recorded overlay that no longer exists is an error (kNotFound,
+/// naming the plan, the directory and --catalog); one whose content changed since is used
+/// with a warning on stderr.
+Result<const Catalog*> load_catalog_for_plan(const std::string& dir, const std::string& plan_file);
 
 /// @brief Loads and validates a workload file against the catalog.
 Result<Workload> load_workload_file(const std::string& path, const std::string& catalog_dir);

@@ -65,7 +65,7 @@ void add_measure_flags(CLI::App& sub, PlanFlags& f) {
   sub.add_option("--window", f.window_s, "measurement window in seconds")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
-  sub.add_option("--catalog", f.catalog, "catalog directory (default: built in)");
+  sub.add_option("--catalog", f.catalog, kCatalogFlagHelp);
   sub.add_flag("--json", f.json, "print JSON");
 }
 

@@ -1,15 +1,17 @@
-// Loading catalogs: the embedded one, directories, CORUN_CATALOG, and clear errors (file,
-// line, field path, suggestion) for malformed files.
+// Loading catalogs: the embedded one, overlay directories laid over it, CORUN_CATALOG, and
+// clear errors (file, line, field path, suggestion) for malformed files.
 
 #include "corun/catalog/catalog.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "corun/catalog/embedded.h"
 
@@ -97,7 +99,7 @@ std::string models_yaml(const std::string& precisions = "[fp16, awq]",
 TEST(CatalogTest, EmbeddedCatalogLoadsAndMatchesTheSourceTree) {
   const Result<Catalog> embedded = Catalog::load_embedded();
   ASSERT_TRUE(embedded.ok()) << embedded.error().what();
-  const Result<Catalog> dir = Catalog::load_dir(source_catalog());
+  const Result<Catalog> dir = Catalog::load_overlay(source_catalog());
   ASSERT_TRUE(dir.ok()) << dir.error().what();
   EXPECT_EQ(embedded->device_names(), dir->device_names());
   EXPECT_EQ(embedded->model_names(), dir->model_names());
@@ -128,28 +130,122 @@ TEST(CatalogTest, KnowsTheBriefsModels) {
   EXPECT_EQ(c.find_model("resnet50")->reference_size, 224);
 }
 
-TEST(CatalogTest, MinimalDirectoryLoads) {
+TEST(CatalogTest, OverlayAddsEntriesToTheBuiltInCatalog) {
   TempDir dir;
   dir.write("devices.yaml", devices_yaml());
   dir.write("models.yaml", models_yaml());
   dir.write("tools.yaml", "tools: []\n");
   dir.write("notes.txt", "not a catalog file\n");
-  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_TRUE(c.ok()) << c.error().what();
-  EXPECT_EQ(c->device_names(), std::vector<std::string>{"tiny"});
-  EXPECT_EQ(c->default_device_name(), "tiny");
+  const Catalog builtin = Catalog::load_embedded().value();
+  // Every built-in device and model is still there, next to the overlay's.
+  EXPECT_EQ(c->device_names().size(), builtin.device_names().size() + 1);
+  EXPECT_EQ(c->model_names().size(), builtin.model_names().size() + 1);
+  EXPECT_NE(c->find_device("rtx3090"), nullptr);
+  EXPECT_NE(c->find_model("qwen2.5-7b"), nullptr);
+  EXPECT_EQ(c->default_device_name(), "tiny");  // the overlay's `default:` wins
   EXPECT_EQ(c->find_device("tiny")->display_name, "Tiny GPU");
   EXPECT_EQ(c->find_model("tiny-llm")->precisions,
             (std::vector<Precision>{Precision::kFp16, Precision::kAwq}));
+  // Other files replace the built-in file as a whole; files the overlay lacks are built in.
   EXPECT_EQ(c->file("tools.yaml"), std::optional<std::string>("tools: []\n"));
+  EXPECT_EQ(c->file("mig.yaml"), builtin.file("mig.yaml"));
   EXPECT_FALSE(c->file("notes.txt").has_value());
+  // The overlay is recorded: its absolute path and a 16-hex-digit content hash.
+  ASSERT_TRUE(c->overlay().has_value());
+  EXPECT_EQ(c->overlay()->dir, dir.path().string());
+  EXPECT_EQ(c->overlay()->hash.size(), 16u);
+  EXPECT_EQ(c->overlay()->hash.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_FALSE(builtin.overlay().has_value());
+}
+
+TEST(CatalogTest, OverlayEntryReplacesTheBuiltInEntryAsAWhole) {
+  // An overlay entry named like a built-in one replaces it: fields the overlay entry leaves
+  // out take their defaults, not the built-in entry's values (no field merge).
+  TempDir dir;
+  std::string devices = devices_yaml();
+  devices.replace(devices.find("default: tiny\n"), 14, "");
+  devices.replace(devices.find("  tiny:"), 7, "  h200:");
+  dir.write("devices.yaml", devices);
+  std::string models = models_yaml();
+  models.replace(models.find("  tiny-llm:"), 11, "  qwen2.5-7b:");
+  dir.write("models.yaml", models);
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  const Device& h200 = *c->find_device("h200");
+  EXPECT_EQ(h200.sm_count, 82);  // the overlay's, built in: 132
+  EXPECT_EQ(h200.display_name, "Tiny GPU");
+  EXPECT_DOUBLE_EQ(h200.storage_gbps, 3);         // the field's default, built in: 12
+  EXPECT_EQ(c->find_device("l4")->sm_count, 58);  // untouched built-in entry
+  const Catalog builtin = Catalog::load_embedded().value();
+  EXPECT_EQ(c->device_names(), builtin.device_names());
+  EXPECT_EQ(c->default_device_name(), builtin.default_device_name());  // no `default:` here
+  const ModelArch& q = *c->find_model("qwen2.5-7b");
+  EXPECT_EQ(q.decoder.layers, 2);
+  EXPECT_TRUE(q.checkpoints.empty());  // the built-in entry's checkpoints are not merged in
+  EXPECT_EQ(q.display_name, "qwen2.5-7b");
+  EXPECT_EQ(c->find_model("qwen2.5-3b")->decoder.layers, 36);
+}
+
+TEST(CatalogTest, OverlayWithOneFileKeepsTheOtherBuiltIn) {
+  TempDir dir;
+  // A model on the built-in YOLO11 template, in an overlay that has no devices.yaml.
+  dir.write("models.yaml",
+            "models:\n"
+            "  yolo11-tiny:\n"
+            "    family: vision\n"
+            "    precisions: [fp16]\n"
+            "    cnn: {template: yolo11, depth: 0.25, width: 0.125, max_channels: 1024}\n"
+            "    published_params_m: 1\n"
+            "    quality: 1\n"
+            "    quality_metric: none\n"
+            "    source: test\n");
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  ASSERT_NE(c->find_model("yolo11-tiny"), nullptr);
+  EXPECT_FALSE(c->find_model("yolo11-tiny")->conv_layers.empty());
+  EXPECT_EQ(c->default_device_name(), Catalog::load_embedded()->default_device_name());
+  EXPECT_NE(c->find_device("a100-80gb"), nullptr);
+
+  // An overlay's default may name a built-in device; an unknown one is an error that
+  // names the overlay file and suggests.
+  dir.write("devices.yaml", "default: l4\n");
+  const Result<Catalog> l4 = Catalog::load_overlay(dir.path());
+  ASSERT_TRUE(l4.ok()) << l4.error().what();
+  EXPECT_EQ(l4->default_device_name(), "l4");
+  dir.write("devices.yaml", "default: rtx3009\n");
+  const Result<Catalog> bad = Catalog::load_overlay(dir.path());
+  ASSERT_FALSE(bad.ok());
+  const std::string msg = bad.error().what();
+  EXPECT_NE(msg.find("invalid catalog overlay " + dir.path().string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find((dir.path() / "devices.yaml").string() + ":1:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("default device 'rtx3009' is not in devices (did you mean 'rtx3090'?)"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(CatalogTest, OverlayHashFollowsContentNotPlace) {
+  TempDir a;
+  a.write("models.yaml", models_yaml());
+  const std::string hash_a = Catalog::load_overlay(a.path())->overlay()->hash;
+  // The same files elsewhere hash the same; an edited file does not.
+  const fs::path b = a.path() / "copy";
+  fs::create_directories(b);
+  fs::copy_file(a.path() / "models.yaml", b / "models.yaml");
+  EXPECT_EQ(Catalog::load_overlay(b)->overlay()->hash, hash_a);
+  a.write("models.yaml", models_yaml("[fp16]"));
+  EXPECT_NE(Catalog::load_overlay(a.path())->overlay()->hash, hash_a);
+  // The same text under another file name is another overlay.
+  fs::rename(b / "models.yaml", b / "tools.yaml");
+  EXPECT_NE(Catalog::load_overlay(b)->overlay()->hash, hash_a);
 }
 
 TEST(CatalogTest, BadFieldNamesFileLineAndPath) {
   TempDir dir;
   dir.write("devices.yaml", devices_yaml("", "    sm_count: many\n"));
   dir.write("models.yaml", models_yaml());
-  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_FALSE(c.ok());
   const std::string msg = c.error().what();
   EXPECT_EQ(c.error().kind(), Error::Kind::kInvalidInput);
@@ -163,7 +259,7 @@ TEST(CatalogTest, MissingAndOutOfRangeFields) {
   TempDir dir;
   dir.write("devices.yaml", devices_yaml("    base_clock_mhz: 0\n", ""));
   dir.write("models.yaml", models_yaml());
-  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_FALSE(c.ok());
   const std::string msg = c.error().what();
   EXPECT_NE(msg.find("devices.tiny.sm_count: missing required field"), std::string::npos) << msg;
@@ -174,7 +270,7 @@ TEST(CatalogTest, UnknownKeysGetSuggestions) {
   TempDir dir;
   dir.write("devices.yaml", devices_yaml("    vram_gib: 24\n"));
   dir.write("models.yaml", models_yaml("[fp16, fp166]", "lmm"));
-  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_FALSE(c.ok());
   const std::string msg = c.error().what();
   EXPECT_NE(msg.find("unknown field 'vram_gib' (did you mean 'vram_gb'?)"), std::string::npos)
@@ -196,7 +292,7 @@ TEST(CatalogTest, InconsistentValuesAreRejected) {
   models.replace(models.find("kv_heads: 2"), 11, "kv_heads: 3");
   models += "    conv_layers: []\n";
   dir.write("models.yaml", models);
-  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_FALSE(c.ok());
   const std::string msg = c.error().what();
   EXPECT_NE(msg.find("devices.tiny.base_clock_mhz: base clock 1995 MHz is above the boost"),
@@ -229,7 +325,7 @@ TEST(CatalogTest, BrokenCnnTemplateIsReported) {
             "    quality: 1\n"
             "    quality_metric: none\n"
             "    source: test\n");
-  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_FALSE(c.ok());
   const std::string msg = c.error().what();
   EXPECT_NE(msg.find("unknown block 'convv' (did you mean 'conv'?)"), std::string::npos) << msg;
@@ -239,7 +335,7 @@ TEST(CatalogTest, BrokenCnnTemplateIsReported) {
   std::string text = read(dir.path() / "models.yaml");
   text.replace(text.find("      - {block: convv, out: 8}\n"), 31, "");
   dir.write("models.yaml", text);
-  const Result<Catalog> c2 = Catalog::load_dir(dir.path());
+  const Result<Catalog> c2 = Catalog::load_overlay(dir.path());
   ASSERT_FALSE(c2.ok());
   EXPECT_NE(c2.error().what().find("layer 1: 'from' 5 does not name an earlier layer"),
             std::string::npos)
@@ -249,14 +345,15 @@ TEST(CatalogTest, BrokenCnnTemplateIsReported) {
 TEST(CatalogTest, InvalidYamlAndMissingFiles) {
   TempDir dir;
   dir.write("devices.yaml", "devices: [unclosed\n");
-  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_FALSE(c.ok());
   const std::string msg = c.error().what();
   EXPECT_NE(msg.find((dir.path() / "devices.yaml").string() + ":"), std::string::npos) << msg;
   EXPECT_NE(msg.find("invalid YAML"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("models.yaml: missing"), std::string::npos) << msg;
+  // An overlay may leave models.yaml out: the built-in one is used.
+  EXPECT_EQ(msg.find("models.yaml"), std::string::npos) << msg;
 
-  const Result<Catalog> none = Catalog::load_dir(dir.path() / "does-not-exist");
+  const Result<Catalog> none = Catalog::load_overlay(dir.path() / "does-not-exist");
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().kind(), Error::Kind::kNotFound);
 }
@@ -269,7 +366,9 @@ TEST(CatalogTest, LoadDefaultHonoursCorunCatalog) {
   const Result<Catalog> c = Catalog::load_default();
   ASSERT_TRUE(c.ok()) << c.error().what();
   EXPECT_NE(c->find_device("tiny"), nullptr);
-  EXPECT_EQ(c->find_device("rtx3090"), nullptr);
+  EXPECT_NE(c->find_device("rtx3090"), nullptr);  // an overlay: the built-in entries stay
+  ASSERT_TRUE(c->overlay().has_value());
+  EXPECT_EQ(c->overlay()->dir, dir.path().string());
 
   ASSERT_EQ(::setenv("CORUN_CATALOG", (dir.path() / "missing").c_str(), 1), 0);
   const Result<Catalog> bad = Catalog::load_default();
@@ -345,7 +444,7 @@ TEST(CatalogTest, MalformedCheckpointsAreReported) {
                                "      bf16: {hf_id: org/tiny, source: card}\n"
                                "      awk: {hf_id: org/tiny-awq, source: card}\n"
                                "      awq: {hf_id: no-slash, source: card}\n");
-  const Result<Catalog> c = Catalog::load_dir(dir.path());
+  const Result<Catalog> c = Catalog::load_overlay(dir.path());
   ASSERT_FALSE(c.ok());
   const std::string msg = c.error().what();
   EXPECT_NE(msg.find("models.tiny-llm.checkpoints.bf16: precision 'bf16' is not in the model's "
@@ -359,6 +458,58 @@ TEST(CatalogTest, MalformedCheckpointsAreReported) {
             std::string::npos)
       << msg;
   EXPECT_EQ(msg.find("checkpoints.fp16"), std::string::npos) << msg;
+}
+
+// The fenced ```yaml blocks of a markdown file, in order.
+std::vector<std::string> yaml_blocks(const std::string& markdown) {
+  std::vector<std::string> out;
+  const std::string open = "```yaml\n";
+  const std::string close = "```";
+  for (std::size_t at = markdown.find(open); at != std::string::npos;
+       at = markdown.find(open, at)) {
+    const std::size_t start = at + open.size();
+    const std::size_t end = markdown.find("\n" + close, start);
+    if (end == std::string::npos) break;
+    out.push_back(markdown.substr(start, end + 1 - start));
+    at = end + 1 + close.size();
+  }
+  return out;
+}
+
+TEST(CatalogDocs, WorkedExamplesAreTheExampleFilesAndLoad) {
+  // docs/catalog.md shows examples/catalog-overlay/*.yaml verbatim, so that what a reader
+  // copies from the page is what this test loads.
+  const fs::path examples = fs::path(CORUN_SOURCE_DIR) / "examples" / "catalog-overlay";
+  const std::vector<std::string> blocks =
+      yaml_blocks(read(fs::path(CORUN_SOURCE_DIR) / "docs" / "catalog.md"));
+  for (const char* name : {"devices.yaml", "models.yaml", "workload.yaml"}) {
+    const std::string text = read(examples / name);
+    ASSERT_FALSE(text.empty()) << name;
+    EXPECT_NE(std::find(blocks.begin(), blocks.end(), text), blocks.end())
+        << name << " is not shown verbatim in docs/catalog.md";
+  }
+
+  const Result<Catalog> c = Catalog::load_overlay(examples);
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  // The custom device, against the L40S datasheet: 142 SMs, 864 GB/s, 733 sparse FP16
+  // TFLOPS (362 dense), 48 GB, 350 W.
+  const Device& l40s = *c->find_device("l40s");
+  EXPECT_EQ(l40s.sm_count, 142);
+  EXPECT_DOUBLE_EQ(l40s.mem_bandwidth_gbps, 864);
+  EXPECT_DOUBLE_EQ(l40s.peak_fp16_tflops, 362);
+  EXPECT_DOUBLE_EQ(l40s.vram_gb, 48);
+  EXPECT_DOUBLE_EQ(l40s.tdp_w, 350);
+  // The custom model: the parameters derived from its config.json dimensions land within 2 %
+  // of the model card's 14.7 B (hand count: 48 layers x (attention 62.9 M + SwiGLU 212.3 M)
+  // + 2 x 152064 x 5120 embedding and head = 14.77 B).
+  const ModelArch& q = *c->find_model("qwen2.5-14b");
+  EXPECT_EQ(q.family, ModelFamily::kLlm);
+  EXPECT_EQ(q.decoder.kv_heads, 8);
+  EXPECT_NEAR(param_count(q) / 1e9, 14.7, 0.02 * 14.7);
+  EXPECT_EQ(q.checkpoint(Precision::kAwq)->hf_id, "Qwen/Qwen2.5-14B-Instruct-AWQ");
+  // The built-in entries are all still there.
+  EXPECT_NE(c->find_model("yolo11s"), nullptr);
+  EXPECT_EQ(c->default_device_name(), Catalog::load_embedded()->default_device_name());
 }
 
 }  // namespace

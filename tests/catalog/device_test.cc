@@ -5,7 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "corun/catalog/catalog.h"
+#include "corun/catalog/mig.h"
 #include "corun/catalog/precision.h"
 
 namespace corun {
@@ -38,8 +43,9 @@ TEST(PrecisionTest, BytesPerElement) {
   EXPECT_DOUBLE_EQ(activation_bytes_per_element(Precision::kFp32), 4);
 }
 
-TEST(DeviceCatalogTest, HasTheSixDevicesAndDefault) {
-  for (const char* name : {"rtx3090", "v100", "a100-80gb", "l4", "h200", "jetson-agx-orin"}) {
+TEST(DeviceCatalogTest, HasTheDevicesAndDefault) {
+  for (const char* name :
+       {"rtx3090", "v100", "a100-80gb", "l4", "h100-sxm", "h100-pcie", "h200", "jetson-agx-orin"}) {
     EXPECT_NE(catalog().find_device(name), nullptr) << name;
   }
   EXPECT_EQ(catalog().default_device_name(), "rtx3090");
@@ -109,6 +115,62 @@ TEST(DeviceCatalogTest, KeyNumbersMatchVendorDocuments) {
   EXPECT_NEAR(a100.peak_flops(Precision::kFp16) / a100.mem_bandwidth_bytes_per_s(), 153, 2);
   // H200 measured here: 132 SMs (REFERENCES.md).
   EXPECT_EQ(catalog().find_device("h200")->sm_count, 132);
+}
+
+TEST(DeviceCatalogTest, H100MatchesItsDatasheet) {
+  // NVIDIA H100 Tensor Core GPU datasheet (2023), SXM and PCIe columns; tensor numbers there
+  // are with 2:4 sparsity, the catalog's dense ones are half. SM counts and L2 from the H100
+  // architecture whitepaper (2022): SXM5 132 SMs, PCIe 114 SMs, 50 MB L2.
+  const Device& sxm = *catalog().find_device("h100-sxm");
+  EXPECT_EQ(sxm.sm_count, 132);
+  EXPECT_DOUBLE_EQ(sxm.peak_flops(Precision::kFp16), 1979e12 / 2);
+  EXPECT_DOUBLE_EQ(sxm.peak_flops(Precision::kBf16), 1979e12 / 2);
+  EXPECT_DOUBLE_EQ(sxm.peak_flops(Precision::kInt8), 3958e12 / 2);
+  EXPECT_DOUBLE_EQ(sxm.peak_flops(Precision::kFp32), 67e12);
+  EXPECT_DOUBLE_EQ(sxm.mem_bandwidth_bytes_per_s(), 3.35e12);
+  EXPECT_DOUBLE_EQ(sxm.tdp_w, 700);
+  EXPECT_DOUBLE_EQ(sxm.l2_mb, 50);
+  EXPECT_NEAR(sxm.vram_bytes(), 80.0 * 1024 * 1024 * 1024, 0.01e9);  // 80 GB HBM3 (GiB)
+  // Ridge point ~295 FLOP/byte on H100 (REFERENCES.md): 989.5 TFLOPS over 3.35 TB/s.
+  EXPECT_NEAR(sxm.peak_flops(Precision::kFp16) / sxm.mem_bandwidth_bytes_per_s(), 295, 2);
+
+  const Device& pcie = *catalog().find_device("h100-pcie");
+  EXPECT_EQ(pcie.sm_count, 114);
+  EXPECT_DOUBLE_EQ(pcie.peak_flops(Precision::kFp16), 1513e12 / 2);
+  EXPECT_DOUBLE_EQ(pcie.peak_flops(Precision::kBf16), 1513e12 / 2);
+  EXPECT_DOUBLE_EQ(pcie.peak_flops(Precision::kInt8), 3026e12 / 2);
+  EXPECT_DOUBLE_EQ(pcie.peak_flops(Precision::kFp32), 51e12);
+  EXPECT_DOUBLE_EQ(pcie.mem_bandwidth_bytes_per_s(), 2.0e12);
+  EXPECT_DOUBLE_EQ(pcie.tdp_w, 350);
+  EXPECT_DOUBLE_EQ(pcie.l2_mb, 50);
+  EXPECT_NEAR(pcie.vram_bytes(), 80.0 * 1024 * 1024 * 1024, 0.01e9);  // 80 GB HBM2e (GiB)
+  // Both sit on a PCIe Gen5 x16 link: ~50 GB/s effective one way (devices.yaml header).
+  EXPECT_DOUBLE_EQ(sxm.pcie_gbps, 50);
+  EXPECT_DOUBLE_EQ(pcie.pcie_gbps, 50);
+
+  // Both boards split into the MIG profiles of the H100 tables of NVIDIA's MIG user guide.
+  const MigCatalog mig = MigCatalog::of(catalog()).value();
+  for (const char* name : {"h100-sxm", "h100-pcie"}) {
+    SCOPED_TRACE(name);
+    const MigGpu* g = mig.find(name);
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(g->profile_names(), (std::vector<std::string>{"1g.10gb", "1g.20gb", "2g.20gb",
+                                                            "3g.40gb", "4g.40gb", "7g.80gb"}));
+    EXPECT_EQ(g->find("1g.10gb")->max_instances, 7);
+    EXPECT_EQ(g->find("3g.40gb")->max_instances, 2);
+  }
+}
+
+TEST(DeviceCatalogTest, MigCapableDevicesHaveTheirProfiles) {
+  // A mig.yaml entry applies to the device of the same key, so a key that drifts from
+  // devices.yaml silently turns MIG off. MIG-capable per NVIDIA's MIG user guide: A100, H100,
+  // H200; not GeForce, V100, L4 or Jetson.
+  const MigCatalog mig = MigCatalog::of(catalog()).value();
+  const std::vector<std::string> capable = {"a100-80gb", "h100-sxm", "h100-pcie", "h200"};
+  for (const std::string& name : catalog().device_names()) {
+    const bool is_capable = std::find(capable.begin(), capable.end(), name) != capable.end();
+    EXPECT_EQ(mig.find(name) != nullptr, is_capable) << name;
+  }
 }
 
 TEST(DeviceCatalogTest, Bf16WithoutTensorCoresFallsBackToFp32) {

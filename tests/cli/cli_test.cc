@@ -808,5 +808,68 @@ TEST(Cli, EvalClusterBadFlagsAndFilesExitWith2) {
   EXPECT_NE(node.err.find("gpus"), std::string::npos) << node.err;
 }
 
+// A custom model on a custom device through a catalog overlay (examples/catalog-overlay, the
+// worked example of docs/catalog.md): validate and run take --catalog once; export reads the
+// overlay from the run's report.json and says so when it has changed or gone.
+TEST(Cli, CatalogOverlayTravelsFromRunToExport) {
+  namespace fs = std::filesystem;
+  const fs::path dir = temp_dir() / "overlay-flow";
+  fs::remove_all(dir);
+  const fs::path overlay = dir / "my-catalog";
+  fs::create_directories(overlay);
+  for (const char* name : {"devices.yaml", "models.yaml"}) {
+    fs::copy_file(fs::path(kSrc) / "examples/catalog-overlay" / name, overlay / name);
+  }
+  const std::string workload = kSrc + "/examples/catalog-overlay/workload.yaml";
+
+  const RunResult builtin = run("validate " + workload);
+  EXPECT_EQ(builtin.code, 2) << builtin.err;
+  EXPECT_NE(builtin.err.find("qwen2.5-14b"), std::string::npos) << builtin.err;
+  const RunResult valid = run("validate " + workload + " --catalog " + overlay.string());
+  EXPECT_EQ(valid.code, 0) << valid.err;
+
+  const fs::path out = dir / "run";
+  const RunResult ran = run("run " + workload + " --quiet --no-profile --catalog " +
+                            overlay.string() + " --out " + out.string());
+  ASSERT_TRUE(ran.code == 0 || ran.code == 1) << ran.err;
+  std::ifstream in(out / "report.json");
+  const nlohmann::json report = nlohmann::json::parse(in);
+  ASSERT_TRUE(report.contains("catalog")) << report.dump().substr(0, 400);
+  EXPECT_EQ(report["catalog"]["overlay"], overlay.string());
+  const std::string hash = report["catalog"]["hash"];
+  EXPECT_EQ(hash.size(), 16u);
+
+  // No --catalog: the report's overlay is used, and the custom model's checkpoint exported.
+  const std::string report_path = (out / "report.json").string();
+  const RunResult exported = run("export " + report_path + " --format vllm");
+  EXPECT_EQ(exported.code, 0) << exported.err;
+  EXPECT_NE(exported.out.find("Qwen/Qwen2.5-14B-Instruct"), std::string::npos) << exported.out;
+  EXPECT_EQ(exported.err.find("warning"), std::string::npos) << exported.err;
+
+  // The overlay edited since the run: a warning naming both hashes, and the export goes on.
+  std::ofstream(overlay / "models.yaml", std::ios::app) << "# edited after the run\n";
+  const RunResult changed = run("export " + report_path + " --format vllm");
+  EXPECT_EQ(changed.code, 0) << changed.err;
+  EXPECT_NE(changed.err.find("changed since the plan was written (hash " + hash + ", now "),
+            std::string::npos)
+      << changed.err;
+
+  // The overlay gone: exit 2, naming the directory and the way out.
+  fs::remove_all(overlay);
+  const RunResult gone = run("export " + report_path + " --format vllm");
+  EXPECT_EQ(gone.code, 2) << gone.err;
+  EXPECT_NE(gone.err.find(overlay.string()), std::string::npos) << gone.err;
+  EXPECT_NE(gone.err.find("no longer there; give --catalog DIR"), std::string::npos) << gone.err;
+
+  // A bad overlay: exit 2 with the file, the line, the field path and the reason.
+  fs::create_directories(overlay);
+  std::ofstream(overlay / "devices.yaml") << "devices:\n  l40s:\n    sm_count: lots\n";
+  const RunResult bad = run("validate " + workload + " --catalog " + overlay.string());
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find((overlay / "devices.yaml").string() + ":3:"), std::string::npos)
+      << bad.err;
+  EXPECT_NE(bad.err.find("devices.l40s.sm_count"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace corun

@@ -24,6 +24,37 @@ TEST(Strings, NearestSuggestsOnlyPlausibleMisspellings) {
   EXPECT_EQ(did_you_mean("devise", known), " (did you mean 'device'?)");
 }
 
+TEST(Strings, NearestMatchesFamilyAndSize) {
+  // The device and model keys of catalog/*.yaml.
+  const std::vector<std::string> devices = {"rtx3090",   "v100", "a100-80gb",      "l4", "h100-sxm",
+                                            "h100-pcie", "h200", "jetson-agx-orin"};
+  const std::vector<std::string> models = {
+      "yolo11n",    "yolo11s",    "yolo11m",       "yolo11l",      "yolo11x",
+      "resnet50",   "bert-base",  "whisper-small", "qwen2.5-0.5b", "qwen2.5-1.5b",
+      "qwen2.5-3b", "qwen2.5-7b", "llama-2-7b",    "llama-3-8b",   "mistral-7b"};
+  // A family token beats a near spelling of another product line.
+  EXPECT_EQ(nearest("a100", devices), "a100-80gb");  // not v100, one edit away
+  EXPECT_EQ(did_you_mean("h100", devices), " (did you mean 'h100-sxm'?)");  // not h200
+  EXPECT_EQ(nearest("A100_80GB", devices), "a100-80gb");
+  EXPECT_EQ(nearest("h100-pcie-80gb", devices), "h100-pcie");  // shares its variant token
+  // A published model name: case, separators and the fine-tune suffix set aside.
+  EXPECT_EQ(nearest("Qwen2.5-7B-Instruct", models), "qwen2.5-7b");
+  EXPECT_EQ(nearest("Qwen2.5-0.5B-Instruct", models), "qwen2.5-0.5b");
+  EXPECT_EQ(nearest("qwen2.5_3b_chat", models), "qwen2.5-3b");
+  EXPECT_EQ(nearest("Llama-2-7b-chat-hf", models), "llama-2-7b");
+  // The size decides within a family: 1.5b shares the query's size token, 0.5b does not.
+  EXPECT_EQ(nearest("qwen2.5-1.5b-awq", models), "qwen2.5-1.5b");
+  // A name of a product line the catalog lacks is no family match: only a near spelling.
+  EXPECT_EQ(nearest("yolo11q", models), "yolo11n");
+  EXPECT_EQ(nearest("b200", devices), "h200");
+  EXPECT_EQ(nearest("mi300x", devices), "");
+  // A first token without a digit is a common word, not a family: field names keep the edit
+  // distance rule ("max_batch" is not a kind of "max_channels").
+  const std::vector<std::string> fields = {"max_channels", "batch", "vram_gb"};
+  EXPECT_EQ(nearest("max_batch", fields), "");
+  EXPECT_EQ(nearest("vram_gib", fields), "vram_gb");
+}
+
 TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(format_number(640), "640");

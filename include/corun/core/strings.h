@@ -10,8 +10,20 @@ namespace corun {
 /// @brief Levenshtein distance (insertions, deletions, substitutions; case-sensitive).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
-/// @brief The candidate closest to `word` by edit distance, or "" when none is plausibly a
-/// misspelling (distance above max(2, |word|/3)). Used for "did you mean" suggestions.
+/// @brief The candidate `word` most plausibly meant, or "" when none is. Used for "did you
+/// mean" suggestions. In order:
+/// 1. the candidate equal to `word` once both are lower-cased, '_' and ' ' are read as '-' and
+///    a trailing -instruct, -chat or -hf is dropped from `word` ("Qwen2.5-7B-Instruct" ->
+///    "qwen2.5-7b");
+/// 2. when the first '-'-separated token of `word` holds a digit (a product line: a100,
+///    qwen2.5), the candidates that start with that token, ranked by how many of `word`'s other
+///    tokens they share (a size: 7b, 80gb), then by edit distance, then by their order
+///    ("a100" -> "a100-80gb", not "v100");
+/// 3. the candidate nearest by edit distance, if at most max(2, |word|/3) edits away.
+/// @code
+///   nearest("h100", {"h200", "h100-sxm", "h100-pcie"});  // "h100-sxm"
+///   nearest("modles", {"models", "device"});              // "models"
+/// @endcode
 std::string nearest(std::string_view word, std::span<const std::string> candidates);
 
 /// @brief " (did you mean 'x'?)" or "" when nearest() finds nothing.
