@@ -11,7 +11,6 @@
 
 #include "command.h"
 #include "common.h"
-#include "node_report.h"
 #include "corun/core/strings.h"
 #include "corun/export/catalog_record.h"
 #include "corun/mapping/declared_burst.h"
@@ -19,9 +18,11 @@
 #include "corun/plan/solver.h"
 #include "corun/runtime/infeasibility.h"
 #include "corun/runtime/node_plan.h"
-#include "corun/runtime/testbed_predictor.h"
 #include "corun/runtime/surrogate_source.h"
+#include "corun/runtime/testbed_predictor.h"
+#include "corun/runtime/twin_source.h"
 #include "corun/surrogate/cotenant.h"
+#include "node_report.h"
 
 namespace corun::cli {
 namespace {
@@ -65,11 +66,65 @@ bool leaves_room(const Workload& w, const Attempt& a, const Attempt& steady) {
 
 nlohmann::json burst_json(const mapping::DeclaredBurst& b, bool planned_for,
                           const std::vector<double>& tried, bool room) {
-  return {{"scenario", b.scenario_file}, {"calls", b.calls}, {"room", room},
-          {"every_s", b.every_s},        {"gpu_share", b.gpu_share},
-          {"shares_tried", tried},       {"makespan_ms", b.makespan_ms},
-          {"sm_util", b.load.sm_util},   {"bw_util", b.load.bw_util},
-          {"duty", b.duty()},            {"planned_for", planned_for}};
+  return {{"scenario", b.scenario_file},
+          {"calls", b.calls},
+          {"room", room},
+          {"every_s", b.every_s},
+          {"gpu_share", b.gpu_share},
+          {"shares_tried", tried},
+          {"makespan_ms", b.makespan_ms},
+          {"sm_util", b.load.sm_util},
+          {"bw_util", b.load.bw_util},
+          {"duty", b.duty()},
+          {"planned_for", planned_for}};
+}
+
+// The most GPUs a capacity answer tries.
+constexpr std::size_t kCapacityMaxGpus = 8;
+
+// When the workload does not fit the GPUs it names: how many whole GPUs of its device would
+// hold every SLA as predicted (the node planner on the catalog twin, from `from` GPUs up), as
+// JSON, and a line for people.
+Result<std::pair<nlohmann::json, std::string>> capacity(const Workload& w, const Flags& f,
+                                                        std::size_t from) {
+  TwinSource twin;
+  auto solver = make_solver(f.solver);
+  if (!solver) return solver.error();
+  NodePlanOptions options{{f.seed, f.threads, std::nullopt}};
+  options.screen = f.screen == "none" ? std::string() : f.screen;
+  auto a = gpus_needed(w, twin, **solver, options, from, kCapacityMaxGpus);
+  if (!a) return a.error().wrap("capacity");
+  nlohmann::json j = {
+      {"device", w.device.name},
+      {"gpus_needed", a->gpus == 0 ? nlohmann::json(nullptr) : nlohmann::json(a->gpus)},
+      {"tried_up_to", a->tried_up_to},
+      {"predictor", twin.describe()}};
+  std::string line;
+  if (a->gpus == 0) {
+    line = "capacity: no node of up to " + std::to_string(a->tried_up_to) + " x " +
+           w.device.display_name +
+           " holds every SLA as predicted (an SLA no GPU of this device can hold: see the "
+           "infeasible lines)";
+  } else {
+    const ModelsByUnit by = models_by_unit(a->node, a->plan);
+    nlohmann::json placement = nlohmann::json::object();
+    std::string where;
+    for (std::size_t u = 0; u < by.on.size(); ++u) {
+      std::vector<std::string> names;
+      for (std::size_t m : by.on[u]) {
+        names.push_back(w.models[m].name);
+        placement[w.models[m].name] = a->plan.layout.units[u].label();
+      }
+      where += (where.empty() ? "" : "; ") + a->plan.layout.units[u].label() + ": " +
+               (names.empty() ? "-" : join(names, ", "));
+    }
+    j["placement"] = std::move(placement);
+    j["predicted_utility"] = a->plan.utility;
+    line = "capacity: " + std::to_string(a->gpus) + " x " + w.device.display_name +
+           " hold every SLA as predicted (" + where + "; node planner on the " + twin.describe() +
+           ": corun plan with gpus: " + std::to_string(a->gpus) + " plans it)";
+  }
+  return std::make_pair(std::move(j), std::move(line));
 }
 
 // A node (several GPUs or MIG slices): where each model runs and its knobs, jointly.
@@ -113,8 +168,15 @@ int plan_node(const Flags& f, const Workload& w) {
     measured = measure_node_plan(w, *plan, **testbed, {f.window_s, f.seed});
   }
   const NodeOutcome* m = measured ? &*measured : nullptr;
+  std::optional<std::pair<nlohmann::json, std::string>> more;
+  if (!plan->feasible && w.node.gpus() < kCapacityMaxGpus) {
+    auto c = capacity(w, f, w.node.gpus() + 1);
+    if (!c) return report_error(c.error());
+    more = std::move(*c);
+  }
   if (f.json) {
     nlohmann::json out = node_plan_json(w, *plan, m);
+    if (more) out["capacity"] = more->first;
     out["workload"] = w.file;
     out["device"] = w.device.name;
     out["gpus"] = w.node.gpus();
@@ -136,15 +198,15 @@ int plan_node(const Flags& f, const Workload& w) {
     if (measured) out["measured"]["testbed"] = f.testbed;
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("corun plan: %s on %zu x %s (%s), %s, predicted utility %.3f\n",
-                w.file.c_str(), w.node.gpus(), w.device.display_name.c_str(),
-                plan->layout.describe().c_str(),
+    std::printf("corun plan: %s on %zu x %s (%s), %s, predicted utility %.3f\n", w.file.c_str(),
+                w.node.gpus(), w.device.display_name.c_str(), plan->layout.describe().c_str(),
                 plan->feasible ? "feasible" : "INFEASIBLE (best plan found shown)", plan->utility);
     std::printf("%s", node_plan_text(w, *plan, m).c_str());
     for (const auto& b : *breaks) {
-      std::printf("breaks: %s on %s misses an SLA as predicted with its margin of %.0f %% (excess "
-                  "%.3f)\n",
-                  w.models[b.model].name.c_str(), b.unit.c_str(), 100 * b.margin, b.excess);
+      std::printf(
+          "breaks: %s on %s misses an SLA as predicted with its margin of %.0f %% (excess "
+          "%.3f)\n",
+          w.models[b.model].name.c_str(), b.unit.c_str(), 100 * b.margin, b.excess);
     }
     std::printf(
         "search: %llu unit plans solved (%llu more screened), %llu reused, %.0f ms; "
@@ -157,6 +219,7 @@ int plan_node(const Flags& f, const Workload& w) {
       std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n", f.testbed.c_str(),
                   measured->measured_utility, measured->violations);
     }
+    if (more) std::printf("%s\n", more->second.c_str());
   }
   if (!plan->feasible) return kExitFailure;
   return measured && measured->violations > 0 ? kExitFailure : kExitOk;
@@ -201,9 +264,9 @@ const bool registered = register_command({
         if (!w->node.single_gpu()) return plan_node(*f, *w);
         for (double share : f->tool_shares) {
           if (!(share > 0 && share <= 1)) {
-            return report_error(Error("--tool-shares: " + format_number(share) +
-                                          " is not a share of the SMs in (0, 1]",
-                                      Error::Kind::kInvalidInput));
+            return report_error(Error(
+                "--tool-shares: " + format_number(share) + " is not a share of the SMs in (0, 1]",
+                Error::Kind::kInvalidInput));
           }
         }
         if (f->tool_shares.empty()) {
@@ -229,8 +292,9 @@ const bool registered = register_command({
           bursts = std::move(*b);
         }
         if (f->model.empty()) {
-          return report_error(Error("--surrogate is required to plan one GPU (corun fit writes one)",
-                                    Error::Kind::kInvalidInput));
+          return report_error(
+              Error("--surrogate is required to plan one GPU (corun fit writes one)",
+                    Error::Kind::kInvalidInput));
         }
         auto s = surrogate::Surrogate::load(f->model);
         if (!s) return report_error(s.error());
@@ -356,29 +420,35 @@ const bool registered = register_command({
           models.push_back(std::move(jm));
           t.add(row);
         }
-        nlohmann::json out = {
-            {"workload", w->file},
-            {"device", w->device.name},
-            {"surrogate", f->model},
-            {"solver", r->solver},
-            {"feasible", chosen->feasible()},
-            {"infeasible", why},
-            {"predicted_utility", r->utility},
-            {"models", models},
-            {"search",
-             {{"evaluated", r->stats.evaluated},
-              {"nodes", r->stats.nodes},
-              {"elapsed_ms", r->stats.elapsed_ms},
-              {"proved_optimal", r->stats.proved_optimal},
-              {"candidates", count_json(problem.candidate_count())},
-              {"candidates_exact", problem.candidate_count().exact()}}},
-            {"standalone_remeasured", source.measurements_taken()}};
+        nlohmann::json out = {{"workload", w->file},
+                              {"device", w->device.name},
+                              {"surrogate", f->model},
+                              {"solver", r->solver},
+                              {"feasible", chosen->feasible()},
+                              {"infeasible", why},
+                              {"predicted_utility", r->utility},
+                              {"models", models},
+                              {"search",
+                               {{"evaluated", r->stats.evaluated},
+                                {"nodes", r->stats.nodes},
+                                {"elapsed_ms", r->stats.elapsed_ms},
+                                {"proved_optimal", r->stats.proved_optimal},
+                                {"candidates", count_json(problem.candidate_count())},
+                                {"candidates_exact", problem.candidate_count().exact()}}},
+                              {"standalone_remeasured", source.measurements_taken()}};
         {
           auto catalog = load_catalog(f->catalog);  // cached: the workload's catalog
           if (!catalog) return report_error(catalog.error());
           out["catalog"] = exporting::catalog_record_json(**catalog);
         }
         if (burst) out["tools"] = burst_json(*burst, !f->ignore_tools, tried, room);
+        std::optional<std::pair<nlohmann::json, std::string>> more;
+        if (!chosen->feasible()) {
+          auto c = capacity(*w, *f, 2);
+          if (!c) return report_error(c.error());
+          out["capacity"] = c->first;
+          more = std::move(*c);
+        }
         if (measured) {
           out["measured"] = {{"testbed", measured->testbed},
                              {"utility", measured_utility},
@@ -394,35 +464,35 @@ const bool registered = register_command({
         } else {
           std::printf("corun plan: %s on %s, solver %s: %s, predicted utility %.3f\n",
                       w->file.c_str(), w->device.display_name.c_str(), r->solver.c_str(),
-                      chosen->feasible() ? "feasible"
-                                                 : "INFEASIBLE (degraded plan shown)",
+                      chosen->feasible() ? "feasible" : "INFEASIBLE (degraded plan shown)",
                       r->utility);
           for (const auto& line : why) std::printf("infeasible: %s\n", line.c_str());
+          if (more) std::printf("%s\n", more->second.c_str());
           if (burst) {
-            std::printf("tools: %s, %zu calls every %s s: %.0f ms on the GPU at SM %.2f, "
-                        "bandwidth %.2f (%.1f %% of the time), %s\n",
-                        burst->scenario_file.c_str(), burst->calls,
-                        format_number(burst->every_s).c_str(), burst->makespan_ms,
-                        burst->load.sm_util, burst->load.bw_util, 100 * burst->duty(),
-                        f->ignore_tools ? "NOT planned for (--ignore-tools)"
-                                        : "planned for (the predictions above include it)");
+            std::printf(
+                "tools: %s, %zu calls every %s s: %.0f ms on the GPU at SM %.2f, "
+                "bandwidth %.2f (%.1f %% of the time), %s\n",
+                burst->scenario_file.c_str(), burst->calls, format_number(burst->every_s).c_str(),
+                burst->makespan_ms, burst->load.sm_util, burst->load.bw_util, 100 * burst->duty(),
+                f->ignore_tools ? "NOT planned for (--ignore-tools)"
+                                : "planned for (the predictions above include it)");
             if (!f->ignore_tools) {
               std::string list;
               for (double x : tried) list += (list.empty() ? "" : ", ") + format_number(x);
-              std::printf("tools' SM share: %s (MPS active-thread percentage %.0f for the tool "
-                          "server; shares tried: %s): %s\n",
-                          format_number(burst->gpu_share).c_str(), 100 * burst->gpu_share,
-                          list.c_str(),
-                          room ? "room left: the burst gives up no SLA the steady plan holds"
-                               : "NO ROOM: at every share tried the burst breaks an SLA the "
-                                 "steady plan holds");
+              std::printf(
+                  "tools' SM share: %s (MPS active-thread percentage %.0f for the tool "
+                  "server; shares tried: %s): %s\n",
+                  format_number(burst->gpu_share).c_str(), 100 * burst->gpu_share, list.c_str(),
+                  room ? "room left: the burst gives up no SLA the steady plan holds"
+                       : "NO ROOM: at every share tried the burst breaks an SLA the "
+                         "steady plan holds");
             }
           }
           std::printf("%s", t.render().c_str());
           std::printf("search: %llu of %s candidates evaluated in %.1f ms%s\n",
                       static_cast<unsigned long long>(r->stats.evaluated),
-                      problem.candidate_count().to_string().c_str(),
-                      r->stats.elapsed_ms, r->stats.proved_optimal ? " (proved optimal)" : "");
+                      problem.candidate_count().to_string().c_str(), r->stats.elapsed_ms,
+                      r->stats.proved_optimal ? " (proved optimal)" : "");
           if (measured) {
             std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n",
                         measured->testbed.c_str(), measured_utility, breaches);

@@ -179,6 +179,7 @@ HttpResponse NodeService::route(const HttpRequest& req) {
   if (p == "/v1/replan" && is_post) return replan(req);
   if (p == "/v1/whatif" && is_post) return whatif(req);
   if (p == "/v1/tools/place" && is_post) return tools_place(req);
+  if (p == "/v1/capacity" && is_post) return capacity(req);
   constexpr std::string_view kModel = "/v1/models/";
   if (p.size() > kModel.size() && p.compare(0, kModel.size(), kModel) == 0) {
     const std::string rest = p.substr(kModel.size());
@@ -199,6 +200,30 @@ HttpResponse NodeService::route(const HttpRequest& req) {
   // Everything else (the OpenAPI document, unknown paths, wrong methods): GPU 0 answers, as
   // every GPU would.
   return forward(0, req);
+}
+
+HttpResponse NodeService::capacity(const HttpRequest& req) {
+  // GPU 0 answers for the node: with no `models` in the body, the models of every GPU (their
+  // pins set aside: the answer is a new node's).
+  json body = json::object();
+  if (!req.body.empty()) {
+    auto parsed = units_.front()->parse_body(req);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
+    body = std::move(std::get<json>(parsed));
+  }
+  if (body.is_object() && !body.contains("models")) {
+    json all = json::array();
+    for (std::size_t k = 0; k < units_.size(); ++k) {
+      const json list = body_json(forward(k, get("/v1/models")));
+      if (!list.contains("models")) continue;
+      for (json m : list["models"]) {
+        m.erase("gpu");
+        all.push_back(std::move(m));
+      }
+    }
+    if (!all.empty()) body["models"] = std::move(all);
+  }
+  return forward(0, with_body(req, "/v1/capacity", body));
 }
 
 std::variant<std::optional<std::size_t>, HttpResponse> NodeService::take_pin(json& entry) const {

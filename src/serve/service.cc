@@ -101,6 +101,8 @@ std::span<const Route<Service>> Service::routes() {
       {"POST", "/v1/whatif", "whatif", A::kOpen, B::kJson, "", &S::post_whatif},
       // A placement changes nothing either: an agent runtime asks it before running its tools.
       {"POST", "/v1/tools/place", "tools_place", A::kOpen, B::kJson, "", &S::post_tools_place},
+      // A capacity answer changes nothing: a planner of the fleet asks it.
+      {"POST", "/v1/capacity", "capacity", A::kOpen, B::kOptionalJson, "", &S::post_capacity},
       {"GET", "/v1/openapi.json", "openapi", A::kOpen, B::kNone, "", &S::get_openapi},
   };
   return kTable;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -624,6 +625,46 @@ TEST(Cli, AnInfeasibleNodePlanNamesTheModelsThatMissTheirSla) {
   const auto text = run("plan " + path.string());
   EXPECT_NE(text.out.find("breaks: chat on gpu"), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find("breaks: cam"), std::string::npos) << text.out;
+  // No node of more GPUs holds a model whose SLA no single GPU holds: the capacity answer says
+  // so after trying up to 8.
+  ASSERT_TRUE(j.contains("capacity")) << j.dump();
+  EXPECT_TRUE(j["capacity"]["gpus_needed"].is_null()) << j["capacity"].dump();
+  EXPECT_EQ(j["capacity"]["tried_up_to"], 8);
+  EXPECT_NE(text.out.find("capacity: no node of up to 8"), std::string::npos) << text.out;
+}
+
+// Three Qwen2.5-7B served in FP16 only: 2 bytes x 7.6 B parameters = 15.2 GB of weights each,
+// so no two (30.4 GB) share one RTX 3090's 24 GB (datasheet), while each alone holds a light
+// chat SLA. On the two GPUs the workload names the plan is infeasible, and `corun plan` answers
+// how many GPUs would hold it: 3, one model each.
+TEST(Cli, AnInfeasibleNodePlanSaysHowManyGpusWouldHoldIt) {
+  const auto path = temp_dir() / "three-7b.yaml";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "device: rtx3090\ngpus: 2\nmodels:\n";
+    for (const char* name : {"a", "b", "c"}) {
+      f << "  - {name: " << name
+        << ", model: qwen2.5-7b, knobs: {precision: [fp16], request_concurrency: [1, 2]},"
+           " demand: {rps: 0.5, prompt_tokens: 256, output_tokens: 64},"
+           " sla: {ttft_ms_p95: 3000, tpot_ms_p95: 200}}\n";
+    }
+  }
+  const auto r = run("plan " + path.string() + " --solver greedy --json");
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["feasible"].get<bool>());
+  ASSERT_TRUE(j.contains("capacity")) << j.dump();
+  const auto& c = j["capacity"];
+  EXPECT_EQ(c["gpus_needed"], 3) << c.dump();
+  EXPECT_EQ(c["device"], "rtx3090");
+  ASSERT_TRUE(c["placement"].is_object()) << c.dump();
+  const std::set<std::string> units = {c["placement"]["a"].get<std::string>(),
+                                       c["placement"]["b"].get<std::string>(),
+                                       c["placement"]["c"].get<std::string>()};
+  EXPECT_EQ(units, (std::set<std::string>{"gpu0", "gpu1", "gpu2"}));
+  const auto text = run("plan " + path.string() + " --solver greedy");
+  EXPECT_NE(text.out.find("capacity: 3 x NVIDIA GeForce RTX 3090"), std::string::npos)
+      << text.out;
 }
 
 TEST(Cli, NodeWorkloadsAreRefusedByOneGpuVerbsAndMigByServeAndBadPinsNameTheirField) {

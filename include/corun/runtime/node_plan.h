@@ -44,6 +44,24 @@ struct NodeOutcome {
   std::size_t violations = 0;
 };
 
+/// @brief How many GPUs of the workload's device a workload needs (issue: capacity answers):
+/// the smallest node of whole GPUs, from `from_gpus` to `max_gpus`, on which the node planner
+/// finds a feasible plan (every model placed, every SLA held as predicted), and that plan.
+struct CapacityAnswer {
+  std::size_t gpus = 0;  ///< 0: no node up to `tried_up_to` GPUs holds it
+  std::size_t tried_up_to = 0;
+  NodePlan plan;  ///< on `gpus` GPUs (the last node tried when none holds it)
+  Workload node;  ///< the workload as the node of `gpus` GPUs it was planned as
+};
+
+/// @brief Plans `w` (its models; its node ignored, every MIG partition set aside) on 1 GPU..
+/// `max_gpus` GPUs of its device, starting at `from_gpus`, with `whole` predicting whole
+/// GPUs and `solver` per GPU, and stops at the first feasible node. The predictions of a node
+/// of k GPUs are those of one GPU (a GPU's co-runners are the models placed on it).
+Result<CapacityAnswer> gpus_needed(const Workload& w, PredictorSource& whole, const Solver& solver,
+                                   const NodePlanOptions& options, std::size_t from_gpus,
+                                   std::size_t max_gpus);
+
 /// @brief Runs `plan` on `testbed` (measure_node) and scores what it measured.
 NodeOutcome measure_node_plan(const Workload& w, NodePlan plan, const Testbed& testbed,
                               const MeasureOptions& options);

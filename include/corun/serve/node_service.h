@@ -87,6 +87,7 @@ class NodeService final : public HttpHandler {
 
   HttpResponse register_model(const HttpRequest& req);
   HttpResponse whatif(const HttpRequest& req);
+  HttpResponse capacity(const HttpRequest& req);
   HttpResponse post_telemetry(const HttpRequest& req);
   HttpResponse list_models(const HttpRequest& req);
   HttpResponse get_telemetry(const HttpRequest& req);

@@ -187,6 +187,10 @@ class Service final : public HttpHandler {
   /// POST /v1/tools/place: places the body's tool DAG next to the plan in force with
   /// mapping::place() (what `corun map --plan` runs); nothing in the service changes.
   HttpResponse post_tools_place(const RouteCall& call);
+  /// POST /v1/capacity: how many GPUs of the served device the registered models (or the
+  /// body's `models`) need, answered by the node planner on the catalog twin
+  /// (runtime/node_plan.h gpus_needed); nothing in the service changes.
+  HttpResponse post_capacity(const RouteCall& call);
   /// The plan in force's co-runners, measured and guarded (plan_corunners), from the cache when
   /// `key` (plan id, served models' entries, seed, device) was built before; else built and
   /// cached. The build (a surrogate fit, about a second) runs without the lock: two requests
