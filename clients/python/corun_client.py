@@ -229,6 +229,22 @@ class CorunClient:
             body["policy"] = policy
         return self._request("POST", "/v1/tools/place", body)
 
+    def capacity(self, models: list[JsonObject] | None = None,
+                 max_gpus: int | None = None) -> JsonObject:
+        """`POST /v1/capacity`: how many GPUs of the served device do these models need (the
+        registered models when `models` is None)? Changes nothing.
+
+        Returns the Capacity answer: `gpus_needed` (None when no node of up to `max_gpus`, 8 by
+        default, holds every SLA as predicted), `tried_up_to`, and on that node `placement`
+        (model -> GPU) and `predicted_utility`. CorunError `no_models` (404) with neither.
+        """
+        body: JsonObject = {}
+        if models is not None:
+            body["models"] = models
+        if max_gpus is not None:
+            body["max_gpus"] = max_gpus
+        return self._request("POST", "/v1/capacity", body if body else None)
+
     # -- helpers ------------------------------------------------------------------------------
 
     def wait_for_decision(self, after: int = 0, timeout_s: float = 30.0,

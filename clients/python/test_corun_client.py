@@ -100,7 +100,8 @@ class ServerTest(unittest.TestCase):
                   ("DELETE", "/v1/models/{name}"), ("PUT", "/v1/models/{name}/demand"),
                   ("POST", "/v1/telemetry"), ("GET", "/v1/telemetry"), ("GET", "/v1/plan"),
                   ("GET", "/v1/plan/history"), ("POST", "/v1/replan"),
-                  ("POST", "/v1/whatif"), ("POST", "/v1/tools/place")}
+                  ("POST", "/v1/whatif"), ("POST", "/v1/tools/place"),
+                  ("POST", "/v1/capacity")}
         self.assertEqual(documented, called)
 
     def test_register_list_get_remove(self) -> None:
@@ -129,6 +130,21 @@ class ServerTest(unittest.TestCase):
         bad = dict(CAM0, name="cam9", knobs={"imgsize": [320]})
         self.assertCorunError(lambda: self.client.what_if(bad), 422, "invalid_spec",
                               "knobs.imgsize")
+
+    def test_capacity_of_the_registered_models_and_of_a_list(self) -> None:
+        self.assertCorunError(lambda: self.client.capacity(), 404, "no_models")
+        self.client.register_model(CAM0)
+        answer = self.client.capacity()
+        self.assertEqual(answer["gpus_needed"], 1)
+        self.assertEqual(answer["placement"], {"cam0": "gpu0"})
+        # A detector no GPU serves in 10 microseconds: none of up to 2 GPUs holds it.
+        fast = dict(CAM0, name="fast", sla={"latency_ms_p95": 0.01})
+        answer = self.client.capacity([fast], max_gpus=2)
+        self.assertIsNone(answer["gpus_needed"])
+        self.assertEqual(answer["tried_up_to"], 2)
+        self.assertCorunError(lambda: self.client.capacity([CAM0], max_gpus=9), 400,
+                              "out_of_range", "max_gpus")
+        self.assertEqual([m["name"] for m in self.client.list_models()], ["cam0"])
 
     def test_place_tools_next_to_the_plan_and_changes_nothing(self) -> None:
         self.client.register_model(CAM0)

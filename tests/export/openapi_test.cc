@@ -218,15 +218,18 @@ TEST(OpenApi, EveryRouteOfServeMdIsDocumentedAndNothingElse) {
     if (body) {
       const std::string ref =
           body["content"]["application/json"]["schema"]["$ref"].as<std::string>();
-      const std::map<std::string, std::string> placeholder = {{"ENTRY", "ModelEntry"},
-                                                              {"DEMAND", "Demand"},
-                                                              {"SAMPLE", "TelemetryRequest"},
-                                                              {"DAG", "PlaceRequest"},
-                                                              {"none", "ReplanRequest"}};
+      // Each placeholder's schema, and whether the body may be left out.
+      const std::map<std::string, std::pair<std::string, bool>> placeholder = {
+          {"ENTRY", {"ModelEntry", true}},        {"DEMAND", {"Demand", true}},
+          {"SAMPLE", {"TelemetryRequest", true}}, {"DAG", {"PlaceRequest", true}},
+          {"CAPACITY", {"CapacityRequest", false}}, {"none", {"ReplanRequest", false}}};
       const std::string first = r.body.substr(0, r.body.find(' '));
       ASSERT_TRUE(placeholder.count(first)) << r.body;
-      EXPECT_EQ(ref, "#/components/schemas/" + placeholder.at(first));
-      EXPECT_EQ(body["required"].as<bool>(), first != "none");
+      EXPECT_EQ(ref, "#/components/schemas/" + placeholder.at(first).first);
+      EXPECT_EQ(body["required"].as<bool>(), placeholder.at(first).second);
+      // An optional body says so in the table.
+      EXPECT_EQ(r.body.find("(optional)") != std::string::npos,
+                !placeholder.at(first).second && first != "none");
     }
   }
   for (const auto& p : doc().root()["paths"]) {
@@ -561,6 +564,15 @@ TEST(OpenApi, EveryAnswerOfARunningServerValidates) {
   call("POST", "/v1/tools/place", R"({"scenario":{"name":"d","name":"e"}})", 400, false);
   call("POST", "/v1/tools/place", "{}", 415, false, "text/plain");
   call("GET", "/v1/tools/place", "", 405);
+  // Capacity answers: the registered models, a body's models, and the refusals.
+  const auto capacity = call("POST", "/v1/capacity", "", 200, false);
+  EXPECT_EQ(capacity.json()["gpus_needed"], 1) << capacity.body;
+  call("POST", "/v1/capacity",
+       R"({"models":[{"name":"cam9","model":"yolo11n","demand":{"fps":5}}],"max_gpus":2})", 200,
+       false);
+  call("POST", "/v1/capacity", R"({"max_gpus":0})", 400, false);
+  call("POST", "/v1/capacity", R"({"models":[{"name":"x","model":"yolo11z"}]})", 422, false);
+  call("GET", "/v1/capacity", "", 405);
   const std::string id = std::to_string(plan["id"].get<long long>());
   call("POST", "/v1/telemetry",
        R"({"model":"cam0","plan_id":)" + id + R"(,"latency_ms_p95":41.5,"throughput":29.8})", 202);
