@@ -782,6 +782,10 @@ TEST(Export, BadPlansNameFileFieldAndReason) {
       {"model missing from the plan",
        served(all_but_cam()),
        {"bad.json: models: model 'cam' of", "is not in the plan"}},
+      {"admitted share out of range",
+       served(all_but_cam() + R"(, "cam": {"index": 14, "settings": ")" + ok_cam +
+              R"(", "admitted": 1.5})"),
+       {"bad.json: models.cam.admitted: expected a number in [0, 1], got 1.5"}},
       {"another device",
        served(all_but_cam() + ", " + cam(ok_cam), "l4"),
        {"bad.json: device: the plan is for device 'l4'"}},
@@ -843,7 +847,9 @@ timeline:
       {"intervals",
        {{{"t_s", 0}, {"models", {{{"name", "enc"}, {"config", "batch=2"}}}}},
         {{"t_s", 10}, {"models", {{{"name", "enc"}, {"config", "batch=2"}}}}},
-        {{"t_s", 20}, {"models", {{{"name", "enc"}, {"config", "batch=4"}}}}}}}};
+        {{"t_s", 20},
+         {"models", {{{"name", "enc"}, {"config", "batch=4"}}}},
+         {"admitted", {0.25}}}}}};
   auto p = parse_plan_input(report.dump(), "report.json", "", catalog());
   ASSERT_TRUE(p.ok()) << p.error().what();
   EXPECT_EQ(p->kind, PlanKind::kRunReport);
@@ -852,6 +858,13 @@ timeline:
   const auto d = plan_deployment(*p, test_options());
   EXPECT_DOUBLE_EQ(d[0].input_rate_per_s, 30);
   EXPECT_EQ(d[0].queue_delay_us, 100000);
+  // The interval's admitted shares, one per workload model: enc admits a quarter, which the
+  // gateway limits to 0.25 x 30 requests/s = 450 a minute.
+  EXPECT_EQ(p->models[0].admitted, 0.25);
+  auto files = render_export(*p, ExportFormat::kTriton, test_options());
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->back().path, "admission.conf");
+  EXPECT_NE(files->back().content.find("rate=450r/m;"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
