@@ -4,6 +4,7 @@
 // threads a client may use; CUDA_MPS_PINNED_DEVICE_MEM_LIMIT caps its device memory per
 // device, "<device>=<limit>" with an M (MiB) or G suffix, e.g. "0=1G".
 
+#include <cstdint>
 #include <string>
 
 #include "corun/core/strings.h"
@@ -29,6 +30,25 @@ std::vector<std::pair<std::string, std::string>> mps_environment(const TritonSer
   };
 }
 
+std::string mps_overcommit_warning(const PlanInput& plan,
+                                   const std::vector<ModelDeployment>& models) {
+  std::int64_t total_mib = 0;
+  for (const auto& d : models) {
+    if (d.server == Server::kVllm) total_mib += d.mps_mem_limit_mib;
+  }
+  const TritonServer triton = triton_server(models);
+  if (!triton.models.empty()) total_mib += triton.mps_mem_limit_mib;
+  const auto device_mib =
+      static_cast<std::int64_t>(plan.workload.device.vram_bytes() / (1024.0 * 1024.0));
+  if (total_mib <= device_mib) return "";
+  // A limit caps a process; it reserves nothing. Above the GPU's memory in total, the
+  // processes can start but not all of them can reach their limits at once.
+  return "# WARNING: the MPS memory limits add up to " + std::to_string(total_mib) +
+         " MiB, above the GPU's " + std::to_string(device_mib) +
+         " MiB (the 1 GiB floor per process and the CUDA-graph headroom are not in the plan's "
+         "budget): the servers may run out of memory together.\n";
+}
+
 Result<std::vector<ExportFile>> render_mps(const PlanInput& plan,
                                            const std::vector<ModelDeployment>& models,
                                            const ExportOptions& options) {
@@ -45,6 +65,7 @@ Result<std::vector<ExportFile>> render_mps(const PlanInput& plan,
             fixed_decimals(d.vram_fraction * plan.workload.device.vram_gb, 3) +
             " GB + 512 MiB of CUDA graphs, in MiB rounded up, at least 1024 MiB;\n# SM share " +
             format_number(d.settings.sm_share) + " %.");
+    out += mps_overcommit_warning(plan, models);
     for (const auto& [k, v] : mps_environment(d, options)) out += k + "=" + v + "\n";
     files.push_back({d.spec->name + ".env", out});
   }
@@ -65,6 +86,7 @@ Result<std::vector<ExportFile>> render_mps(const PlanInput& plan,
             "not a model:\n# memory is the sum of the models' budgets (at least 1024 MiB), "
             "the SM percentage the sum\n# of their shares (at most 100). Per model:" +
             budgets);
+    out += mps_overcommit_warning(plan, models);
     for (const auto& [k, v] : mps_environment(triton, options)) out += k + "=" + v + "\n";
     files.push_back({"triton.env", out});
   }

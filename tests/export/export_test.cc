@@ -226,6 +226,24 @@ TEST(Export, DeploymentRoundsVram) {
   EXPECT_LE(fractions * total + vllm_headroom + triton_bytes, total);
 }
 
+TEST(Export, MpsLimitsAboveTheGpuAreAWarning) {
+  // The golden plan's budgets (about 2.97 GB) on a 3 GB GPU: the 1 GiB floor of the vLLM
+  // process and its 512 MiB of CUDA graphs push the limits past the GPU's memory.
+  PlanInput plan = golden_plan();
+  plan.workload.device.vram_gb = 3.0;
+  for (ExportFormat f : {ExportFormat::kMps, ExportFormat::kCompose}) {
+    auto files = render_export(plan, f, test_options());
+    ASSERT_TRUE(files.ok());
+    EXPECT_NE(files->front().content.find("# WARNING: the MPS memory limits add up to"),
+              std::string::npos)
+        << to_string(f);
+  }
+  // The golden plan on its 24 GiB RTX 3090: no such warning.
+  auto files = render_export(golden_plan(), ExportFormat::kCompose, test_options());
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->front().content.find("WARNING"), std::string::npos);
+}
+
 TEST(Export, MaxModelLenDefaultsToAMultipleOfTheMeanRoundedTo256) {
   // Without maxima: 4 x (300 + 50) = 1400 tokens, rounded up to 6 x 256 = 1536.
   PlanInput plan = golden_plan();
