@@ -90,7 +90,7 @@ Result<std::vector<ExportFile>> render_compose(const PlanInput& plan,
   for (const auto& d : models) {
     for (const auto& w : d.warnings) out += "# WARNING: " + d.spec->name + ": " + w + "\n";
   }
-  out += mps_overcommit_warning(plan, models);
+  out += warning_line(mps_overcommit_warning(plan, models));
   out += "services:\n";
   out += "  mps-control:\n    image: " + q(kCudaImage) +
          "\n    command: [\"nvidia-cuda-mps-control\", \"-f\"]\n    ipc: host\n"

@@ -43,10 +43,14 @@ std::string mps_overcommit_warning(const PlanInput& plan,
   if (total_mib <= device_mib) return "";
   // A limit caps a process; it reserves nothing. Above the GPU's memory in total, the
   // processes can start but not all of them can reach their limits at once.
-  return "# WARNING: the MPS memory limits add up to " + std::to_string(total_mib) +
-         " MiB, above the GPU's " + std::to_string(device_mib) +
+  return "the MPS memory limits add up to " + std::to_string(total_mib) + " MiB, above the GPU's " +
+         std::to_string(device_mib) +
          " MiB (the 1 GiB floor per process and the CUDA-graph headroom are not in the plan's "
-         "budget): the servers may run out of memory together.\n";
+         "budget): the servers may run out of memory together";
+}
+
+std::string warning_line(const std::string& warning) {
+  return warning.empty() ? warning : "# WARNING: " + warning + "\n";
 }
 
 Result<std::vector<ExportFile>> render_mps(const PlanInput& plan,
@@ -65,7 +69,7 @@ Result<std::vector<ExportFile>> render_mps(const PlanInput& plan,
             fixed_decimals(d.vram_fraction * plan.workload.device.vram_gb, 3) +
             " GB + 512 MiB of CUDA graphs, in MiB rounded up, at least 1024 MiB;\n# SM share " +
             format_number(d.settings.sm_share) + " %.");
-    out += mps_overcommit_warning(plan, models);
+    out += warning_line(mps_overcommit_warning(plan, models));
     for (const auto& [k, v] : mps_environment(d, options)) out += k + "=" + v + "\n";
     files.push_back({d.spec->name + ".env", out});
   }
@@ -86,7 +90,7 @@ Result<std::vector<ExportFile>> render_mps(const PlanInput& plan,
             "not a model:\n# memory is the sum of the models' budgets (at least 1024 MiB), "
             "the SM percentage the sum\n# of their shares (at most 100). Per model:" +
             budgets);
-    out += mps_overcommit_warning(plan, models);
+    out += warning_line(mps_overcommit_warning(plan, models));
     for (const auto& [k, v] : mps_environment(triton, options)) out += k + "=" + v + "\n";
     files.push_back({"triton.env", out});
   }

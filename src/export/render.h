@@ -59,10 +59,13 @@ std::vector<std::pair<std::string, std::string>> mps_environment(const ModelDepl
 std::vector<std::pair<std::string, std::string>> mps_environment(const TritonServer& t,
                                                                  const ExportOptions& options);
 
-/// A "# WARNING:" line when the MPS memory limits of the plan's processes add up to more than
-/// the GPU's memory (limits cap, they do not reserve); empty otherwise.
+/// A warning, in words, when the MPS memory limits of the plan's processes add up to more
+/// than the GPU's memory (limits cap, they do not reserve); empty otherwise.
 std::string mps_overcommit_warning(const PlanInput& plan,
                                    const std::vector<ModelDeployment>& models);
+
+/// "# WARNING: `warning`" and a newline; empty for an empty warning.
+std::string warning_line(const std::string& warning);
 
 /// "# name: catalog-model, settings" plus the plan and provenance lines every file starts with.
 std::string file_header(const PlanInput& plan, const ExportOptions& options,

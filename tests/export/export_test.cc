@@ -909,6 +909,26 @@ RunResult run(const std::string& args, const fs::path& dir) {
   return r;
 }
 
+// What does not deploy as planned is said on stderr too, not only in the files.
+TEST(ExportCli, WarningsGoToStderr) {
+  TempDir dir;
+  std::string text = read(kGolden / "workload.yaml");
+  const std::string from = "max_prompt_tokens: 1792";
+  ASSERT_NE(text.find(from), std::string::npos);
+  const std::string plain =
+      "export " + (kGolden / "served-plan.json").string() + " --format vllm --workload ";
+  auto r = run(plain + (kGolden / "workload.yaml").string(), dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  text.replace(text.find(from), from.size(), "max_prompt_tokens: 200000");
+  const auto long_prompts = dir.write("long.yaml", text);
+  r = run(plain + long_prompts.string() + " --out " + (dir.path() / "out").string(), dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: chat: the KV cache of 32 sequences of --max-model-len"),
+            std::string::npos)
+      << r.err;
+}
+
 // corun export --from/--to (the cases of tests/export/diff_test.cc, through the binary).
 TEST(ExportCli, FromToWritesOnlyWhatChangesAndBadInputExitsWith2) {
   TempDir dir;
