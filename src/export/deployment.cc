@@ -40,11 +40,13 @@ int round_up(long long n, int granule) {
 // vLLM's --max-model-len for an LLM's demand (ModelDeployment::max_model_len).
 int max_model_len(const Demand& d) {
   if (d.prompt_tokens + d.output_tokens <= 0) return 0;
+  // A maximum is at least its mean when the workload is read; a timeline `context` event may
+  // raise the mean past it later, and then the mean bounds the request instead.
   const long long prompt = d.max_prompt_tokens > 0
-                               ? d.max_prompt_tokens
+                               ? std::max(d.max_prompt_tokens, d.prompt_tokens)
                                : static_cast<long long>(kMaxModelLenMeanMultiple) * d.prompt_tokens;
   const long long output = d.max_output_tokens > 0
-                               ? d.max_output_tokens
+                               ? std::max(d.max_output_tokens, d.output_tokens)
                                : static_cast<long long>(kMaxModelLenMeanMultiple) * d.output_tokens;
   return round_up(prompt + output, kMaxModelLenGranule);
 }

@@ -262,6 +262,11 @@ TEST(Export, MaxModelLenDefaultsToAMultipleOfTheMeanRoundedTo256) {
   demand.max_prompt_tokens = 1024;
   demand.max_output_tokens = 512;
   EXPECT_EQ(plan_deployment(plan, test_options())[0].max_model_len, 1536);
+  // A context event that raised the mean prompt past its maximum: the mean bounds it,
+  // 2000 + 512 = 2512 -> 2560.
+  demand.prompt_tokens = 2000;
+  EXPECT_EQ(plan_deployment(plan, test_options())[0].max_model_len, 2560);
+  demand.prompt_tokens = 300;
   auto files = render_export(plan, ExportFormat::kVllm, test_options());
   ASSERT_TRUE(files.ok());
   EXPECT_NE(files->front().content.find("--max-model-len 1536"), std::string::npos);

@@ -99,9 +99,9 @@ struct ModelDeployment {
   std::int64_t queue_delay_us = 0;
   /// LLMs: vLLM's --max-model-len, the longest prompt + output a request may have:
   /// max_prompt_tokens + max_output_tokens of the demand when it gives them (either one
-  /// missing: its mean x kMaxModelLenMeanMultiple), else kMaxModelLenMeanMultiple x (mean
-  /// prompt + mean output); rounded up to kMaxModelLenGranule. 0 when the demand names no
-  /// lengths.
+  /// missing: its mean x kMaxModelLenMeanMultiple; a mean that a context event raised above
+  /// its maximum: the mean), else kMaxModelLenMeanMultiple x (mean prompt + mean output);
+  /// rounded up to kMaxModelLenGranule. 0 when the demand names no lengths.
   int max_model_len = 0;
   /// LLMs: the device memory of the plan's budget with the KV cache of request_concurrency
   /// sequences of max_model_len tokens instead of the mean length (vLLM admits that many
