@@ -126,8 +126,9 @@ std::string engine_steps(const ModelDeployment& d) {
   const int batch = std::max(1, d.settings.batch);
   out += "mkdir -p \"$REPO/" + name + "/1\"\n";
   out += "trtexec --onnx=" + onnx + " --saveEngine=\"$REPO/" + name + "/1/model.plan\"" +
-         trtexec_precision(d.settings.precision) + " \\\n  --minShapes=" + shapes(d, 1) +
-         " \\\n  --optShapes=" + shapes(d, batch) + " \\\n  --maxShapes=" + shapes(d, batch) + "\n";
+         trtexec_precision(d.settings.precision) + " \\\n  --minShapes=\"" + shapes(d, 1) +
+         "\" \\\n  --optShapes=\"" + shapes(d, batch) + "\" \\\n  --maxShapes=\"" +
+         shapes(d, batch) + "\"\n";
   return out;
 }
 

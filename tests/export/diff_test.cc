@@ -141,7 +141,7 @@ TEST(ExportDiff, ACameraImageSizeChangeIsATritonLoadWithTheNewConfig) {
                       ExportFormat::kTriton);
   EXPECT_EQ(d.paths(),
             (std::vector<std::string>{"cam/config.pbtxt", "build_engine.sh", "transition.json"}));
-  EXPECT_NE(d.files[1].content.find("--maxShapes=images:4x3x320x320"), std::string::npos);
+  EXPECT_NE(d.files[1].content.find("--maxShapes=\"images:4x3x320x320\""), std::string::npos);
   const auto& s = d.step("cam");
   EXPECT_EQ(s["action"], "reload");
   EXPECT_EQ(s["stack"], "triton");

@@ -567,14 +567,16 @@ TEST(Export, TheTritonRepositoryHasTheLayoutTritonRequires) {
     }
   }
   EXPECT_EQ(models, 3);
+  // The script is valid POSIX shell (parsed, not run: it needs TensorRT).
+  EXPECT_EQ(std::system(("sh -n " + (repo / "build_engine.sh").string()).c_str()), 0);
   // The script builds from ONNX with trtexec and an optimisation profile; not Ultralytics'
   // format=engine, whose metadata header the tensorrt_plan backend cannot read.
   EXPECT_EQ(strip_comments(script).find("format=engine"), std::string::npos);
   EXPECT_NE(script.find("yolo export model=yolo11n.pt format=onnx imgsz=640 dynamic=True"),
             std::string::npos);
-  EXPECT_NE(script.find("--minShapes=images:1x3x640x640"), std::string::npos);
-  EXPECT_NE(script.find("--optShapes=images:4x3x640x640"), std::string::npos);
-  EXPECT_NE(script.find("--maxShapes=images:4x3x640x640"), std::string::npos);
+  EXPECT_NE(script.find("--minShapes=\"images:1x3x640x640\""), std::string::npos);
+  EXPECT_NE(script.find("--optShapes=\"images:4x3x640x640\""), std::string::npos);
+  EXPECT_NE(script.find("--maxShapes=\"images:4x3x640x640\""), std::string::npos);
 }
 
 TEST(Export, EveryVllmFlagCorunWritesIsAnUpstreamFlag) {

@@ -20,9 +20,9 @@ yolo export model=yolo11n.pt format=onnx imgsz=640 dynamic=True
 mv yolo11n.onnx "$ONNX_DIR/yolo11n-640.onnx"
 mkdir -p "$REPO/cam/1"
 trtexec --onnx="$ONNX_DIR/yolo11n-640.onnx" --saveEngine="$REPO/cam/1/model.plan" --fp16 \
-  --minShapes=images:1x3x640x640 \
-  --optShapes=images:4x3x640x640 \
-  --maxShapes=images:4x3x640x640
+  --minShapes="images:1x3x640x640" \
+  --optShapes="images:4x3x640x640" \
+  --maxShapes="images:4x3x640x640"
 
 # enc: bert-base, batch=8
 # ONNX: export BERT-base (uncased) to "$ONNX_DIR/bert-base.onnx" first (torch.onnx.export, or optimum-cli export onnx for Hugging Face models).
@@ -31,6 +31,6 @@ test -f "$ONNX_DIR/bert-base.onnx" || { echo "missing $ONNX_DIR/bert-base.onnx" 
 # without either the engine runs with placeholder scales.
 mkdir -p "$REPO/enc/1"
 trtexec --onnx="$ONNX_DIR/bert-base.onnx" --saveEngine="$REPO/enc/1/model.plan" --int8 \
-  --minShapes=input_ids:1x${SEQ_LEN},attention_mask:1x${SEQ_LEN},token_type_ids:1x${SEQ_LEN} \
-  --optShapes=input_ids:8x${SEQ_LEN},attention_mask:8x${SEQ_LEN},token_type_ids:8x${SEQ_LEN} \
-  --maxShapes=input_ids:8x${SEQ_LEN},attention_mask:8x${SEQ_LEN},token_type_ids:8x${SEQ_LEN}
+  --minShapes="input_ids:1x${SEQ_LEN},attention_mask:1x${SEQ_LEN},token_type_ids:1x${SEQ_LEN}" \
+  --optShapes="input_ids:8x${SEQ_LEN},attention_mask:8x${SEQ_LEN},token_type_ids:8x${SEQ_LEN}" \
+  --maxShapes="input_ids:8x${SEQ_LEN},attention_mask:8x${SEQ_LEN},token_type_ids:8x${SEQ_LEN}"
