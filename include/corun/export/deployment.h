@@ -40,10 +40,12 @@ inline constexpr double kCudaGraphHeadroomBytes = 512.0 * 1024 * 1024;
 /// A model's admission gateway listens this far above the base port (8000: gateways from 9000).
 inline constexpr int kGatewayPortOffset = 1000;
 /// The smallest CUDA_MPS_PINNED_DEVICE_MEM_LIMIT corun writes for a process: 1 GiB, a CUDA
-/// context with cuBLAS/cuDNN and TensorRT's runtime loaded (a bare context is 300-500 MiB on
-/// recent GPUs, and the TensorRT and cuDNN libraries add several hundred MiB of device
-/// memory: TensorRT's "Best Practices", "Memory"). A limit below it fails at start-up
-/// whatever the model's own budget.
+/// context with cuBLAS/cuDNN and TensorRT's runtime loaded. The context alone takes a few
+/// hundred MiB of device memory (its kernels' code and the runtime's heaps: CUDA C++
+/// Programming Guide, "Lazy Loading"), and the libraries TensorRT loads add their own
+/// (TensorRT Developer Guide, "Memory Usage of TensorRT": CUDA context and library memory
+/// outside the engine). An estimate, not a measurement per GPU; a limit below it fails at
+/// start-up whatever the model's own budget (Triton got 394-510 MiB before this floor).
 inline constexpr std::int64_t kMpsMemoryFloorMib = 1024;
 
 /// @brief What every format needs to know about one planned model, derived once from the
