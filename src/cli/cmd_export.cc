@@ -38,9 +38,12 @@ const bool registered = register_command({
         }
         auto c = load_catalog_for_plan(*catalog, req->plan_file);
         if (!c) return report_error(c.error());
-        auto out = exporting::run_export(*req, **c, exporting::default_export_options());
+        std::vector<std::string> warnings;
+        auto out = exporting::run_export(*req, **c, exporting::default_export_options(), &warnings);
         if (!out) return report_error(out.error());
         std::fputs(out->c_str(), stdout);
+        // The files say it too; here it is seen whether or not they are read.
+        for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
         return kExitOk;
       });
     },

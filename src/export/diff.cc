@@ -37,10 +37,25 @@ const ModelDeployment* find(const std::vector<ModelDeployment>& ds, const std::s
   return nullptr;
 }
 
-nlohmann::json env_object(const ModelDeployment& d, const ExportOptions& options) {
+nlohmann::json env_object(const std::vector<std::pair<std::string, std::string>>& vars) {
   nlohmann::json env = nlohmann::json::object();
-  for (const auto& [k, v] : mps_environment(d, options)) env[k] = v;
+  for (const auto& [k, v] : vars) env[k] = v;
   return env;
+}
+
+// The MPS client a model runs in: its own vLLM process, or the GPU's one Triton server.
+struct MpsClient {
+  nlohmann::json env;
+  std::int64_t mem_limit_mib = 0;
+};
+
+MpsClient mps_client(const ModelDeployment& d, const std::vector<ModelDeployment>& all,
+                     const ExportOptions& options) {
+  if (d.server == Server::kVllm) {
+    return {env_object(mps_environment(d, options)), d.mps_mem_limit_mib};
+  }
+  const TritonServer t = triton_server(all);
+  return {env_object(mps_environment(t, options)), t.mps_mem_limit_mib};
 }
 
 Result<nlohmann::json> vllm_argv(const ModelDeployment& d) {
@@ -53,7 +68,10 @@ Result<nlohmann::json> vllm_argv(const ModelDeployment& d) {
 
 // How the stack applies one model's step (docs/export.md, "From one plan to the next").
 Result<nlohmann::json> apply_step(const TransitionStep& step, const ModelDeployment* before,
-                                  const ModelDeployment* after, const ExportOptions& options) {
+                                  const ModelDeployment* after,
+                                  const std::vector<ModelDeployment>& all_before,
+                                  const std::vector<ModelDeployment>& all_after,
+                                  const ExportOptions& options) {
   const ModelDeployment* any = after != nullptr ? after : before;
   nlohmann::json a = nlohmann::json::object();
   if (any == nullptr) return a;
@@ -89,18 +107,22 @@ Result<nlohmann::json> apply_step(const TransitionStep& step, const ModelDeploym
   // MPS limits are read when a client's CUDA context is created: a process that starts (a
   // restart, a model that arrives) takes the new environment; a reload or a live change keeps
   // the one its process started with, which must still hold the new configuration's memory.
+  // A Triton model's process is the GPU's Triton server: its limits are the server's.
   if (after == nullptr) return a;
-  const nlohmann::json env_after = env_object(*after, options);
+  const MpsClient client_after = mps_client(*after, all_after, options);
   const bool starts = before == nullptr || step.change.action == Actuation::kRestart;
   if (starts) {
     const nlohmann::json env_before =
-        before != nullptr ? env_object(*before, options) : nlohmann::json();
-    if (env_before != env_after) a["mps_env"] = {{"before", env_before}, {"after", env_after}};
-  } else if (after->mps_mem_limit_mib > before->mps_mem_limit_mib) {
-    a["mps_env"] = {{"before", env_object(*before, options)}, {"after", env_after}};
-    a["warning"] = "the new configuration needs " + std::to_string(after->mps_mem_limit_mib) +
+        before != nullptr ? mps_client(*before, all_before, options).env : nlohmann::json();
+    if (env_before != client_after.env) {
+      a["mps_env"] = {{"before", env_before}, {"after", client_after.env}};
+    }
+  } else if (const MpsClient client_before = mps_client(*before, all_before, options);
+             client_after.mem_limit_mib > client_before.mem_limit_mib) {
+    a["mps_env"] = {{"before", client_before.env}, {"after", client_after.env}};
+    a["warning"] = "the new configuration needs " + std::to_string(client_after.mem_limit_mib) +
                    " MiB, above the MPS memory limit of " +
-                   std::to_string(before->mps_mem_limit_mib) +
+                   std::to_string(client_before.mem_limit_mib) +
                    " MiB its server process started with: restart it with mps_env.after";
   }
   return a;
@@ -179,8 +201,10 @@ Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const 
       for (auto& f : *full) {
         const bool repo = f.path.rfind("triton/", 0) == 0;
         const bool keep = !repo || std::any_of(changed.begin(), changed.end(), [&](const auto& d) {
-                            return f.path.rfind("triton/" + d.spec->name + "/", 0) == 0;
-                          });
+          // build_engine.sh builds the changed engines again.
+          return f.path.rfind("triton/" + d.spec->name + "/", 0) == 0 ||
+                 (f.path == "triton/build_engine.sh" && d.server == Server::kTriton);
+        });
         if (keep) files.push_back(std::move(f));
       }
     }
@@ -193,9 +217,23 @@ Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const 
       case ExportFormat::kTriton:
         r = render_triton(to, changed, options);
         break;
-      case ExportFormat::kMps:
-        r = render_mps(to, changed, options);
+      case ExportFormat::kMps: {
+        // One env file per vLLM process that restarts, and the Triton server's when its
+        // limits change (they are the sum over all its models, not only the changed ones).
+        r = std::vector<ExportFile>{};
+        const bool triton_env_changed =
+            env_object(mps_environment(triton_server(deploy_to), options)) !=
+            env_object(mps_environment(triton_server(deploy_from), options));
+        for (auto& f : *full) {
+          const bool keep =
+              (f.path == "triton.env" && triton_env_changed) ||
+              std::any_of(changed.begin(), changed.end(), [&](const ModelDeployment& d) {
+                return d.server == Server::kVllm && f.path == d.spec->name + ".env";
+              });
+          if (keep) r->push_back(std::move(f));
+        }
         break;
+      }
       case ExportFormat::kCompose:
         break;
     }
@@ -207,7 +245,8 @@ Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const 
   for (std::size_t i = 0; i < jt.steps.size(); ++i) {
     const TransitionStep& step = jt.steps[i];
     auto a = apply_step(step, step.from != kAbsent ? find(deploy_from, step.name) : nullptr,
-                        step.to != kAbsent ? find(deploy_to, step.name) : nullptr, options);
+                        step.to != kAbsent ? find(deploy_to, step.name) : nullptr, deploy_from,
+                        deploy_to, options);
     if (!a) return a.error().wrap(step.to != kAbsent ? to.plan_file : from.plan_file);
     t["steps"][i]["apply"] = std::move(*a);
   }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "corun/core/atomic_file.h"
 #include "corun/core/strings.h"
@@ -84,7 +85,7 @@ Result<std::vector<ExportFile>> render_export(const PlanInput& plan, ExportForma
 }
 
 Result<std::string> run_export(const ExportRequest& request, const Catalog& catalog,
-                               const ExportOptions& options) {
+                               const ExportOptions& options, std::vector<std::string>* warnings) {
   const auto format = parse_export_format(request.format);
   if (!format) {
     return Error("--format: unknown format '" + request.format + "'" +
@@ -109,6 +110,15 @@ Result<std::string> run_export(const ExportRequest& request, const Catalog& cata
     if (!files) return files.error();
   }
 
+  if (warnings != nullptr) {
+    const auto models = plan_deployment(*plan, options);
+    for (const auto& d : models) {
+      for (const auto& w : d.warnings) warnings->push_back(d.spec->name + ": " + w);
+    }
+    if (std::string w = mps_overcommit_warning(*plan, models); !w.empty()) {
+      warnings->push_back(std::move(w));
+    }
+  }
   if (request.out_dir.empty()) {
     if (files->size() == 1) return files->front().content;
     std::string out;

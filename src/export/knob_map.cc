@@ -30,18 +30,20 @@ std::vector<KnobExport> make_table() {
        "tokens per scheduler step, raised to `--max-num-seqs` when smaller (vLLM requires "
        "max_num_batched_tokens >= max_num_seqs)"},
       // Triton: config.pbtxt of each vision, encoder and speech model.
-      {F::kTriton, K::kPrecision, "`default_model_filename` (engine variant)",
-       "the engine is built at the precision (Ultralytics `half=True`/`int8=True`, trtexec "
-       "`--fp16`/`--int8`/`--bf16`; fp32 without a flag); speech models get it as "
-       "`parameters.precision` of the Python backend"},
-      {F::kTriton, K::kBatch, "`max_batch_size`, `dynamic_batching.max_queue_delay_microseconds`",
-       "delay = time for `batch` inputs to arrive at the planned input rate, (batch - 1) / rate"},
+      {F::kTriton, K::kPrecision, "`parameters.engine`, build_engine.sh",
+       "NAME/1/model.plan is built at the precision (trtexec `--fp16`/`--int8`/`--bf16`; fp32 "
+       "without a flag) and `parameters.engine` names the variant, so a new one is a new "
+       "configuration; speech models get it as `parameters.precision` of the Python backend"},
+      {F::kTriton, K::kBatch,
+       "`max_batch_size`, `dynamic_batching.max_queue_delay_microseconds`, build_engine.sh",
+       "delay = time for `batch` inputs to arrive at the planned input rate, (batch - 1) / rate; "
+       "the engine's optimisation profile runs from batch 1 to `batch`"},
       {F::kTriton, K::kSmShare, "",
        "an MPS client limit (`--format mps`, `compose`); Triton has no SM cap of its own"},
       {F::kTriton, K::kRequestConcurrency, "`instance_group.count`",
        "model instances executing at once (encoder, speech); vision models run one"},
-      {F::kTriton, K::kImgsz, "`parameters.imgsz`, engine file name",
-       "the engine is built for this input side"},
+      {F::kTriton, K::kImgsz, "`parameters.imgsz`, `parameters.engine`, build_engine.sh",
+       "the ONNX export and the engine's optimisation profile are for this input side"},
       {F::kTriton, K::kSkipRate, "`parameters.skip_rate`, `parameters.vid_stride`",
        "the frame source drops frames before Triton: Ultralytics `vid_stride` = ceil(1 / (1 - "
        "skip_rate)); the queue delay uses the planned rate fps x (1 - skip_rate)"},
@@ -50,7 +52,8 @@ std::vector<KnobExport> make_table() {
       {F::kMps, K::kPrecision, mem, "weights at the precision are part of the model's VRAM"},
       {F::kMps, K::kBatch, mem, "activations of a batch"},
       {F::kMps, K::kSmShare, "`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`",
-       "rounded to an integer in 1..100; 100 when the knob is not searched"},
+       "rounded to an integer in 1..100, 100 when the knob is not searched; the Triton server "
+       "gets the sum of its models' (at most 100)"},
       {F::kMps, K::kRequestConcurrency, mem,
        "KV cache of the concurrent sequences (LLM), activations of concurrent requests"},
       {F::kMps, K::kImgsz, mem, "activations at the input size"},
@@ -65,7 +68,8 @@ std::vector<KnobExport> make_table() {
        "as in the vllm, triton and mps formats"},
       {F::kCompose, K::kBatch, "Triton `max_batch_size` and queue delay, MPS memory limit",
        "as in the triton and mps formats"},
-      {F::kCompose, K::kSmShare, "`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` of each service",
+      {F::kCompose, K::kSmShare,
+       "`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` of each vLLM service and of the Triton service",
        "as in the mps format"},
       {F::kCompose, K::kRequestConcurrency,
        "vLLM `--max-num-seqs`, Triton `instance_group.count`, MPS memory limit",

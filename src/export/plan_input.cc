@@ -29,6 +29,7 @@ struct RawModel {
   std::string name;
   std::string settings;  // "knob=value,..." as ModelSpec::describe writes it
   std::string field;     // JSON path of the entry, for errors
+  double admitted = 1;   // the share of its demand the plan admits
 };
 
 struct RawPlan {
@@ -43,7 +44,20 @@ struct RawPlan {
   // ones they do not run included; a run's interval lists only the running ones.
   bool lists_every_model = false;
   std::vector<std::string> mentioned;  // every model name the plan lists
+  // A run report's interval states the admitted shares per workload model, by position.
+  std::vector<double> admitted_by_model;
 };
+
+// An admitted share as a plan states it: a number in [0, 1].
+Result<double> admitted_member(const json& obj, const std::string& field, const std::string& file) {
+  if (obj.is_null()) return 1.0;
+  if (!obj.is_number())
+    return bad(file, field, "expected a number in [0, 1], got " + json_type(obj));
+  const double v = obj.get<double>();
+  if (!(v >= 0 && v <= 1))
+    return bad(file, field, "expected a number in [0, 1], got " + obj.dump());
+  return v;
+}
 
 // A string member `key` of `obj`, required or optional; `path` is obj's JSON path.
 Result<std::string> string_member(const json& obj, const std::string& key, const std::string& path,
@@ -102,7 +116,7 @@ Result<RawPlan> read_plan_json(const json& j, const std::string& file) {
     // A null config is a model the plan does not run (inactive at the decision).
     if (models[i].contains("config") && models[i]["config"].is_null()) continue;
     if (!models[i].contains("config")) return bad(file, path + ".config", "missing required field");
-    p.models.push_back({*name, *config, path + ".config"});
+    p.models.push_back({*name, *config, path + ".config", 1.0});
   }
   return p;
 }
@@ -152,7 +166,16 @@ Result<RawPlan> read_run_report(const json& j, const std::string& file) {
     if (!name) return name.error();
     auto config = string_member(models[i], "config", mp, file, true);
     if (!config) return config.error();
-    p.models.push_back({*name, *config, mp + ".config"});
+    p.models.push_back({*name, *config, mp + ".config", 1.0});
+  }
+  if (iv.contains("admitted")) {
+    const json& a = iv["admitted"];
+    if (!a.is_array()) return bad(file, path + ".admitted", "expected a list of shares");
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      auto share = admitted_member(a[i], path + ".admitted[" + std::to_string(i) + "]", file);
+      if (!share) return share.error();
+      p.admitted_by_model.push_back(*share);
+    }
   }
   return p;
 }
@@ -180,13 +203,18 @@ Result<RawPlan> read_served_plan(const json& j, const std::string& file) {
     auto settings = string_member(e, "settings", path, file, false);
     if (!settings) return settings.error();
     if (e.contains("settings")) {
-      p.models.push_back({name, *settings, path + ".settings"});
+      p.models.push_back({name, *settings, path + ".settings", 1.0});
     } else if (e.contains("config")) {
       auto text = settings_from_config(e["config"], path + ".config", file);
       if (!text) return text.error();
-      p.models.push_back({name, *text, path + ".config"});
+      p.models.push_back({name, *text, path + ".config", 1.0});
     } else {
       return bad(file, path, "neither settings nor config: the model's knob values are missing");
+    }
+    if (e.contains("admitted")) {
+      auto share = admitted_member(e["admitted"], path + ".admitted", file);
+      if (!share) return share.error();
+      p.models.back().admitted = *share;
     }
   }
   return p;
@@ -336,7 +364,9 @@ Result<PlanInput> parse_plan_input(std::string_view text, const std::string& pla
     if (!index) {
       return bad(plan_file, rm.field, index.error().message() + " in " + workload_file + another);
     }
-    out.models.push_back({*m, *index, spec.settings(*index)});
+    double admitted = rm.admitted;
+    if (*m < raw->admitted_by_model.size()) admitted = raw->admitted_by_model[*m];
+    out.models.push_back({*m, *index, spec.settings(*index), admitted});
   }
   if (raw->lists_every_model) {
     for (const auto& m : w->models) {

@@ -65,11 +65,27 @@ Result<VllmLaunch> vllm_launch(const ModelDeployment& d, int port) {
   // config/scheduler.py): every running sequence needs one token of each step's budget.
   add("--enable-chunked-prefill", "");
   add("--max-num-batched-tokens", std::to_string(std::max(d.settings.prefill_chunk, seqs)));
-  // The KV cache in the plan's VRAM budget holds prompt + output tokens per sequence; without
-  // this vLLM sizes for the model's full context (32768 for Qwen2.5) and may not start in it.
+  // The longest request the server admits: vLLM rejects a request whose prompt + max_tokens
+  // exceed it ("--max-model-len: model context length", Engine Arguments), so it is the
+  // demand's maximum lengths, not their mean (deployment.h, max_model_len). Without the flag
+  // vLLM sizes for the model's full context (32768 for Qwen2.5) and may not start in its share.
   if (d.max_model_len > 0) add("--max-model-len", std::to_string(d.max_model_len));
   add("--gpu-memory-utilization", fixed_decimals(d.vram_fraction, 3));
   return l;
+}
+
+std::string vllm_memory_comment(const PlanInput& plan, const ModelDeployment& d) {
+  const double device_gb = plan.workload.device.vram_gb;
+  std::string out = "# VRAM budget " + fixed_decimals(d.vram_bytes / 1e9, 3) + " GB";
+  if (d.kv_bytes_at_max_len > d.vram_bytes) {
+    out += "; " + fixed_decimals(d.kv_bytes_at_max_len / 1e9, 3) + " GB with the KV cache of " +
+           std::to_string(d.settings.request_concurrency) + " sequences at --max-model-len";
+  }
+  out += "\n# --gpu-memory-utilization x " + fixed_decimals(device_gb, 2) +
+         " GB = " + fixed_decimals(d.vram_fraction * device_gb, 3) +
+         " GB; its MPS memory limit adds 512 MiB for CUDA graphs\n";
+  for (const auto& w : d.warnings) out += "# WARNING: " + w + "\n";
+  return out;
 }
 
 Result<std::vector<ExportFile>> render_vllm(const PlanInput& plan,
@@ -87,9 +103,7 @@ Result<std::vector<ExportFile>> render_vllm(const PlanInput& plan,
     auto launch = vllm_launch(d, d.port);
     if (!launch) return launch.error();
     ++llms;
-    body += "\n# " + model_line(d) + "\n# VRAM budget " + fixed_decimals(d.vram_bytes / 1e9, 3) +
-            " GB = --gpu-memory-utilization x " + fixed_decimals(plan.workload.device.vram_gb, 2) +
-            " GB (rounded down)\n";
+    body += "\n# " + model_line(d) + "\n" + vllm_memory_comment(plan, d);
     body += "vllm serve " + launch->model_id;
     for (std::size_t i = 0; i < launch->args.size(); ++i) {
       const std::string& a = launch->args[i];
@@ -106,7 +120,10 @@ Result<std::vector<ExportFile>> render_vllm(const PlanInput& plan,
                                                 "docs.vllm.ai, Engine Arguments).");
   if (!others.empty()) out += "# Not served by vLLM:\n" + others;
   out += body + "wait\n";
-  return std::vector<ExportFile>{{"vllm.sh", out}};
+  std::vector<ExportFile> files = {{"vllm.sh", out}};
+  std::string gateway = admission_conf(plan, models, options, false, Server::kVllm);
+  if (!gateway.empty()) files.push_back({"admission.conf", std::move(gateway)});
+  return files;
 }
 
 }  // namespace corun::exporting

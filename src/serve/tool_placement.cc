@@ -94,7 +94,7 @@ Result<std::shared_ptr<const mapping::CoRunners>> plan_corunners(const Workload&
   for (std::size_t m = 0; m < workload.models.size() && m < config.size(); ++m) {
     if (config[m] == kAbsent) continue;
     const auto l = static_cast<std::size_t>(config[m]);
-    plan.models.push_back({m, l, workload.models[m].settings(l)});
+    plan.models.push_back({m, l, workload.models[m].settings(l), 1.0});
   }
   if (plan.models.empty()) return std::shared_ptr<const mapping::CoRunners>();
   return mapping::guarded_corunners(std::move(plan), twin, seed);

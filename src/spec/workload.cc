@@ -217,6 +217,20 @@ void parse_trace_demand(const YamlField& d, ModelSpec& m) {
   m.trace = std::move(t);
 }
 
+// An optional upper bound on a request's length (`max_prompt_tokens`, `max_output_tokens`):
+// an integer no smaller than the mean it bounds. 0 when absent.
+int max_tokens_at(const YamlField& d, const char* key, int mean) {
+  const auto v = d.integer_at(key, 1, kMaxTokens, false);
+  if (!v) return 0;
+  if (*v < mean) {
+    d[key].error("value " + std::to_string(*v) + " is below the mean it bounds (" +
+                 std::string(key).substr(4) + ": " + std::to_string(mean) +
+                 "): a maximum is at least the mean");
+    return 0;
+  }
+  return static_cast<int>(*v);
+}
+
 void parse_demand(const YamlField& d, ModelSpec& m) {
   const ModelFamily fam = m.arch.family;
   if (!d.present()) {
@@ -225,7 +239,8 @@ void parse_demand(const YamlField& d, ModelSpec& m) {
   }
   if (!d.expect_map()) return;
   if (has_key(d, "trace")) {
-    for (const char* other : {"fps", "rps", "concurrency", "prompt_tokens", "output_tokens"}) {
+    for (const char* other : {"fps", "rps", "concurrency", "prompt_tokens", "output_tokens",
+                              "max_prompt_tokens", "max_output_tokens"}) {
       if (has_key(d, other)) {
         d[other].error("a trace demand takes its rate and lengths from the trace: give either "
                        "trace or " + std::string(other) + ", not both");
@@ -236,7 +251,8 @@ void parse_demand(const YamlField& d, ModelSpec& m) {
     return;
   }
   if (fam == ModelFamily::kLlm) {
-    d.check_keys({"rps", "concurrency", "prompt_tokens", "output_tokens"});
+    d.check_keys({"rps", "concurrency", "prompt_tokens", "output_tokens", "max_prompt_tokens",
+                  "max_output_tokens"});
   } else {
     d.check_keys({rate_key(fam), "concurrency"});
   }
@@ -247,6 +263,8 @@ void parse_demand(const YamlField& d, ModelSpec& m) {
         static_cast<int>(d.integer_at("prompt_tokens", 1, kMaxTokens, true).value_or(0));
     m.demand.output_tokens =
         static_cast<int>(d.integer_at("output_tokens", 1, kMaxTokens, true).value_or(0));
+    m.demand.max_prompt_tokens = max_tokens_at(d, "max_prompt_tokens", m.demand.prompt_tokens);
+    m.demand.max_output_tokens = max_tokens_at(d, "max_output_tokens", m.demand.output_tokens);
   }
 }
 

@@ -133,12 +133,15 @@ TEST(ExportDiff, AnLlmPrecisionChangeIsANewVllmProcess) {
 }
 
 // An image-size change of a camera is a Triton reload (another TensorRT engine): its
-// config.pbtxt and the load request carrying the same configuration as JSON.
+// config.pbtxt, the build script of its new engine, and the load request carrying the same
+// configuration as JSON.
 TEST(ExportDiff, ACameraImageSizeChangeIsATritonLoadWithTheNewConfig) {
   const Diff d = diff(served(kChatAwq, kCam640),
                       served(kChatAwq, "imgsz=320,skip_rate=0.33,batch=4,sm_share=50"),
                       ExportFormat::kTriton);
-  EXPECT_EQ(d.paths(), (std::vector<std::string>{"cam/config.pbtxt", "transition.json"}));
+  EXPECT_EQ(d.paths(),
+            (std::vector<std::string>{"cam/config.pbtxt", "build_engine.sh", "transition.json"}));
+  EXPECT_NE(d.files[1].content.find("--maxShapes=\"images:4x3x320x320\""), std::string::npos);
   const auto& s = d.step("cam");
   EXPECT_EQ(s["action"], "reload");
   EXPECT_EQ(s["stack"], "triton");
@@ -149,7 +152,8 @@ TEST(ExportDiff, ACameraImageSizeChangeIsATritonLoadWithTheNewConfig) {
   EXPECT_EQ(config["name"], "cam");
   EXPECT_EQ(config["platform"], "tensorrt_plan");
   EXPECT_EQ(config["max_batch_size"], 4);
-  EXPECT_EQ(config["default_model_filename"], "yolo11n-fp16-320.plan");
+  EXPECT_FALSE(config.contains("default_model_filename"));  // 1/model.plan, Triton's default
+  EXPECT_EQ(config["parameters"]["engine"]["string_value"], "yolo11n-fp16-320");
   EXPECT_EQ(config["instance_group"][0]["count"], 1);
   EXPECT_EQ(config["instance_group"][0]["kind"], "KIND_GPU");
   EXPECT_EQ(config["parameters"]["imgsz"]["string_value"], "320");
@@ -159,12 +163,13 @@ TEST(ExportDiff, ACameraImageSizeChangeIsATritonLoadWithTheNewConfig) {
   EXPECT_FALSE(s["apply"].contains("warning"));
   // The file says the same.
   const std::string& pbtxt = d.files[0].content;
-  EXPECT_NE(pbtxt.find("default_model_filename: \"yolo11n-fp16-320.plan\""), std::string::npos);
+  EXPECT_NE(pbtxt.find("value: { string_value: \"yolo11n-fp16-320\" }"), std::string::npos);
   EXPECT_NE(pbtxt.find("max_queue_delay_microseconds: " +
                        std::to_string(config["dynamic_batching"]["max_queue_delay_microseconds"]
                                           .get<long long>())),
             std::string::npos);
-  // Growing back to 640 in the same process needs more than its MPS memory limit: said so.
+  // Growing back to 640 in the same process (the GPU's Triton server) needs more than its MPS
+  // memory limit: said so.
   const Diff grow = diff(served(kChatAwq, "imgsz=320,skip_rate=0.33,batch=4,sm_share=50"),
                          served(kChatAwq, kCam640), ExportFormat::kTriton);
   const auto& g = grow.step("cam")["apply"];
@@ -182,7 +187,10 @@ TEST(ExportDiff, ACameraImageSizeChangeIsATritonLoadWithTheNewConfig) {
 }
 
 // Frame skipping is live (the frame source drops frames); an SM share is fixed when the MPS
-// client starts: a restart, with the environment before and after.
+// client starts: a restart. The client of a Triton model is the GPU's Triton server, whose
+// share is the sum of its models' (at most 100): cam 50 -> 100 beside enc and asr at 100 leaves
+// it at 100, so no environment changes and no env file is written. An LLM's share is its own
+// process's.
 TEST(ExportDiff, FrameSkipIsLiveAndAnSmShareChangesTheMpsEnvironment) {
   const Diff live = diff(served(kChatAwq, kCam640),
                          served(kChatAwq, "imgsz=640,skip_rate=0,batch=4,sm_share=50"),
@@ -194,13 +202,10 @@ TEST(ExportDiff, FrameSkipIsLiveAndAnSmShareChangesTheMpsEnvironment) {
   const Diff mps = diff(served(kChatAwq, kCam640),
                         served(kChatAwq, "imgsz=640,skip_rate=0.33,batch=4,sm_share=100"),
                         ExportFormat::kMps);
-  EXPECT_EQ(mps.paths(), (std::vector<std::string>{"cam.env", "transition.json"}));
+  EXPECT_EQ(mps.paths(), (std::vector<std::string>{"transition.json"}));
   const auto& s = mps.step("cam");
   EXPECT_EQ(s["action"], "restart");
-  EXPECT_EQ(s["apply"]["mps_env"]["before"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "50");
-  EXPECT_EQ(s["apply"]["mps_env"]["after"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "100");
-  EXPECT_NE(mps.files[0].content.find("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100"),
-            std::string::npos);
+  EXPECT_FALSE(s["apply"].contains("mps_env"));
 }
 
 // A model the new plan stops is unloaded; the compose file is written whole whenever anything
@@ -220,8 +225,9 @@ TEST(ExportDiff, AStoppedModelIsUnloadedAndComposeIsTheWholeFile) {
   const Diff grown = diff(served(kChatAwq, kCam640),
                           served(kChatAwq, "imgsz=320,skip_rate=0.33,batch=4,sm_share=50"),
                           ExportFormat::kCompose);
-  EXPECT_EQ(grown.paths(), (std::vector<std::string>{"docker-compose.yaml",
-                                                     "triton/cam/config.pbtxt", "transition.json"}));
+  EXPECT_EQ(grown.paths(),
+            (std::vector<std::string>{"docker-compose.yaml", "triton/cam/config.pbtxt",
+                                      "triton/build_engine.sh", "transition.json"}));
 }
 
 TEST(ExportDiff, PlansOfAnotherWorkloadAreNamedErrors) {

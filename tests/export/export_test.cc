@@ -29,8 +29,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -139,13 +141,28 @@ TEST(Export, DeploymentNumbersMatchHandComputations) {
   const auto& cam = find(ds, "cam");
   const auto& enc = find(ds, "enc");
   const auto& asr = find(ds, "asr");
-  // Ports: base 8000 + position in the plan.
+  // Ports: base 8000 + position in the plan for vLLM; the Triton models share the one Triton
+  // server of the GPU, on the port of the first of them (cam, position 1).
   EXPECT_EQ(chat.port, 8000);
-  EXPECT_EQ(asr.port, 8003);
+  EXPECT_EQ(cam.port, 8001);
+  EXPECT_EQ(enc.port, 8001);
+  EXPECT_EQ(asr.port, 8001);
   EXPECT_EQ(chat.server, Server::kVllm);
   EXPECT_EQ(asr.server, Server::kTriton);
-  // chat: prompt 256 + output 64 tokens.
-  EXPECT_EQ(chat.max_model_len, 320);
+  // Gateways: 8000 + 1000 + position.
+  EXPECT_EQ(chat.gateway_port, 9000);
+  EXPECT_EQ(enc.gateway_port, 9002);
+  // Admitted shares as the served plan states them; 1 when it does not.
+  EXPECT_EQ(chat.admitted, 0.5);
+  EXPECT_EQ(enc.admitted, 0.8);
+  EXPECT_EQ(cam.admitted, 1.0);
+  // chat: max_prompt_tokens 1792 + max_output_tokens 256 = 2048, a multiple of 256 already.
+  EXPECT_EQ(chat.max_model_len, 2048);
+  // Its KV cache at that length: 32 sequences x (2048 - 320) more tokens x 12288 bytes a token
+  // (Qwen2.5-0.5B: 2 (K and V) x 24 layers x 2 KV heads x 64 dims x 2 bytes, FP16 activations
+  // of AWQ) = 679,477,248 bytes above the plan's budget.
+  EXPECT_NEAR(chat.kv_bytes_at_max_len - chat.vram_bytes, 679477248.0, 1.0);
+  EXPECT_TRUE(chat.warnings.empty());
   // cam: 30 fps, skip 0.33 -> 30 x 0.67 = 20.1 frames/s reach Triton; a batch of 4 fills in
   // 3 / 20.1 s = 0.14925373 s = 149254 us; 1 / 0.67 = 1.49 -> stride 2; sm_share 50 -> 50 %.
   EXPECT_NEAR(cam.input_rate_per_s, 20.1, 1e-9);
@@ -174,21 +191,116 @@ TEST(Export, VidStrideRoundsUp) {
 TEST(Export, DeploymentRoundsVram) {
   const PlanInput plan = golden_plan();
   const double total = plan.workload.device.vram_bytes();
+  const double mib = 1048576.0;
   double fractions = 0;
+  double vllm_headroom = 0;
+  double triton_bytes = 0;
   for (const auto& d : plan_deployment(plan, test_options())) {
     const double v = model_vram_bytes(*d.spec, d.settings);
     EXPECT_DOUBLE_EQ(d.vram_bytes, v);
-    // Fraction rounded down to 0.001, limit rounded up to MiB: the MPS cap is never below
-    // the share vLLM is told it may use.
-    EXPECT_LE(d.vram_fraction, v / total + 1e-12);
-    EXPECT_GT(d.vram_fraction + 0.001, v / total);
+    if (d.server == Server::kVllm) {
+      // Raised to hold the KV cache at --max-model-len (the GPU has room: no warning), rounded
+      // up to 0.001; the MPS cap adds the 512 MiB of CUDA graphs and is never below 1 GiB.
+      ASSERT_TRUE(d.warnings.empty());
+      EXPECT_GE(d.vram_fraction * total, d.kv_bytes_at_max_len - 1e-3);
+      EXPECT_LT((d.vram_fraction - 0.001) * total, d.kv_bytes_at_max_len);
+      EXPECT_GE(static_cast<double>(d.mps_mem_limit_mib) * mib,
+                d.vram_fraction * total + kCudaGraphHeadroomBytes);
+      EXPECT_LT(static_cast<double>(d.mps_mem_limit_mib - 1) * mib,
+                d.vram_fraction * total + kCudaGraphHeadroomBytes);
+      EXPECT_GE(d.mps_mem_limit_mib, kMpsMemoryFloorMib);
+      vllm_headroom += kCudaGraphHeadroomBytes;
+    } else {
+      // Fraction rounded down to 0.001, limit rounded up to MiB.
+      EXPECT_LE(d.vram_fraction, v / total + 1e-12);
+      EXPECT_GT(d.vram_fraction + 0.001, v / total);
+      EXPECT_GE(static_cast<double>(d.mps_mem_limit_mib) * mib, v);
+      EXPECT_LT(static_cast<double>(d.mps_mem_limit_mib - 1) * mib, v);
+      triton_bytes += static_cast<double>(d.mps_mem_limit_mib) * mib;
+    }
     EXPECT_NEAR(d.vram_fraction * 1000, std::round(d.vram_fraction * 1000), 1e-9);
-    EXPECT_GE(static_cast<double>(d.mps_mem_limit_mib) * 1048576.0, v);
-    EXPECT_LT(static_cast<double>(d.mps_mem_limit_mib - 1) * 1048576.0, v);
-    EXPECT_GE(static_cast<double>(d.mps_mem_limit_mib) * 1048576.0, d.vram_fraction * total);
-    fractions += d.vram_fraction;
+    if (d.server == Server::kVllm) fractions += d.vram_fraction;
   }
-  EXPECT_LE(fractions, 1.0);
+  // What the servers may use still fits the GPU: vLLM's fractions and graph headroom, and the
+  // Triton server's limit.
+  EXPECT_LE(fractions * total + vllm_headroom + triton_bytes, total);
+}
+
+TEST(Export, MpsLimitsAboveTheGpuAreAWarning) {
+  // The golden plan's budgets (about 2.97 GB) on a 3 GB GPU: the 1 GiB floor of the vLLM
+  // process and its 512 MiB of CUDA graphs push the limits past the GPU's memory.
+  PlanInput plan = golden_plan();
+  plan.workload.device.vram_gb = 3.0;
+  for (ExportFormat f : {ExportFormat::kMps, ExportFormat::kCompose}) {
+    auto files = render_export(plan, f, test_options());
+    ASSERT_TRUE(files.ok());
+    EXPECT_NE(files->front().content.find("# WARNING: the MPS memory limits add up to"),
+              std::string::npos)
+        << to_string(f);
+  }
+  // The golden plan on its 24 GiB RTX 3090: no such warning.
+  auto files = render_export(golden_plan(), ExportFormat::kCompose, test_options());
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->front().content.find("WARNING"), std::string::npos);
+}
+
+TEST(Export, MaxModelLenDefaultsToAMultipleOfTheMeanRoundedTo256) {
+  // Without maxima: 4 x (300 + 50) = 1400 tokens, rounded up to 6 x 256 = 1536.
+  PlanInput plan = golden_plan();
+  Demand& demand = plan.workload.models[0].demand;
+  demand.prompt_tokens = 300;
+  demand.output_tokens = 50;
+  demand.max_prompt_tokens = 0;
+  demand.max_output_tokens = 0;
+  EXPECT_EQ(plan_deployment(plan, test_options())[0].max_model_len, 1536);
+  // Only the prompt's maximum: 1000 + 4 x 50 = 1200 -> 1280.
+  demand.max_prompt_tokens = 1000;
+  EXPECT_EQ(plan_deployment(plan, test_options())[0].max_model_len, 1280);
+  // Both: 1000 + 50 = 1050 -> 1280; exactly 1024 + 512 stays 1536.
+  demand.max_output_tokens = 50;
+  EXPECT_EQ(plan_deployment(plan, test_options())[0].max_model_len, 1280);
+  demand.max_prompt_tokens = 1024;
+  demand.max_output_tokens = 512;
+  EXPECT_EQ(plan_deployment(plan, test_options())[0].max_model_len, 1536);
+  // A context event that raised the mean prompt past its maximum: the mean bounds it,
+  // 2000 + 512 = 2512 -> 2560.
+  demand.prompt_tokens = 2000;
+  EXPECT_EQ(plan_deployment(plan, test_options())[0].max_model_len, 2560);
+  demand.prompt_tokens = 300;
+  auto files = render_export(plan, ExportFormat::kVllm, test_options());
+  ASSERT_TRUE(files.ok());
+  EXPECT_NE(files->front().content.find("--max-model-len 1536"), std::string::npos);
+}
+
+TEST(Export, AKvCacheTheGpuCannotHoldIsAWarning) {
+  PlanInput plan = golden_plan();
+  Demand& demand = plan.workload.models[0].demand;
+  // 200,000 + 1,000 -> 201,216 tokens (786 x 256): 32 such sequences need 79 GB of KV cache.
+  demand.max_prompt_tokens = 200000;
+  demand.max_output_tokens = 1000;
+  const auto ds = plan_deployment(plan, test_options());
+  const ModelDeployment& chat = ds[0];
+  EXPECT_EQ(chat.max_model_len, 201216);
+  ASSERT_EQ(chat.warnings.size(), 1u);
+  // 24.x GB free for it hold 9 sequences of 201216 x 12288 bytes (2.47 GB each).
+  EXPECT_NE(chat.warnings[0].find("holds 9 full-length sequences"), std::string::npos)
+      << chat.warnings[0];
+  // It takes the memory nobody budgets, and no more: the servers still fit the GPU.
+  const double total = plan.workload.device.vram_bytes();
+  double used = chat.vram_fraction * total + kCudaGraphHeadroomBytes;
+  for (std::size_t i = 1; i < ds.size(); ++i) used += ds[i].vram_bytes;
+  EXPECT_LE(used, total);
+  EXPECT_GT(used, total - 0.001 * total - 1);
+  auto files = render_export(plan, ExportFormat::kVllm, test_options());
+  ASSERT_TRUE(files.ok());
+  EXPECT_NE(files->front().content.find("# WARNING: the KV cache of 32 sequences"),
+            std::string::npos);
+  // Not even one sequence fits: vLLM would not start, and the warning says so.
+  demand.max_prompt_tokens = 1 << 20;
+  demand.max_output_tokens = 1 << 20;
+  const auto none = plan_deployment(plan, test_options());
+  ASSERT_EQ(none[0].warnings.size(), 1u);
+  EXPECT_NE(none[0].warnings[0].find("refuse to start"), std::string::npos) << none[0].warnings[0];
 }
 
 // Lines that are not comments: what a server reads.
@@ -212,12 +324,15 @@ std::string concat(const std::vector<ExportFile>& files) {
 TEST(Export, GoldenFiles) {
   const PlanInput plan = golden_plan();
   const std::vector<std::pair<ExportFormat, std::vector<std::string>>> expected = {
-      {ExportFormat::kVllm, {"vllm.sh"}},
-      {ExportFormat::kTriton, {"cam/config.pbtxt", "enc/config.pbtxt", "asr/config.pbtxt"}},
-      {ExportFormat::kMps, {"chat.env", "cam.env", "enc.env", "asr.env"}},
+      {ExportFormat::kVllm, {"vllm.sh", "admission.conf"}},
+      {ExportFormat::kTriton,
+       {"cam/config.pbtxt", "enc/config.pbtxt", "asr/config.pbtxt", "asr/1/model.py",
+        "build_engine.sh", "admission.conf"}},
+      {ExportFormat::kMps, {"chat.env", "triton.env"}},
       {ExportFormat::kCompose,
        {"docker-compose.yaml", "triton/cam/config.pbtxt", "triton/enc/config.pbtxt",
-        "triton/asr/config.pbtxt"}},
+        "triton/asr/config.pbtxt", "triton/asr/1/model.py", "triton/build_engine.sh",
+        "admission.conf"}},
   };
   for (const auto& [format, paths] : expected) {
     SCOPED_TRACE(std::string(to_string(format)));
@@ -233,37 +348,272 @@ TEST(Export, GoldenFiles) {
         golden = "triton/" + golden.substr(7);
       else
         golden = std::string(to_string(format)) + "/" + golden;
+      // CORUN_UPDATE_GOLDEN=1 rewrites the golden files: review every changed line (git diff).
+      if (std::getenv("CORUN_UPDATE_GOLDEN") != nullptr) {
+        fs::create_directories((kGolden / golden).parent_path());
+        std::ofstream(kGolden / golden, std::ios::binary) << f.content;
+      }
       EXPECT_EQ(f.content, read(kGolden / golden)) << "golden " << golden;
     }
   }
 }
 
-TEST(Export, ComposeFileParsesAsYamlWithOneServicePerModel) {
+TEST(Export, ComposeRunsOneTritonPerGpuWithHealthchecksAndMpsFloors) {
   const PlanInput plan = golden_plan();
   auto files = render_export(plan, ExportFormat::kCompose, test_options());
   ASSERT_TRUE(files.ok());
   const YAML::Node doc = YAML::Load(files->front().content);
   const YAML::Node services = doc["services"];
   ASSERT_TRUE(services.IsMap());
-  EXPECT_EQ(services.size(), 5u);  // mps-control + 4 models
-  for (const auto& d : plan_deployment(plan, test_options())) {
-    const YAML::Node s = services[d.spec->name];
-    ASSERT_TRUE(s.IsMap()) << d.spec->name;
-    EXPECT_EQ(s["environment"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"].as<std::string>(),
-              "0=" + std::to_string(d.mps_mem_limit_mib) + "M");
-    EXPECT_EQ(s["ports"][0].as<std::string>(), std::to_string(d.port) + ":8000");
-    EXPECT_EQ(s["depends_on"][0].as<std::string>(), "mps-control");
+  // mps-control, the one LLM's vLLM, one Triton for cam, enc and asr, the admission gateway.
+  std::set<std::string> names;
+  for (const auto& s : services) names.insert(s.first.as<std::string>());
+  EXPECT_EQ(names, (std::set<std::string>{"mps-control", "chat", "triton", "gateway"}));
+  int tritons = 0;
+  for (const auto& s : services) {
+    const std::string name = s.first.as<std::string>();
+    const YAML::Node svc = s.second;
+    // Every service has a healthcheck, and the GPU servers wait for a healthy MPS daemon.
+    ASSERT_TRUE(svc["healthcheck"].IsMap()) << name;
+    EXPECT_EQ(svc["healthcheck"]["test"][0].as<std::string>(), "CMD-SHELL") << name;
+    if (svc["image"].as<std::string>().find("tritonserver") != std::string::npos) ++tritons;
+    if (!svc["environment"] || !svc["environment"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"]) continue;
+    EXPECT_EQ(svc["depends_on"]["mps-control"]["condition"].as<std::string>(), "service_healthy");
+    // "0=NM" with N at least the 1 GiB floor of a process with a CUDA context and TensorRT.
+    const std::string limit =
+        svc["environment"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"].as<std::string>();
+    ASSERT_EQ(limit.rfind("0=", 0), 0u) << limit;
+    EXPECT_GE(std::stoll(limit.substr(2)), kMpsMemoryFloorMib) << name;
   }
+  EXPECT_EQ(tritons, 1);
+  EXPECT_NE(services["chat"]["healthcheck"]["test"][1].as<std::string>().find(
+                "http://localhost:8000/health"),
+            std::string::npos);
+  EXPECT_NE(services["triton"]["healthcheck"]["test"][1].as<std::string>().find(
+                "http://localhost:8000/v2/health/ready"),
+            std::string::npos);
+  const auto ds = plan_deployment(plan, test_options());
+  const TritonServer triton = triton_server(ds);
+  // One Triton: its limit is the sum of the three models' budgets, its SM share the sum of
+  // theirs (cam 50 + enc 100 + asr 100, at most 100).
+  EXPECT_EQ(
+      services["triton"]["environment"]["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"].as<std::string>(),
+      "0=" +
+          std::to_string(find(ds, "cam").mps_mem_limit_mib + find(ds, "enc").mps_mem_limit_mib +
+                         find(ds, "asr").mps_mem_limit_mib) +
+          "M");
+  EXPECT_EQ(triton.mps_active_thread_percentage, 100);
+  std::vector<std::string> cmd;
+  for (const auto& a : services["triton"]["command"]) cmd.push_back(a.as<std::string>());
+  for (const char* m : {"--load-model=cam", "--load-model=enc", "--load-model=asr"}) {
+    EXPECT_NE(std::find(cmd.begin(), cmd.end(), m), cmd.end()) << m;
+  }
+  EXPECT_EQ(services["triton"]["ports"][0].as<std::string>(), "8001:8000");
   std::vector<std::string> chat;
   for (const auto& a : services["chat"]["command"]) chat.push_back(a.as<std::string>());
   EXPECT_EQ(chat.front(), "--model=Qwen/Qwen2.5-0.5B-Instruct-AWQ");
   EXPECT_NE(std::find(chat.begin(), chat.end(), "--max-num-seqs=32"), chat.end());
-  EXPECT_NE(std::find(chat.begin(), chat.end(), "--quantization=awq"), chat.end());
-  EXPECT_EQ(services["cam"]["command"][3].as<std::string>(), "--load-model=cam");
+  EXPECT_NE(std::find(chat.begin(), chat.end(), "--max-model-len=2048"), chat.end());
+  // The gateway publishes the admitted models' gateway ports.
+  EXPECT_EQ(services["gateway"]["ports"][0].as<std::string>(), "9000:9000");
+  EXPECT_EQ(services["gateway"]["ports"][1].as<std::string>(), "9002:9002");
+}
+
+TEST(Export, AdmissionSharesBecomeNginxRateLimits) {
+  PlanInput plan = golden_plan();
+  auto files = render_export(plan, ExportFormat::kCompose, test_options());
+  ASSERT_TRUE(files.ok());
+  const std::string conf = files->back().content;
+  ASSERT_EQ(files->back().path, "admission.conf");
+  // chat: 0.5 x 1 request/s = 30 requests a minute; enc: 0.8 x 50 = 40/s = 2400 a minute.
+  EXPECT_NE(conf.find("zone=corun_chat:1m rate=30r/m;"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("zone=corun_enc:1m rate=2400r/m;"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("limit_req zone=corun_chat burst=32 nodelay;"), std::string::npos);
+  EXPECT_NE(conf.find("proxy_pass http://chat:8000;"), std::string::npos);
+  EXPECT_NE(conf.find("location /v2/models/enc/ {"), std::string::npos);
+  EXPECT_NE(conf.find("proxy_pass http://triton:8000;"), std::string::npos);
+  EXPECT_EQ(conf.find("corun_cam"), std::string::npos);  // admitted in full: no limit
+  // A paused model (admitted 0) is refused outright.
+  plan.models[0].admitted = 0;
+  auto paused = render_export(plan, ExportFormat::kVllm, test_options());
+  ASSERT_TRUE(paused.ok());
+  ASSERT_EQ(paused->back().path, "admission.conf");
+  EXPECT_NE(paused->back().content.find("return 503;"), std::string::npos);
+  EXPECT_EQ(paused->back().content.find("corun_chat"), std::string::npos);
+  // Everything admitted: no gateway.
+  for (auto& m : plan.models) m.admitted = 1;
+  auto none = render_export(plan, ExportFormat::kCompose, test_options());
+  ASSERT_TRUE(none.ok());
+  for (const auto& f : *none) EXPECT_NE(f.path, "admission.conf");
+  EXPECT_EQ(none->front().content.find("gateway:"), std::string::npos);
+}
+
+// The flag names of `vllm serve` in vLLM v0.8.5, the version the compose file pins
+// (vllm/vllm-openai:v0.8.5): the engine arguments of vllm/engine/arg_utils.py
+// (EngineArgs.add_cli_args), as listed at https://docs.vllm.ai/en/v0.8.5/serving/engine_args.html,
+// and the OpenAI server's own arguments of vllm/entrypoints/openai/cli_args.py (--host, --port,
+// ...). Only the names are copied, not the help texts or the code. Cross-checked against the
+// server-argument list of Red Hat AI Inference Server 3.0 (a vLLM 0.8 build). A flag vLLM
+// renames or drops fails this test once the list is updated for a newer pinned image.
+const std::set<std::string>& vllm_v085_flags() {
+  static const std::set<std::string> flags = {
+      // vllm/entrypoints/openai/cli_args.py (make_arg_parser)
+      "--host", "--port", "--uvicorn-log-level", "--disable-uvicorn-access-log",
+      "--allow-credentials", "--allowed-origins", "--allowed-methods", "--allowed-headers",
+      "--api-key", "--lora-modules", "--prompt-adapters", "--chat-template",
+      "--chat-template-content-format", "--response-role", "--ssl-keyfile", "--ssl-certfile",
+      "--ssl-ca-certs", "--enable-ssl-refresh", "--ssl-cert-reqs", "--root-path", "--middleware",
+      "--return-tokens-as-token-ids", "--disable-frontend-multiprocessing",
+      "--enable-request-id-headers", "--enable-auto-tool-choice", "--tool-call-parser",
+      "--tool-parser-plugin", "--disable-fastapi-docs", "--enable-prompt-tokens-details",
+      "--enable-server-load-tracking",
+      // vllm/engine/arg_utils.py (EngineArgs.add_cli_args)
+      "--model", "--task", "--tokenizer", "--hf-config-path", "--skip-tokenizer-init", "--revision",
+      "--code-revision", "--tokenizer-revision", "--tokenizer-mode", "--trust-remote-code",
+      "--allowed-local-media-path", "--load-format", "--download-dir",
+      "--model-loader-extra-config", "--use-tqdm-on-load", "--config-format", "--dtype",
+      "--max-model-len", "--guided-decoding-backend", "--reasoning-parser",
+      "--logits-processor-pattern", "--model-impl", "--distributed-executor-backend",
+      "--pipeline-parallel-size", "--tensor-parallel-size", "--data-parallel-size",
+      "--enable-expert-parallel", "--max-parallel-loading-workers", "--ray-workers-use-nsight",
+      "--disable-custom-all-reduce", "--block-size", "--gpu-memory-utilization", "--swap-space",
+      "--kv-cache-dtype", "--num-gpu-blocks-override", "--enable-prefix-caching",
+      "--prefix-caching-hash-algo", "--cpu-offload-gb", "--calculate-kv-scales",
+      "--disable-sliding-window", "--use-v2-block-manager", "--seed", "--max-logprobs",
+      "--disable-log-stats", "--quantization", "--rope-scaling", "--rope-theta", "--hf-token",
+      "--hf-overrides", "--enforce-eager", "--max-seq-len-to-capture", "--tokenizer-pool-size",
+      "--tokenizer-pool-type", "--tokenizer-pool-extra-config", "--limit-mm-per-prompt",
+      "--mm-processor-kwargs", "--disable-mm-preprocessor-cache", "--enable-lora",
+      "--enable-lora-bias", "--max-loras", "--max-lora-rank", "--lora-extra-vocab-size",
+      "--lora-dtype", "--long-lora-scaling-factors", "--max-cpu-loras", "--fully-sharded-loras",
+      "--enable-prompt-adapter", "--max-prompt-adapters", "--max-prompt-adapter-token", "--device",
+      "--speculative-config", "--ignore-patterns", "--served-model-name",
+      "--qlora-adapter-name-or-path", "--show-hidden-metrics-for-version", "--otlp-traces-endpoint",
+      "--collect-detailed-traces", "--disable-async-output-proc", "--max-num-batched-tokens",
+      "--max-num-seqs", "--max-num-partial-prefills", "--max-long-partial-prefills",
+      "--long-prefill-token-threshold", "--num-lookahead-slots", "--scheduler-delay-factor",
+      "--preemption-mode", "--num-scheduler-steps", "--multi-step-stream-outputs",
+      "--scheduling-policy", "--enable-chunked-prefill", "--disable-chunked-mm-input",
+      "--scheduler-cls", "--override-neuron-config", "--override-pooler-config",
+      "--compilation-config", "--kv-transfer-config", "--worker-cls", "--worker-extension-cls",
+      "--generation-config", "--override-generation-config", "--enable-sleep-mode",
+      "--additional-config", "--enable-reasoning", "--disable-cascade-attn",
+      "--disable-log-requests", "--max-log-len"};
+  return flags;
+}
+
+// Triton's model repository layout (github.com/triton-inference-server/server,
+// docs/user_guide/model_repository.md, "Repository Layout"): <repository>/<model>/config.pbtxt
+// beside numeric version directories <model>/<version>/, each holding the model file under its
+// backend's default name ("TensorRT Models": model.plan; "ONNX Models": model.onnx; "Python
+// Models": model.py).
+const std::map<std::string, std::string>& triton_default_model_file() {
+  static const std::map<std::string, std::string> names = {
+      {"tensorrt_plan", "model.plan"}, {"onnxruntime_onnx", "model.onnx"}, {"python", "model.py"}};
+  return names;
+}
+
+TEST(Export, TheTritonRepositoryHasTheLayoutTritonRequires) {
+  TempDir dir;
+  const fs::path repo = dir.path() / "repo";
+  ExportRequest request;
+  request.plan_file = (kGolden / "served-plan.json").string();
+  request.workload_file = (kGolden / "workload.yaml").string();
+  request.format = "triton";
+  request.out_dir = repo.string();
+  auto r = run_export(request, catalog(), test_options());
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  const std::string script = read(repo / "build_engine.sh");
+  int models = 0;
+  for (const auto& entry : fs::directory_iterator(repo)) {
+    if (!entry.is_directory()) continue;
+    const std::string model = entry.path().filename().string();
+    SCOPED_TRACE(model);
+    ++models;
+    const std::string config = read(entry.path() / "config.pbtxt");
+    ASSERT_FALSE(config.empty()) << "no " << model << "/config.pbtxt";
+    EXPECT_NE(config.find("name: \"" + model + "\""), std::string::npos);
+    // The backend decides the file name in the version directory.
+    std::string backend;
+    if (config.find("platform: \"tensorrt_plan\"") != std::string::npos) backend = "tensorrt_plan";
+    if (config.find("backend: \"python\"") != std::string::npos) backend = "python";
+    ASSERT_TRUE(triton_default_model_file().count(backend)) << config;
+    const std::string file = triton_default_model_file().at(backend);
+    // A default name needs no default_model_filename.
+    EXPECT_EQ(config.find("default_model_filename"), std::string::npos);
+    // Nothing beside config.pbtxt but numeric version directories.
+    for (const auto& e : fs::directory_iterator(entry.path())) {
+      const std::string name = e.path().filename().string();
+      if (name == "config.pbtxt") continue;
+      ASSERT_TRUE(e.is_directory()) << name;
+      EXPECT_EQ(name.find_first_not_of("0123456789"), std::string::npos) << name;
+    }
+    if (backend == "python") {
+      // corun writes the Python model (a template), in version 1.
+      const std::string py = read(entry.path() / "1" / file);
+      ASSERT_FALSE(py.empty());
+      for (const char* part : {"class TritonPythonModel:", "def initialize(self, args):",
+                               "def execute(self, requests):", "def finalize(self):", "TEMPLATE",
+                               "FILL IN", "raise NotImplementedError"}) {
+        EXPECT_NE(py.find(part), std::string::npos) << part;
+      }
+      // Its tensors are declared in the configuration (no engine to complete them from).
+      EXPECT_NE(config.find("input ["), std::string::npos);
+      EXPECT_NE(config.find("output ["), std::string::npos);
+    } else {
+      // The engine is built into version 1 under the default name, by build_engine.sh.
+      EXPECT_NE(script.find("--saveEngine=\"$REPO/" + model + "/1/" + file + "\""),
+                std::string::npos);
+    }
+  }
+  EXPECT_EQ(models, 3);
+  // The script is valid POSIX shell (parsed, not run: it needs TensorRT).
+  EXPECT_EQ(std::system(("sh -n " + (repo / "build_engine.sh").string()).c_str()), 0);
+  // The script builds from ONNX with trtexec and an optimisation profile; not Ultralytics'
+  // format=engine, whose metadata header the tensorrt_plan backend cannot read.
+  EXPECT_EQ(strip_comments(script).find("format=engine"), std::string::npos);
+  EXPECT_NE(script.find("yolo export model=yolo11n.pt format=onnx imgsz=640 dynamic=True"),
+            std::string::npos);
+  EXPECT_NE(script.find("--minShapes=\"images:1x3x640x640\""), std::string::npos);
+  EXPECT_NE(script.find("--optShapes=\"images:4x3x640x640\""), std::string::npos);
+  EXPECT_NE(script.find("--maxShapes=\"images:4x3x640x640\""), std::string::npos);
+}
+
+TEST(Export, EveryVllmFlagCorunWritesIsAnUpstreamFlag) {
+  // Every precision vLLM can load and both ends of every knob: the flags of all of them.
+  PlanInput plan = golden_plan();
+  std::set<std::string> written;
+  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16, Precision::kAwq}) {
+    for (int seqs : {1, 256}) {
+      plan.models[0].settings.precision = p;
+      plan.models[0].settings.request_concurrency = seqs;
+      auto files = render_export(plan, ExportFormat::kVllm, test_options());
+      if (!files.ok()) continue;  // no checkpoint of that precision in the catalog
+      std::istringstream words(strip_comments(files->front().content));
+      std::string w;
+      while (words >> w) {
+        if (w.rfind("--", 0) == 0) written.insert(w);
+      }
+    }
+  }
+  // And the compose file's form, --flag=value.
+  auto compose = render_export(golden_plan(), ExportFormat::kCompose, test_options());
+  ASSERT_TRUE(compose.ok());
+  const YAML::Node chat = YAML::Load(compose->front().content)["services"]["chat"]["command"];
+  for (const auto& a : chat) {
+    const std::string arg = a.as<std::string>();
+    written.insert(arg.substr(0, arg.find('=')));
+  }
+  EXPECT_GE(written.size(), 9u);
+  for (const auto& flag : written) {
+    EXPECT_TRUE(vllm_v085_flags().count(flag)) << flag << " is not a vllm serve flag of v0.8.5";
+  }
 }
 
 // A workload where every knob is searched for every family that has it, and where each knob
 // changes the model's VRAM when it should (a 2048-token prompt makes the prefill chunk matter).
+// The Triton models' SM shares add up to less than 100: their one Triton process gets the sum,
+// so each model's share still shows.
 constexpr const char* kAllKnobs = R"(device: rtx3090
 models:
   - name: llm
@@ -273,17 +623,17 @@ models:
     demand: {rps: 1, prompt_tokens: 2048, output_tokens: 64}
   - name: cam
     model: yolo11s
-    knobs: {precision: [fp16, int8], batch: [1, 4], sm_share: [50, 100], imgsz: [320, 640],
+    knobs: {precision: [fp16, int8], batch: [1, 4], sm_share: [20, 30], imgsz: [320, 640],
             skip_rate: [0, 0.5]}
     demand: {fps: 30}
   - name: enc
     model: bert-base
-    knobs: {precision: [fp16, int8], batch: [1, 4], sm_share: [50, 100],
+    knobs: {precision: [fp16, int8], batch: [1, 4], sm_share: [20, 30],
             request_concurrency: [1, 4]}
     demand: {rps: 20}
   - name: asr
     model: whisper-small
-    knobs: {precision: [fp32, fp16], batch: [1, 2], sm_share: [50, 100],
+    knobs: {precision: [fp32, fp16], batch: [1, 2], sm_share: [20, 30],
             request_concurrency: [1, 2]}
     demand: {rps: 2}
 )";
@@ -327,7 +677,7 @@ TEST(Export, TheKnobTableTellsTheTruth) {
   base.label = "test";
   base.workload = *w;
   for (std::size_t m = 0; m < w->models.size(); ++m) {
-    base.models.push_back({m, 0, w->models[m].settings(0)});
+    base.models.push_back({m, 0, w->models[m].settings(0), 1.0});
   }
   for (const auto& e : knob_exports()) {
     const KnobDecl& decl = knob_decl(e.knob);
@@ -351,7 +701,7 @@ TEST(Export, TheKnobTableTellsTheTruth) {
       }
       ASSERT_LT(pos, spec.knobs.size()) << spec.name << " does not search " << decl.name;
       PlanInput changed = base;
-      changed.models[m] = {m, stride, spec.settings(stride)};
+      changed.models[m] = {m, stride, spec.settings(stride), 1.0};
       auto a = render_export(base, e.format, test_options());
       auto b = render_export(changed, e.format, test_options());
       ASSERT_TRUE(a.ok() && b.ok());
@@ -457,6 +807,10 @@ TEST(Export, BadPlansNameFileFieldAndReason) {
       {"model missing from the plan",
        served(all_but_cam()),
        {"bad.json: models: model 'cam' of", "is not in the plan"}},
+      {"admitted share out of range",
+       served(all_but_cam() + R"(, "cam": {"index": 14, "settings": ")" + ok_cam +
+              R"(", "admitted": 1.5})"),
+       {"bad.json: models.cam.admitted: expected a number in [0, 1], got 1.5"}},
       {"another device",
        served(all_but_cam() + ", " + cam(ok_cam), "l4"),
        {"bad.json: device: the plan is for device 'l4'"}},
@@ -518,7 +872,9 @@ timeline:
       {"intervals",
        {{{"t_s", 0}, {"models", {{{"name", "enc"}, {"config", "batch=2"}}}}},
         {{"t_s", 10}, {"models", {{{"name", "enc"}, {"config", "batch=2"}}}}},
-        {{"t_s", 20}, {"models", {{{"name", "enc"}, {"config", "batch=4"}}}}}}}};
+        {{"t_s", 20},
+         {"models", {{{"name", "enc"}, {"config", "batch=4"}}}},
+         {"admitted", {0.25}}}}}};
   auto p = parse_plan_input(report.dump(), "report.json", "", catalog());
   ASSERT_TRUE(p.ok()) << p.error().what();
   EXPECT_EQ(p->kind, PlanKind::kRunReport);
@@ -527,6 +883,13 @@ timeline:
   const auto d = plan_deployment(*p, test_options());
   EXPECT_DOUBLE_EQ(d[0].input_rate_per_s, 30);
   EXPECT_EQ(d[0].queue_delay_us, 100000);
+  // The interval's admitted shares, one per workload model: enc admits a quarter, which the
+  // gateway limits to 0.25 x 30 requests/s = 450 a minute.
+  EXPECT_EQ(p->models[0].admitted, 0.25);
+  auto files = render_export(*p, ExportFormat::kTriton, test_options());
+  ASSERT_TRUE(files.ok());
+  ASSERT_EQ(files->back().path, "admission.conf");
+  EXPECT_NE(files->back().content.find("rate=450r/m;"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -551,6 +914,26 @@ RunResult run(const std::string& args, const fs::path& dir) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.err = read(err_path);
   return r;
+}
+
+// What does not deploy as planned is said on stderr too, not only in the files.
+TEST(ExportCli, WarningsGoToStderr) {
+  TempDir dir;
+  std::string text = read(kGolden / "workload.yaml");
+  const std::string from = "max_prompt_tokens: 1792";
+  ASSERT_NE(text.find(from), std::string::npos);
+  const std::string plain =
+      "export " + (kGolden / "served-plan.json").string() + " --format vllm --workload ";
+  auto r = run(plain + (kGolden / "workload.yaml").string(), dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  text.replace(text.find(from), from.size(), "max_prompt_tokens: 200000");
+  const auto long_prompts = dir.write("long.yaml", text);
+  r = run(plain + long_prompts.string() + " --out " + (dir.path() / "out").string(), dir.path());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: chat: the KV cache of 32 sequences of --max-model-len"),
+            std::string::npos)
+      << r.err;
 }
 
 // corun export --from/--to (the cases of tests/export/diff_test.cc, through the binary).
@@ -637,7 +1020,8 @@ TEST(ExportCli, OutWritesTheTritonRepositoryAndStdoutMatches) {
     if (e.is_regular_file()) files.insert(fs::relative(e.path(), out).string());
   }
   EXPECT_EQ(files,
-            (std::set<std::string>{"asr/config.pbtxt", "cam/config.pbtxt", "enc/config.pbtxt"}));
+            (std::set<std::string>{"asr/config.pbtxt", "asr/1/model.py", "cam/config.pbtxt",
+                                   "enc/config.pbtxt", "build_engine.sh", "admission.conf"}));
   EXPECT_NE(r.out.find("wrote " + (out / "cam/config.pbtxt").string()), std::string::npos);
   // Without --out the same files go to stdout, each after a header line.
   r = run(args, dir.path());

@@ -87,6 +87,18 @@ inline std::vector<MalformedCase> malformed_cases() {
        {"models[0].demand.prompt_tokens: missing required field"}},
       {"huge prompt", llm("    demand: {rps: 1, prompt_tokens: 1e15, output_tokens: 8}\n"),
        {"models[0].demand.prompt_tokens", "out of range"}},
+      // Optional maxima of a request's lengths: integers > 0, at least their mean.
+      {"max prompt below mean",
+       llm("    demand: {rps: 1, prompt_tokens: 512, output_tokens: 8, max_prompt_tokens: 256}\n"),
+       {"models[0].demand.max_prompt_tokens", "below the mean", "prompt_tokens: 512"}},
+      {"max output zero",
+       llm("    demand: {rps: 1, prompt_tokens: 8, output_tokens: 8, max_output_tokens: 0}\n"),
+       {"models[0].demand.max_output_tokens", "out of range"}},
+      {"fractional max output",
+       llm("    demand: {rps: 1, prompt_tokens: 8, output_tokens: 8, max_output_tokens: 9.5}\n"),
+       {"models[0].demand.max_output_tokens", "whole number"}},
+      {"max prompt for vision", vision("    demand: {fps: 30, max_prompt_tokens: 100}\n"),
+       {"models[0].demand.max_prompt_tokens"}},
       // Closed-loop demand (benchmark mode): one of rate or concurrency, 1..1024 requests.
       {"rate and concurrency", vision("    demand: {fps: 30, concurrency: 4}\n"),
        {"models[0].demand.concurrency", "either fps", "not both"}},

@@ -127,6 +127,41 @@ TEST(Workload, SingleValuedKnobsAreFixedNotSearched) {
   EXPECT_EQ(m.demand.prompt_tokens, 256);
 }
 
+TEST(Workload, LlmDemandTakesOptionalMaximumLengths) {
+  auto w = parse(
+      "device: l4\nmodels:\n  - name: chat\n    model: qwen2.5-0.5b\n"
+      "    demand: {rps: 2, prompt_tokens: 256, output_tokens: 64, max_prompt_tokens: 4096,\n"
+      "             max_output_tokens: 64}\n"
+      "  - name: plain\n    model: qwen2.5-0.5b\n"
+      "    demand: {rps: 2, prompt_tokens: 256, output_tokens: 64}\n");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  EXPECT_EQ(w->models[0].demand.max_prompt_tokens, 4096);
+  EXPECT_EQ(w->models[0].demand.max_output_tokens, 64);  // equal to the mean is allowed
+  EXPECT_EQ(w->models[1].demand.max_prompt_tokens, 0);   // absent
+  EXPECT_EQ(w->models[1].demand.max_output_tokens, 0);
+}
+
+TEST(Workload, AModelEntryOnItsOwnTakesTheMaximumLengthsToo) {
+  // corun serve's registration entries go through parse_model_entry (JSON read as YAML).
+  Diagnostics diags;
+  auto m = parse_model_entry(
+      YAML::Load("{name: chat, model: qwen2.5-0.5b, demand: {rps: 1, prompt_tokens: 256, "
+                 "output_tokens: 64, max_prompt_tokens: 2048, max_output_tokens: 512}}"),
+      "request", Catalog::default_catalog(), diags);
+  ASSERT_TRUE(m.has_value()) << diags.to_error().what();
+  EXPECT_EQ(m->demand.max_prompt_tokens, 2048);
+  EXPECT_EQ(m->demand.max_output_tokens, 512);
+  Diagnostics bad;
+  EXPECT_FALSE(parse_model_entry(YAML::Load("{name: chat, model: qwen2.5-0.5b, demand: {rps: 1, "
+                                            "prompt_tokens: 256, output_tokens: 64, "
+                                            "max_output_tokens: 32}}"),
+                                 "request", Catalog::default_catalog(), bad)
+                   .has_value());
+  EXPECT_NE(bad.to_error().what().find("demand.max_output_tokens: value 32 is below the mean"),
+            std::string::npos)
+      << bad.to_error().what();
+}
+
 TEST(Workload, VisionDefaultsToTheModelsReferenceImageSize) {
   auto w = parse(
       "device: v100\nmodels:\n  - name: cls\n    model: resnet50\n    demand: {fps: 100}\n");

@@ -81,10 +81,14 @@ struct ExportRequest {
 /// @param request the flags
 /// @param catalog catalog for the workload
 /// @param options provenance, ports and device
+/// @param warnings when not null, receives what of the (new) plan does not deploy as planned,
+/// one sentence each, as the files' `# WARNING:` lines say it (a KV cache at --max-model-len
+/// the GPU cannot hold, MPS limits above the GPU's memory)
 /// @return what to print on stdout: the files' contents (each preceded by a `# ==> PATH <==`
 /// line when there are several), or with out_dir the list of files written; an Error of kind
 /// kInvalidInput for bad input, kNotFound for unreadable files, kIo when a write fails
 Result<std::string> run_export(const ExportRequest& request, const Catalog& catalog,
-                               const ExportOptions& options);
+                               const ExportOptions& options,
+                               std::vector<std::string>* warnings = nullptr);
 
 }  // namespace corun::exporting

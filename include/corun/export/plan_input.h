@@ -28,6 +28,9 @@ struct PlannedModel {
   std::size_t model = 0;        ///< index into PlanInput::workload.models
   std::size_t local_index = 0;  ///< local configuration in that workload's numbering
   Settings settings;            ///< every knob's value (searched and fixed)
+  /// The share of the model's demand the plan admits (served plans: `admitted` of the model;
+  /// run reports: the interval's `admitted`, one per workload model); 1 when not stated.
+  double admitted = 1;
 };
 
 /// @brief A plan ready to export: the workload as it stood while the plan was in force

@@ -36,6 +36,12 @@ struct Demand {
   double rps = 0;
   int prompt_tokens = 0;
   int output_tokens = 0;
+  /// LLMs, optional: the longest prompt and the longest output a request may have (0: not
+  /// given). They bound a request, not the mean load: the planner sizes the KV cache for the
+  /// means, and `corun export` sets vLLM's --max-model-len to their sum (docs/export.md).
+  /// When given, each is at least its mean.
+  int max_prompt_tokens = 0;
+  int max_output_tokens = 0;
   int concurrency = 0;  ///< requests in flight; 0 = rate demand (fps or rps)
   /// Burstiness of a rate demand's requests: the coefficient of variation of the gaps between
   /// arrivals. 1 = Poisson (what a written rate means); a trace demand (TraceDemand) measures it.

@@ -9,7 +9,8 @@
 #   asr: whisper-small, no searched knob (speech: Triton, see --format triton)
 
 # chat: qwen2.5-0.5b, precision=awq,request_concurrency=32,prefill_chunk=16
-# VRAM budget 0.989 GB = --gpu-memory-utilization x 25.77 GB (rounded down)
+# VRAM budget 0.989 GB; 1.668 GB with the KV cache of 32 sequences at --max-model-len
+# --gpu-memory-utilization x 25.77 GB = 1.675 GB; its MPS memory limit adds 512 MiB for CUDA graphs
 vllm serve Qwen/Qwen2.5-0.5B-Instruct-AWQ \
   --served-model-name chat \
   --port 8000 \
@@ -18,6 +19,6 @@ vllm serve Qwen/Qwen2.5-0.5B-Instruct-AWQ \
   --max-num-seqs 32 \
   --enable-chunked-prefill \
   --max-num-batched-tokens 32 \
-  --max-model-len 320 \
-  --gpu-memory-utilization 0.038 &
+  --max-model-len 2048 \
+  --gpu-memory-utilization 0.065 &
 wait
