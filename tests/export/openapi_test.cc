@@ -1,6 +1,8 @@
 // docs/openapi.yaml against docs/serve.md (every route of its API table with its token, body
 // and answers; every JSON example) and against a running `corun serve` (every route's answers,
 // successes and errors, validate against the schema the document gives for their status).
+#include "corun/serve/openapi.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -20,7 +22,6 @@
 #include <thread>
 
 #include "../serve/serve_test_util.h"
-#include "corun/serve/openapi.h"
 #include "corun/spec/knobs.h"
 #include "schema_check.h"
 
@@ -89,13 +90,10 @@ std::string join_errors(const std::vector<std::string>& e) {
 // stand for an example of their schema (the document's own), `, ...` for more of the same,
 // n and k for counts.
 std::string substitute_placeholders(std::string text) {
-  const std::vector<std::pair<std::string, std::string>> names = {{"ENTRY", "ModelEntry"},
-                                                                  {"PLAN", "Plan"},
-                                                                  {"SAMPLE", "TelemetrySample"},
-                                                                  {"SUMMARY", "TelemetrySummary"},
-                                                                  {"DEMAND", "Demand"},
-                                                                  {"DAG", "PlaceRequest"},
-                                                                  {"PLACEMENT", "ToolPlacement"}};
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"ENTRY", "ModelEntry"},         {"PLAN", "Plan"},     {"SAMPLE", "TelemetrySample"},
+      {"SUMMARY", "TelemetrySummary"}, {"DEMAND", "Demand"}, {"DAG", "PlaceRequest"},
+      {"PLACEMENT", "ToolPlacement"}};
   text = std::regex_replace(text, std::regex(",\\s*\\.\\.\\."), "");
   for (const auto& [word, schema] : names) {
     const std::string example = yaml_to_json(doc().schema(schema)["example"]).dump();
@@ -220,8 +218,8 @@ TEST(OpenApi, EveryRouteOfServeMdIsDocumentedAndNothingElse) {
           body["content"]["application/json"]["schema"]["$ref"].as<std::string>();
       // Each placeholder's schema, and whether the body may be left out.
       const std::map<std::string, std::pair<std::string, bool>> placeholder = {
-          {"ENTRY", {"ModelEntry", true}},        {"DEMAND", {"Demand", true}},
-          {"SAMPLE", {"TelemetryRequest", true}}, {"DAG", {"PlaceRequest", true}},
+          {"ENTRY", {"ModelEntry", true}},          {"DEMAND", {"Demand", true}},
+          {"SAMPLE", {"TelemetryRequest", true}},   {"DAG", {"PlaceRequest", true}},
           {"CAPACITY", {"CapacityRequest", false}}, {"none", {"ReplanRequest", false}}};
       const std::string first = r.body.substr(0, r.body.find(' '));
       ASSERT_TRUE(placeholder.count(first)) << r.body;
@@ -288,13 +286,11 @@ TEST(OpenApi, EveryJsonExampleOfServeMdValidates) {
   EXPECT_GE(checked, 11);
   // 2. Everything else: fenced ```json blocks and inline JSON in prose, each against the schema
   // its paragraph introduces (**ENTRY**, **DEMAND**, **SAMPLE**, **PLAN**; the Errors section).
-  const std::map<std::string, std::string> markers = {{"ENTRY", "ModelEntry"},
-                                                      {"DEMAND", "Demand"},
-                                                      {"SAMPLE", "TelemetrySample"},
-                                                      {"PLAN", "Plan"},
-                                                      {"DAG", "PlaceRequest"},
-                                                      {"PLACEMENT", "ToolPlacement"},
-                                                      {"Errors", "Error"}};
+  const std::map<std::string, std::string> markers = {
+      {"ENTRY", "ModelEntry"},         {"DEMAND", "Demand"},
+      {"SAMPLE", "TelemetrySample"},   {"PLAN", "Plan"},
+      {"DAG", "PlaceRequest"},         {"PLACEMENT", "ToolPlacement"},
+      {"CAPACITY", "CapacityRequest"}, {"Errors", "Error"}};
   std::string context;
   std::istringstream in(md);
   std::string line, block, paragraph;
