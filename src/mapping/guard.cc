@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <utility>
 
+#include "corun/core/mutex.h"
 #include "corun/core/rng.h"
 #include "corun/profile/campaign.h"
 #include "corun/surrogate/cotenant.h"
@@ -19,25 +21,50 @@ using surrogate::Totals;
 // Seed stream of the co-tenant campaign (distinct from the co-run campaign's).
 constexpr std::uint64_t kCoTenantStream = 0xc07e;
 
-// One CompiledSurrogate shared by every caller; each call brings its own workspace, so that
-// concurrent predictions never share scratch buffers.
+// One CompiledSurrogate shared by every caller. Each prediction borrows a workspace from a pool
+// of this surrogate's own, so that concurrent predictions never share scratch buffers and no
+// prediction pays for a new one: a workspace holds the cell cache (8 MiB, zeroed when made),
+// whose entries stay valid for this surrogate (a cell's outputs depend on its inputs alone).
 class SurrogatePredictor final : public AggregatePredictor {
  public:
   explicit SurrogatePredictor(surrogate::CompiledSurrogate s) : s_(std::move(s)) {}
 
   void predict(std::size_t m, std::size_t l, const Totals& others,
                std::span<double> out) const override {
-    auto ws = s_.make_workspace();
+    std::unique_ptr<Workspace> ws = borrow();
     std::array<float, surrogate::kTargetCount> v{};
-    s_.predict_given(m, l, others, v, ws);
+    s_.predict_given(m, l, others, v, *ws);
     for (std::size_t t = 0; t < v.size() && t < out.size(); ++t) out[t] = v[t];
+    give_back(std::move(ws));
   }
   [[nodiscard]] Totals contribution(std::size_t m, std::size_t l) const override {
     return s_.contribution(m, l);
   }
 
  private:
+  using Workspace = surrogate::CompiledSurrogate::Workspace;
+  // At most this many idle workspaces are kept (one per thread that predicts at once).
+  static constexpr std::size_t kPooled = 8;
+
+  std::unique_ptr<Workspace> borrow() const CORUN_EXCLUDES(pool_mutex_) {
+    {
+      MutexLock lock(pool_mutex_);
+      if (!pool_.empty()) {
+        std::unique_ptr<Workspace> ws = std::move(pool_.back());
+        pool_.pop_back();
+        return ws;
+      }
+    }
+    return std::make_unique<Workspace>(s_.make_workspace());
+  }
+  void give_back(std::unique_ptr<Workspace> ws) const CORUN_EXCLUDES(pool_mutex_) {
+    MutexLock lock(pool_mutex_);
+    if (pool_.size() < kPooled) pool_.push_back(std::move(ws));
+  }
+
   surrogate::CompiledSurrogate s_;
+  mutable Mutex pool_mutex_;
+  mutable std::vector<std::unique_ptr<Workspace>> pool_ CORUN_GUARDED_BY(pool_mutex_);
 };
 
 // The measured value of target t scaled by the predicted slowdown; the raw prediction when
