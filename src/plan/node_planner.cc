@@ -2,6 +2,7 @@
 // MeanField plan as the inner evaluation (a cheap solver's while the search screens candidates,
 // the full solver's for the starts and the best few found).
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <limits>
 #include <numeric>
@@ -17,11 +18,14 @@ std::unique_ptr<Solver> make_exhaustive_solver();
 
 namespace {
 
-// Planned SLA excess given to a unit whose models cannot fit its memory in any configuration:
-// worse than any SLA excess a fitting set can have, as PlanProblem::Score ranks VRAM misses.
-constexpr double kVramMissExcess = 1e3;
-// Excess charged for an active model no unit can take.
+// Excess charged for an active model no unit takes: worse than any SLA excess a set that fits
+// its unit can have.
 constexpr double kUnplacedExcess = 1e4;
+// Excess of a unit whose models do not fit its memory together: none of them runs, so each
+// costs what an unplaced model costs (then leaving one out, so that the others run, is better).
+double vram_miss_excess(std::uint64_t mask) {
+  return kUnplacedExcess * static_cast<double>(std::popcount(mask));
+}
 
 // One unit's plan for one set of models.
 struct SubPlan {
@@ -174,7 +178,7 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
   }
   if (mask != 0 && min_bytes > unit.device.vram_bytes()) {
     sp.feasible = false;
-    sp.excess = kVramMissExcess;
+    sp.excess = vram_miss_excess(mask);
   } else if (mask != 0) {
     auto um = models.for_unit(unit);
     if (!um) return um.error();
@@ -199,7 +203,7 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
     sp.config = r->config;
     sp.predicted = r->predicted;
     sp.utility = score.utility;
-    sp.excess = score.excess + (score.fits_vram ? 0.0 : kVramMissExcess);
+    sp.excess = score.excess + (score.fits_vram ? 0.0 : vram_miss_excess(mask));
     sp.feasible = score.feasible();
     ++(screen != nullptr ? cache.screened : cache.solved);
   }
@@ -420,6 +424,9 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
     // A swap with model b is the move (a, kSwapMark + b): no unit index comes near it (a node
     // may have more units than models, so the model count cannot mark swaps).
     constexpr std::size_t kSwapMark = std::size_t{1} << 40;
+    // Leaving a model out is the move (m, kLeaveOut): tried only while the plan is infeasible,
+    // where running the others may be the best a node too small for all of them can do.
+    constexpr std::size_t kLeaveOut = kSwapMark - 1;
     bool improved = true;
     while (improved && keep_searching()) {
       improved = false;
@@ -427,6 +434,9 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
       for (std::size_t m = 0; m < n; ++m) {
         for (std::size_t u : allowed[m]) {
           if (current.assignment[m] != static_cast<std::int32_t>(u)) moves.emplace_back(m, u);
+        }
+        if (!current.feasible && current.assignment[m] != kNotPlaced) {
+          moves.emplace_back(m, kLeaveOut);
         }
       }
       for (std::size_t a = 0; a < n; ++a) {
@@ -446,6 +456,8 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
         std::vector<std::int32_t> next = current.assignment;
         if (target >= kSwapMark) {
           std::swap(next[m], next[target - kSwapMark]);
+        } else if (target == kLeaveOut) {
+          next[m] = kNotPlaced;
         } else {
           next[m] = static_cast<std::int32_t>(target);
         }

@@ -653,6 +653,12 @@ TEST(Cli, AnInfeasibleNodePlanSaysHowManyGpusWouldHoldIt) {
   EXPECT_EQ(r.code, 1) << r.err << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_FALSE(j["feasible"].get<bool>());
+  // The best the two GPUs can do: two of the models, one on each, the third left out.
+  std::set<int> gpus;
+  for (const auto& m : j["models"]) {
+    if (m["gpu"].is_number()) gpus.insert(m["gpu"].get<int>());
+  }
+  EXPECT_EQ(gpus, (std::set<int>{0, 1})) << j["models"].dump();
   ASSERT_TRUE(j.contains("capacity")) << j.dump();
   const auto& c = j["capacity"];
   EXPECT_EQ(c["gpus_needed"], 3) << c.dump();
