@@ -9,6 +9,7 @@
 
 #include "corun/core/json_number.h"
 #include "corun/core/strings.h"
+#include "corun/export/catalog_record.h"
 #include "corun/serve/json_input.h"
 #include "corun/serve/openapi.h"
 #include "corun/serve/plan_record.h"
@@ -126,6 +127,7 @@ std::vector<std::string> metric_labels(std::span<const Route<Service>> routes) {
 Service::Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store)
     : options_(std::move(options)),
       catalog_(&catalog),
+      catalog_record_(exporting::catalog_record_json(catalog).dump()),
       store_(std::move(store)),
       metrics_(metric_labels(routes())),
       planner_([this](const std::string& reason) { return plan_once(reason); },
@@ -1004,10 +1006,11 @@ HttpResponse Service::get_plan(const RouteCall&) {
   HttpResponse r;
   r.body = body->substr(0, body->rfind('}'));
   r.body += ",\"learning\":" + learning_json().dump(-1, ' ', true, json::error_handler_t::replace);
+  r.body += ",\"catalog\":" + catalog_record_;
   if (prometheus_) {
     MutexLock lock(state_mutex_);
-    r.body += ",\"telemetry\":" +
-              stack_json_locked().dump(-1, ' ', true, json::error_handler_t::replace);
+    r.body +=
+        ",\"telemetry\":" + stack_json_locked().dump(-1, ' ', true, json::error_handler_t::replace);
   }
   r.body += "}\n";
   return r;

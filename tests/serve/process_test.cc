@@ -181,6 +181,7 @@ TEST(ServeProcess, BreachReplansAndKill9RestartKeepsModelsAndPlan) {
   const json history = get(again.port(), "/v1/plan/history?limit=1000");
   json decided = plan;
   decided.erase("learning");  // live state: the history keeps the plans as decided
+  decided.erase("catalog");   // the catalog the service runs with, not part of the decision
   EXPECT_EQ(history["plans"].back(), decided);
   EXPECT_EQ(get(again.port(), "/healthz")["status"], "ok");
 }
@@ -300,6 +301,7 @@ TEST(ServeProcess, Kill9DuringLoadLosesNoAcknowledgedRegistrationOrPlan) {
     ASSERT_TRUE(history.count(decision)) << "decision " << decision << " was served, then lost";
     json stored_plan = p;
     stored_plan.erase("learning");  // live state: the history keeps the plans as decided
+    stored_plan.erase("catalog");   // the catalog the service runs with
     EXPECT_EQ(history[decision], stored_plan);
   }
   EXPECT_GE(get(again.port(), "/v1/plan")["decision"].get<std::int64_t>(),

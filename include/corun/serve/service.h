@@ -4,8 +4,8 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -31,8 +31,8 @@
 #include "corun/serve/planner.h"
 #include "corun/serve/registry.h"
 #include "corun/serve/router.h"
-#include "corun/serve/store.h"
 #include "corun/serve/stack_telemetry.h"
+#include "corun/serve/store.h"
 #include "corun/serve/telemetry.h"
 #include "corun/spec/workload.h"
 #include "corun/testbed/testbed.h"
@@ -148,8 +148,7 @@ class Service final : public HttpHandler {
   /// what is clean as from POSTed telemetry (the stack poller's work each window; tests call it
   /// with a fixture). A window counts toward the plan in force only when that plan was in force
   /// at the previous window too: a window never mixes two plans.
-  void read_stack_window(const PromQuery& query)
-      CORUN_EXCLUDES(mutate_mutex_, state_mutex_);
+  void read_stack_window(const PromQuery& query) CORUN_EXCLUDES(mutate_mutex_, state_mutex_);
   /// @brief Whether the request carries the service's bearer token (constant-time compare).
   [[nodiscard]] bool authorised(const HttpRequest& req) const;
   /// @brief The request's JSON body under the API's limits (size, media type, depth), or the
@@ -228,6 +227,9 @@ class Service final : public HttpHandler {
 
   ServiceOptions options_;
   const Catalog* catalog_;
+  /// The `catalog` member of GET /v1/plan (export/catalog_record.h): the overlay this service
+  /// was opened with, so that `corun export` of a served plan finds it without a second flag.
+  std::string catalog_record_;
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<Controller> controller_;
   Device device_;
