@@ -146,6 +146,7 @@ nlohmann::json to_json(const Measurement& m) {
                            {"throughput", mm.ok() ? num(mm.throughput) : nullptr},
                            {"ttft_ms_p95", opt(mm.ttft_ms_p95)},
                            {"tpot_ms_p95", opt(mm.tpot_ms_p95)},
+                           {"preemptions_per_request", opt(mm.preemptions_per_request)},
                            {"error", mm.ok() ? nlohmann::json(nullptr) : nlohmann::json(mm.error)}});
   }
   j["gpu"] = {{"sm_util", m.gpu.sm_util},

@@ -126,7 +126,7 @@ std::vector<ModelDeployment> plan_deployment(const PlanInput& plan, const Export
     d.gateway_port = options.base_port + kGatewayPortOffset + position;
     d.port = options.base_port + position++;
 
-    d.vram_bytes = model_vram_bytes(spec, p.settings);
+    d.vram_bytes = model_vram_bytes(spec, p.settings, device_bytes);
     const double fraction = device_bytes > 0 ? d.vram_bytes / device_bytes : 1.0;
     d.vram_fraction = std::clamp(std::floor(fraction * 1000.0) / 1000.0, 0.001, 1.0);
     d.mps_mem_limit_mib = static_cast<std::int64_t>(std::ceil(d.vram_bytes / kMiB));

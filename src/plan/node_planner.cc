@@ -118,7 +118,10 @@ NodePlanner::NodePlanner(const Workload& w, UnitModels& models, const Solver& so
     if (shared != nullptr) cache_->keys.push_back(m.plan_key());
     double lo = 0, hi = 0;
     for (std::size_t l = 0; l < m.local_config_count(); ++l) {
-      const double v = model_vram_bytes(m, m.settings(l));
+      // Device-independent bounds: the full need of each configuration (a unit's own plan
+      // may run a large LLM configuration KV-limited; space.h).
+      const double v =
+          model_vram_bytes(m, m.settings(l), std::numeric_limits<double>::infinity());
       lo = l == 0 ? v : std::min(lo, v);
       hi = std::max(hi, v);
     }

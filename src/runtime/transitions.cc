@@ -99,7 +99,7 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
   for (std::size_t m = 0; m < n; ++m) {
     if (from[m] == kAbsent) continue;
     const Settings a = w.models[m].settings(static_cast<std::size_t>(from[m]));
-    held += model_vram_bytes(w.models[m], a);
+    held += model_vram_bytes(w.models[m], a, w.device.vram_bytes());
     if (active[m]) serving += w.models[m].weight * config_quality(w.models[m], a);
   }
   cost.resize(n);

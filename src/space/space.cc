@@ -63,7 +63,10 @@ std::string ConfigCount::to_string() const {
   return buf;
 }
 
-double model_vram_bytes(const ModelSpec& m, const Settings& s) {
+namespace {
+
+// Memory of everything but an LLM's KV cache: runtime context, weights, activations.
+double fixed_vram_bytes(const ModelSpec& m, const Settings& s) {
   const ModelArch& a = m.arch;
   double bytes = kRuntimeContextBytes + weight_bytes(a, s.precision);
   switch (a.family) {
@@ -75,9 +78,6 @@ double model_vram_bytes(const ModelSpec& m, const Settings& s) {
       bytes += activation_bytes(a, s.batch * s.request_concurrency, 0, s.precision);
       break;
     case ModelFamily::kLlm: {
-      // Every in-flight sequence holds its whole context in the KV cache at the end of decode.
-      const double context = m.demand.prompt_tokens + m.demand.output_tokens;
-      bytes += s.request_concurrency * context * kv_bytes_per_token(a, s.precision);
       // Prefill activations of one chunk (the largest transient).
       const int chunk = std::max(1, std::min(s.prefill_chunk, std::max(1, m.demand.prompt_tokens)));
       bytes += activation_bytes(a, 1, chunk, s.precision);
@@ -87,12 +87,29 @@ double model_vram_bytes(const ModelSpec& m, const Settings& s) {
   return bytes;
 }
 
+}  // namespace
+
+double llm_kv_cache_bytes(const ModelSpec& m, const Settings& s, double device_bytes) {
+  if (m.arch.family != ModelFamily::kLlm) return 0;
+  // Every in-flight sequence holds its whole context in the KV cache at the end of decode.
+  const double per_sequence =
+      (m.demand.prompt_tokens + m.demand.output_tokens) * kv_bytes_per_token(m.arch, s.precision);
+  const double need = s.request_concurrency * per_sequence;
+  const double room = kLlmEngineMemoryFraction * device_bytes - fixed_vram_bytes(m, s);
+  // KV-limited: the engine takes its share of the device when that still holds one sequence.
+  return need > room && room >= per_sequence ? room : need;
+}
+
+double model_vram_bytes(const ModelSpec& m, const Settings& s, double device_bytes) {
+  return fixed_vram_bytes(m, s) + llm_kv_cache_bytes(m, s, device_bytes);
+}
+
 ConfigSpace::ConfigSpace(const Workload& w) : capacity_bytes_(w.device.vram_bytes()) {
   for (const auto& m : w.models) {
     const std::size_t n = m.local_config_count();
     radix_.push_back(n);
     std::vector<double> v(n);
-    for (std::size_t l = 0; l < n; ++l) v[l] = model_vram_bytes(m, m.settings(l));
+    for (std::size_t l = 0; l < n; ++l) v[l] = model_vram_bytes(m, m.settings(l), capacity_bytes_);
     local_vram_.push_back(std::move(v));
   }
   joint_count_ = ConfigCount::product(radix_);

@@ -211,8 +211,8 @@ ModelTransition model_transition(const ActuationTable& table, const Device& devi
                                  const ModelSpec& m, const Settings& from, const Settings& to) {
   ModelTransition t;
   t.stack = table.stack_for(m.arch.family);
-  t.vram_old_bytes = model_vram_bytes(m, from);
-  t.vram_new_bytes = model_vram_bytes(m, to);
+  t.vram_old_bytes = model_vram_bytes(m, from, device.vram_bytes());
+  t.vram_new_bytes = model_vram_bytes(m, to, device.vram_bytes());
   for (const auto& d : knob_decls()) {
     if (from.get(d.id) == to.get(d.id)) continue;
     t.changed.push_back(d.id);
@@ -259,7 +259,9 @@ JointTransition joint_transition(const ActuationTable& table, const Workload& w,
   double held = 0;
   for (std::size_t m = 0; m < n; ++m) {
     const std::int32_t l = at(from, m);
-    if (l != kAbsent) held += model_vram_bytes(w.models[m], w.models[m].settings(l));
+    if (l != kAbsent) {
+      held += model_vram_bytes(w.models[m], w.models[m].settings(l), w.device.vram_bytes());
+    }
   }
   std::vector<TransitionStep> steps;
   for (std::size_t m = 0; m < n; ++m) {
@@ -283,8 +285,8 @@ JointTransition joint_transition(const ActuationTable& table, const Workload& w,
       const Settings s0 = spec.settings(static_cast<std::size_t>(a != kAbsent ? a : b));
       s.change.stack = table.stack_for(spec.arch.family);
       s.change.action = b != kAbsent ? Actuation::kRestart : Actuation::kNone;
-      s.change.vram_old_bytes = a != kAbsent ? model_vram_bytes(spec, s0) : 0;
-      s.change.vram_new_bytes = b != kAbsent ? model_vram_bytes(spec, s0) : 0;
+      s.change.vram_old_bytes = a != kAbsent ? model_vram_bytes(spec, s0, w.device.vram_bytes()) : 0;
+      s.change.vram_new_bytes = b != kAbsent ? model_vram_bytes(spec, s0, w.device.vram_bytes()) : 0;
     }
     steps.push_back(std::move(s));
   }

@@ -84,7 +84,7 @@ double sim_ttft_ms(const ModelArch& arch, const Device& device, Precision p,
 // engine takes (kLlmEngineMemoryFraction of the device) less weights and runtime.
 double kv_limited_batch(const ModelArch& arch, const Device& device, Precision p, double batch,
                         double context) {
-  const double kv_bytes = sim::kLlmEngineMemoryFraction * device.vram_bytes() -
+  const double kv_bytes = kLlmEngineMemoryFraction * device.vram_bytes() -
                           weight_bytes(arch, p) - sim::kLlmRuntimeBytes;
   const double tokens = sim::kv_capacity_tokens(arch, p, kv_bytes);
   return std::clamp(tokens / std::max(context, 1.0), 1.0, batch);

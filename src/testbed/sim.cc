@@ -108,6 +108,10 @@ struct SimModel {
   Shape dec_full;             // LLM decode step at full concurrency (capacity)
   double dec_lo_alone_s = 0;  // standalone decode step at batch dec_lo_b
   double dec_steps = 0;       // decode steps per job (speech); output tokens (LLM)
+  // LLM KV cache (space.h, llm_kv_cache_bytes): the sequences it holds at their mean
+  // occupancy, those the engine admits while a prompt fits, and the recompute of a preempted
+  // sequence over its prefill.
+  double kv_seqs = 1e300, kv_admit = 1e300, recompute_ratio = 0;
   double flops_per_s = 1, element_bytes = 2;
 
   // Fixed-point state.
@@ -227,6 +231,24 @@ Shape llm_decode_shape(const SimModel& m, double batch, const DeviceModel& dev) 
   return sim::make_llm_shape(m.spec->arch, b, m.s.precision, *m.device, dev, m.cap_sms);
 }
 
+// The LLM's KV cache on `device`. A running sequence holds its prompt and the tokens it has
+// generated: at its mean occupancy (prompt + half the output) the cache holds kv_seqs
+// sequences, so slots beyond them never run at once. The engine admits a request whenever its
+// prompt fits (vLLM's scheduler), up to kv_admit sequences, and when the admitted ones grow
+// past the cache it preempts the newest and recomputes it later (vLLM's default recompute
+// mode, docs "Preemption"): prompt plus generated tokens prefilled again.
+void set_kv_cache(SimModel& m, const Device& device) {
+  const ModelSpec& spec = *m.spec;
+  const double kv_bytes = llm_kv_cache_bytes(spec, m.s, device.vram_bytes());
+  const double tokens = sim::kv_capacity_tokens(spec.arch, m.s.precision, kv_bytes);
+  const double prompt = std::max(1, spec.demand.prompt_tokens);
+  const double occupancy = prompt + 0.5 * std::max(1, spec.demand.output_tokens);
+  m.kv_seqs = tokens / occupancy;
+  m.kv_admit = std::min<double>(m.servers, tokens / prompt);
+  m.recompute_ratio = occupancy / prompt;
+  m.servers = std::clamp(static_cast<int>(m.kv_seqs), 1, m.servers);
+}
+
 SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
                     const Device& device, const DeviceModel& dev) {
   SimModel m;
@@ -289,6 +311,7 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
       const int prompt = std::max(1, spec.demand.prompt_tokens);
       const int output = std::max(1, spec.demand.output_tokens);
       m.device = &device;
+      set_kv_cache(m, device);
       m.main = sim::llm_prefill_shape(a, prompt, s.prefill_chunk, p, device, dev, m.cap_sms, m.chunks);
       m.dec_steps = output;
       // Decode reads the KV cache of every sequence at its mean context (prompt + half the
@@ -319,36 +342,57 @@ struct LlmState {
   double residence_s = 0;     // slot occupancy of one request
   double batch = 1;           // new mean decode batch
   double busy = 0;            // engine busy fraction
+  double preempted = 0;       // fraction of requests preempted (KV cache full) and recomputed
+  double prefill_work_s = 0;  // prefill per request, its share of recomputes included
 };
 
-LlmState llm_state(const SimModel& m) {
+// The engine's state when a request's own prefill takes `t_pre` and preemptions add
+// `recompute_s` of prefill work per request on average.
+LlmState llm_state_at(const SimModel& m, double t_pre, double recompute_s) {
   LlmState st;
   const double c = m.servers;
   const double out = m.dec_steps;
-  const double t_pre = m.t_main.total_s;
+  const double work = t_pre + recompute_s;
   const double t_dec = m.t_dec.total_s;
   const double b_busy = busy_batch(m.batch, c);
+  st.prefill_work_s = work;
   // Work-conserving engine at full concurrency: each request costs its prefill plus its
   // share of `c`-sequence decode steps.
-  st.capacity = 1 / (t_pre + out * m.t_dec_full.total_s / c);
+  st.capacity = 1 / (work + out * m.t_dec_full.total_s / c);
   const double rate = m.closed_loop ? st.capacity : std::min(m.item_rate, st.capacity);
   // A sequence decodes while others' prefill chunks run in between its steps; with one slot
   // nobody else is admitted.
   const double admitted = (c - 1) / c;
-  st.prefill_share = std::min(kMaxPrefillShare, rate * t_pre * admitted);
+  st.prefill_share = std::min(kMaxPrefillShare, rate * work * admitted);
   st.tpot_s = t_dec / (1 - st.prefill_share);
   const double others = 1 - std::exp(-m.batch * admitted);
   // Pollaczek-Khinchine with deterministic service: wait behind a prefill in progress.
-  st.prefill_wait_s = st.prefill_share * t_pre / (2 * (1 - st.prefill_share));
+  st.prefill_wait_s = st.prefill_share * work / (2 * (1 - st.prefill_share));
   // Each prefill chunk starts at a step boundary: when others are decoding it first waits for
   // the residual of the step in progress (half a step on average).
   st.ttft_engine_s =
       t_pre + sim::kLlmFirstTokenOverheadS + m.chunks * 0.5 * t_dec * others + st.prefill_wait_s;
-  st.residence_s = st.ttft_engine_s + out * st.tpot_s;
+  // A preempted request holds its slot through its own recompute too.
+  st.residence_s = st.ttft_engine_s + out * st.tpot_s + recompute_s;
   // Slots bound the rate too (Little: rate x residence <= c).
   st.rate = std::min(rate, c / st.residence_s);
   st.batch = m.closed_loop ? c : std::min(c, st.rate * out * st.tpot_s);
-  st.busy = std::min(1.0, st.rate * (t_pre + out * t_dec / b_busy));
+  st.busy = std::min(1.0, st.rate * (work + out * t_dec / b_busy));
+  return st;
+}
+
+LlmState llm_state(const SimModel& m) {
+  const double t_pre = m.t_main.total_s;
+  LlmState st = llm_state_at(m, t_pre, 0);
+  // KV cache: the load keeps `load` requests in the engine (Little); it admits up to kv_admit
+  // of them while their prompts fit, and those beyond kv_seqs are preempted once they grow
+  // and recomputed (each its prompt and half its output, on average).
+  const double load = m.closed_loop ? m.in_flight : m.item_rate * st.residence_s;
+  const double held = std::min(load, m.kv_admit);
+  if (held <= m.kv_seqs) return st;
+  const double preempted = (held - m.kv_seqs) / held;
+  st = llm_state_at(m, t_pre, preempted * m.recompute_ratio * t_pre);
+  st.preempted = preempted;
   return st;
 }
 
@@ -445,7 +489,7 @@ GpuSolution solve(std::vector<SimModel>& ms, const DeviceModel& dev, const doubl
         u = st.busy;
         batch = st.batch;
         m.rate = st.rate;
-        const double pre = st.rate * m.t_main.total_s;
+        const double pre = st.rate * st.prefill_work_s;
         main_share = u > 0 ? std::clamp(pre / std::max(u, 1e-12), 0.0, 1.0) : 1;
       } else {
         const double service = m.t_main.total_s + m.dec_steps * m.t_dec.total_s;
@@ -633,6 +677,7 @@ void report_llm(const SimModel& m, const MeasureOptions& o, const Noise& nz, Mod
       std::exp(norm2(sim::kTailNoise, quantile_error(0.95, samples, tpot_spread)) * nz.tpot);
   const double count_error = std::sqrt(m.item_cv2 / samples);
   mm.throughput = rate * out * std::exp(std::min(count_error, 0.2) * nz.count);
+  mm.preemptions_per_request = st.preempted;
 }
 
 std::string gigabytes(double bytes) {
@@ -777,7 +822,7 @@ Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t>
     }
     const auto local = static_cast<std::size_t>(config[i]);
     const Settings s = spec.settings(local);
-    vram += model_vram_bytes(spec, s);
+    vram += model_vram_bytes(spec, s, w.device.vram_bytes());
     ModelMetrics mm;
     mm.model = i;
     mm.name = spec.name;

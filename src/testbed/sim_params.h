@@ -145,9 +145,6 @@ inline constexpr double kLlmFirstTokenOverheadS = 1.0e-3;
 /// their medians (A100, Llama-2-7B, median over token counts).
 inline constexpr double kLlmStepCv2 = 0.015 * 0.015;
 
-/// Fraction of device memory an LLM engine takes for weights, activations and its KV cache
-/// (vLLM's default --gpu-memory-utilization).
-inline constexpr double kLlmEngineMemoryFraction = 0.9;
 /// CUDA context, allocator and cuBLAS workspaces of one engine process (as space.cc reserves).
 inline constexpr double kLlmRuntimeBytes = 0.4e9;
 

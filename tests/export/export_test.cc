@@ -196,7 +196,7 @@ TEST(Export, DeploymentRoundsVram) {
   double vllm_headroom = 0;
   double triton_bytes = 0;
   for (const auto& d : plan_deployment(plan, test_options())) {
-    const double v = model_vram_bytes(*d.spec, d.settings);
+    const double v = model_vram_bytes(*d.spec, d.settings, total);
     EXPECT_DOUBLE_EQ(d.vram_bytes, v);
     if (d.server == Server::kVllm) {
       // Raised to hold the KV cache at --max-model-len (the GPU has room: no warning), rounded

@@ -172,7 +172,8 @@ TEST(NodePlanner, KeepsEachSlicesModelsWithinItsMemory) {
   for (std::size_t m = 0; m < w.models.size(); ++m) {
     const auto u = static_cast<std::size_t>(plan->assignment[m]);
     used[u] += model_vram_bytes(w.models[m],
-                                w.models[m].settings(static_cast<std::size_t>(plan->config[m])));
+                                w.models[m].settings(static_cast<std::size_t>(plan->config[m])),
+                                layout.units[u].device.vram_bytes());
   }
   for (std::size_t u = 0; u < used.size(); ++u) {
     EXPECT_LE(used[u], layout.units[u].device.vram_bytes()) << layout.units[u].label();

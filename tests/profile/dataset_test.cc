@@ -231,14 +231,17 @@ TEST(Campaign, CoTenantSamplesAreMeasuredNextToTheirCoTenant) {
 }
 
 TEST(Campaign, FailedConfigurationsAreStoredWithTheirReason) {
-  // A 7B FP16 LLM with 64 sequences of 4.6k tokens cannot fit on a 24 GB card alone.
+  // One 24,000-token conversation of a 7B model with full multi-head attention keeps 12.6 GB of
+  // KV cache (524,288 bytes per token); beside 13.5 GB of FP16 weights it does not fit a
+  // 24 GiB card even alone, at any concurrency. AWQ's 3.9 GB of weights leave room for it (64
+  // sequences run KV-limited, space.h).
   const std::string text = R"(
 device: rtx3090
 models:
   - name: chat
-    model: qwen2.5-7b
+    model: llama-2-7b
     knobs: {precision: [fp16, awq], request_concurrency: [1, 64]}
-    demand: {rps: 0.5, prompt_tokens: 4096, output_tokens: 512}
+    demand: {rps: 0.5, prompt_tokens: 20000, output_tokens: 4000}
 )";
   auto w = parse_workload(text, "oom.yaml", Catalog::default_catalog());
   ASSERT_TRUE(w.ok()) << w.error().what();
@@ -247,8 +250,7 @@ models:
   auto r = run_campaign(ds, *w, text, **testbed, {Plan::kStandalone, 1, "sim", 10}, 0, nullptr);
   ASSERT_TRUE(r.ok()) << r.error().what();
   EXPECT_EQ(r->total, 4u);
-  EXPECT_GE(r->failed, 1u);
-  EXPECT_LT(r->failed, 4u);
+  EXPECT_EQ(r->failed, 2u);
   auto samples = ds.samples(r->campaign);
   ASSERT_EQ(samples->size(), 4u);
   int failed = 0;

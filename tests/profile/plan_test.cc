@@ -118,8 +118,9 @@ TEST(Plan, NodeCoRunSamplesRunAsManyModelsAsOneGpuHolds) {
 }
 
 TEST(Plan, CoRunPlansOnlyDrawConfigurationsThatFit) {
-  // A 7B FP16 LLM with a long context next to YOLO streams on a 24 GB card: high concurrency
-  // does not fit, so the plans must avoid those joint configurations.
+  // A 7B LLM with a long context next to a YOLO stream on a 24 GB card: at high concurrency the
+  // LLM runs KV-limited and takes 0.9 of the card (space.h), where a camera batching 64 large
+  // frames does not fit, so the plans must avoid those joint configurations.
   const std::string text = R"(
 device: rtx3090
 models:
@@ -128,8 +129,8 @@ models:
     knobs: {precision: [fp16, awq], request_concurrency: [1, 8, 64]}
     demand: {rps: 0.5, prompt_tokens: 4096, output_tokens: 512}
   - name: cam
-    model: yolo11s
-    knobs: {imgsz: [320, 640]}
+    model: yolo11x
+    knobs: {imgsz: [320, 640], batch: [1, 64]}
     demand: {fps: 30}
 )";
   auto w = parse_workload(text, "big.yaml", Catalog::default_catalog());

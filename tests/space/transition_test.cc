@@ -154,8 +154,9 @@ TEST(Transition, SwapsMakeBeforeBreakOnlyWhereBothCopiesFit) {
   EXPECT_TRUE(chat->change.make_before_break);  // 24 GiB holds both copies
   EXPECT_EQ(roomy.outage_s(), 0);
   // Both copies together: the old plan's VRAM plus the new copy.
-  const double old_total = model_vram_bytes(w.models[0], w.models[0].settings(0)) +
-                           model_vram_bytes(w.models[1], w.models[1].settings(0));
+  const double device = w.device.vram_bytes();
+  const double old_total = model_vram_bytes(w.models[0], w.models[0].settings(0), device) +
+                           model_vram_bytes(w.models[1], w.models[1].settings(0), device);
   EXPECT_NEAR(roomy.vram_peak_bytes, old_total + chat->change.vram_new_bytes, 1e6);
   // On a device that holds only one copy, the chat model breaks first and is down.
   w.device.vram_gb = (old_total + 0.5 * chat->change.vram_new_bytes) / 1e9;

@@ -247,7 +247,7 @@ TEST(SimTestbed, VramExhaustionIsAFailedMeasurementWithItsReason) {
   }
   const Workload w = make_workload("rtx3090", ms);
   double need = 0;
-  for (const auto& m : w.models) need += model_vram_bytes(m, m.base);
+  for (const auto& m : w.models) need += model_vram_bytes(m, m.base, w.device.vram_bytes());
   ASSERT_GT(need, w.device.vram_bytes()) << "scenario must not fit";
   const Measurement m = measure_all(w);
   EXPECT_FALSE(m.ok());

@@ -14,9 +14,26 @@ namespace corun {
 using JointConfig = std::vector<std::int32_t>;
 inline constexpr std::int32_t kAbsent = -1;
 
-/// @brief Memory a model needs on the device in one local configuration (weights, activations,
-/// KV cache for its concurrency and context, runtime context).
-double model_vram_bytes(const ModelSpec& m, const Settings& s);
+/// @brief Fraction of a device's memory an LLM engine may take for weights, activations and its
+/// KV cache: vLLM's default `--gpu-memory-utilization` (0.9).
+inline constexpr double kLlmEngineMemoryFraction = 0.9;
+
+/// @brief Memory a model needs on a device of `device_bytes` in one local configuration
+/// (weights, activations, KV cache, runtime context).
+///
+/// An LLM's KV cache is sized for `request_concurrency` sequences at their full mean context
+/// (prompt + output). When that is more than the engine may take of the device
+/// (kLlmEngineMemoryFraction) but one such sequence fits, the engine takes that share and runs
+/// KV-limited, as vLLM does with a `--max-num-seqs` beyond its cache: the sequences that do not
+/// fit wait or are preempted (the sim measures the cost). Otherwise the full need is returned
+/// and a device too small for it is out of memory. `device_bytes` = +infinity gives the full
+/// need of every configuration.
+double model_vram_bytes(const ModelSpec& m, const Settings& s, double device_bytes);
+
+/// @brief The KV cache of an LLM in that configuration on a device of `device_bytes`, bytes:
+/// the part of model_vram_bytes() left after weights, activations and the runtime context
+/// (0 for a model without one).
+double llm_kv_cache_bytes(const ModelSpec& m, const Settings& s, double device_bytes);
 
 /// @brief A number of configurations. Exact while it fits in 64 bits; beyond 2^64 (or when only
 /// a bound is known) it is a double, and exact() says so, so that a saturated or rounded

@@ -34,6 +34,9 @@ struct ModelMetrics {
   /// ready to serve; 0 when it served throughout); none from a testbed that models them (the
   /// sim: its charge is TransitionCharge::outage_s).
   std::optional<double> downtime_s;
+  /// LLM only: preemptions per served request (vLLM's `vllm:num_preemptions_total` over its
+  /// requests), from a testbed that knows them (the sim: a full KV cache); none otherwise.
+  std::optional<double> preemptions_per_request;
   std::string error;                  ///< non-empty when the model could not run
 
   [[nodiscard]] bool ok() const { return error.empty(); }
