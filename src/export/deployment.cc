@@ -69,10 +69,7 @@ double size_llm_memory(ModelDeployment& d, double device_bytes, double slack_byt
   d.vram_fraction = std::clamp(std::max(fraction, d.vram_fraction), 0.001, 1.0);
   const double kv_per_token = kv_bytes_per_token(d.spec->arch, d.settings.precision);
   const double kv_room = d.vram_fraction * device_bytes -
-                         (d.vram_bytes - d.settings.request_concurrency *
-                                             static_cast<double>(d.spec->demand.prompt_tokens +
-                                                                 d.spec->demand.output_tokens) *
-                                             kv_per_token);
+                         (d.vram_bytes - llm_kv_cache_bytes(*d.spec, d.settings, device_bytes));
   const double full_length = kv_per_token > 0 ? kv_room / (kv_per_token * d.max_model_len) : 0;
   const int fits = static_cast<int>(std::floor(std::max(0.0, full_length)));
   std::string w = "the KV cache of " + std::to_string(d.settings.request_concurrency) +
@@ -147,12 +144,11 @@ std::vector<ModelDeployment> plan_deployment(const PlanInput& plan, const Export
       case ModelFamily::kLlm:
         d.input_rate_per_s = demand.rps;
         d.max_model_len = max_model_len(demand);
-        // The budget with the KV cache of request_concurrency full-length sequences.
+        // The budget with the KV cache of request_concurrency full-length sequences in place
+        // of the one it holds (a KV-limited budget holds fewer than request_concurrency).
         d.kv_bytes_at_max_len =
-            d.vram_bytes +
-            std::max(0, p.settings.request_concurrency) *
-                std::max(0.0, static_cast<double>(d.max_model_len - demand.prompt_tokens -
-                                                  demand.output_tokens)) *
+            d.vram_bytes - llm_kv_cache_bytes(spec, p.settings, device_bytes) +
+            std::max(0, p.settings.request_concurrency) * static_cast<double>(d.max_model_len) *
                 kv_bytes_per_token(spec.arch, p.settings.precision);
         break;
     }

@@ -303,6 +303,38 @@ TEST(Export, AKvCacheTheGpuCannotHoldIsAWarning) {
   EXPECT_NE(none[0].warnings[0].find("refuse to start"), std::string::npos) << none[0].warnings[0];
 }
 
+// A plan that runs an LLM KV-limited (space.h: its concurrency's cache does not fit beside the
+// weights, so the engine takes 0.9 of the GPU): the warning counts the sequences the cache it
+// does have holds. Llama-2-7B keeps 2 x 32 layers x 4,096 x 2 bytes = 524,288 bytes of KV a
+// token, so a 1,280-token sequence takes 671 MB; 32 of them (21.5 GB) beside 13.5 GB of
+// weights do not fit the RTX 3090's 25.77 GB.
+TEST(Export, AKvLimitedBudgetCountsTheSequencesItsCacheHolds) {
+  PlanInput plan = golden_plan();
+  ASSERT_EQ(plan.spec(plan.models[0]).name, "chat");
+  plan.models.resize(1);
+  ModelSpec& chat = plan.workload.models[plan.models[0].model];
+  chat.arch = *catalog().find_model("llama-2-7b");
+  chat.demand.prompt_tokens = chat.demand.max_prompt_tokens = 1024;
+  chat.demand.output_tokens = chat.demand.max_output_tokens = 256;
+  plan.models[0].settings.precision = Precision::kFp16;
+  plan.models[0].settings.request_concurrency = 32;
+  const double total = plan.workload.device.vram_bytes();
+  const ModelDeployment d = plan_deployment(plan, test_options())[0];
+  EXPECT_EQ(d.max_model_len, 1280);
+  EXPECT_NEAR(d.vram_bytes, 0.9 * total, 1.0);
+  ASSERT_EQ(d.warnings.size(), 1u);
+  const std::string& w = d.warnings[0];
+  const auto at = w.find("which holds ");
+  ASSERT_NE(at, std::string::npos) << w;
+  const int fits = std::stoi(w.substr(at + 12));
+  // At least what its budget's cache holds, at most that plus the GPU's 10 % it leaves.
+  const double sequence = 1280.0 * 524288;
+  const double cache = llm_kv_cache_bytes(chat, plan.models[0].settings, total);
+  EXPECT_GE(fits, static_cast<int>(cache / sequence)) << w;
+  EXPECT_LE(fits, static_cast<int>((cache + 0.1 * total) / sequence)) << w;
+  EXPECT_LT(fits, 32) << w;
+}
+
 // Lines that are not comments: what a server reads.
 std::string strip_comments(const std::string& text) {
   std::istringstream in(text);
