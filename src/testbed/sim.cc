@@ -241,12 +241,14 @@ void set_kv_cache(SimModel& m, const Device& device) {
   const ModelSpec& spec = *m.spec;
   const double kv_bytes = llm_kv_cache_bytes(spec, m.s, device.vram_bytes());
   const double tokens = sim::kv_capacity_tokens(spec.arch, m.s.precision, kv_bytes);
-  const double prompt = std::max(1, spec.demand.prompt_tokens);
-  const double occupancy = prompt + 0.5 * std::max(1, spec.demand.output_tokens);
+  const double prompt = std::max(1.0, static_cast<double>(spec.demand.prompt_tokens));
+  const double occupancy =
+      std::max(1.0, spec.demand.prompt_tokens + 0.5 * std::max(0, spec.demand.output_tokens));
   m.kv_seqs = tokens / occupancy;
   m.kv_admit = std::min<double>(m.servers, tokens / prompt);
   m.recompute_ratio = occupancy / prompt;
-  m.servers = std::clamp(static_cast<int>(m.kv_seqs), 1, m.servers);
+  // A cache sized for every slot holds them all (the margin absorbs rounding of the division).
+  m.servers = std::clamp(static_cast<int>(m.kv_seqs + 1e-9), 1, m.servers);
 }
 
 SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
