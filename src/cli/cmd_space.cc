@@ -1,12 +1,40 @@
 // corun space FILE: sizes of the local and joint configuration spaces, and VRAM feasibility.
 #include <cstdio>
+#include <limits>
 
 #include "command.h"
 #include "common.h"
+#include "corun/catalog/model.h"
 #include "corun/space/node_space.h"
 
 namespace corun::cli {
 namespace {
+
+// An LLM configuration whose KV cache for request_concurrency sequences does not fit the
+// device runs KV-limited (space.h): it holds `sequences` at their mean occupancy.
+struct KvLimited {
+  std::string model, config;
+  int concurrency = 0;
+  double sequences = 0;
+};
+
+std::vector<KvLimited> kv_limited(const Workload& w) {
+  std::vector<KvLimited> out;
+  const double device = w.device.vram_bytes();
+  for (const ModelSpec& m : w.models) {
+    if (m.arch.family != ModelFamily::kLlm) continue;
+    for (std::size_t l = 0; l < m.local_config_count(); ++l) {
+      const Settings s = m.settings(l);
+      const double full = model_vram_bytes(m, s, std::numeric_limits<double>::infinity());
+      if (model_vram_bytes(m, s, device) >= full) continue;
+      const double occupancy = (m.demand.prompt_tokens + 0.5 * m.demand.output_tokens) *
+                               kv_bytes_per_token(m.arch, s.precision);
+      out.push_back({m.name, m.describe(l), s.request_concurrency,
+                     occupancy > 0 ? llm_kv_cache_bytes(m, s, device) / occupancy : 0});
+    }
+  }
+  return out;
+}
 
 const bool registered = register_command({
     "space",
@@ -43,6 +71,7 @@ const bool registered = register_command({
                          " unit(s), " + count_text(placements) + " assignments of models\n";
           }
         }
+        const std::vector<KvLimited> limited = kv_limited(*w);
         if (*json) {
           nlohmann::json j;
           j["models"] = w->models.size();
@@ -52,6 +81,13 @@ const bool registered = register_command({
           j["feasible_joint_configs"] = count_json(feasible);
           j["feasible_joint_configs_exact"] = feasible.exact();
           if (!node.is_null()) j["node"] = node;
+          j["kv_limited"] = nlohmann::json::array();
+          for (const auto& k : limited) {
+            j["kv_limited"].push_back({{"model", k.model},
+                                       {"config", k.config},
+                                       {"request_concurrency", k.concurrency},
+                                       {"sequences", k.sequences}});
+          }
           std::printf("%s\n", j.dump().c_str());
           return kExitOk;
         }
@@ -70,6 +106,20 @@ const bool registered = register_command({
                     count_text(space.joint_count()).c_str(), w->device.vram_gb,
                     count_text(feasible).c_str());
         std::printf("%s", node_text.c_str());
+        constexpr std::size_t kShown = 8;
+        for (std::size_t i = 0; i < limited.size() && i < kShown; ++i) {
+          const KvLimited& k = limited[i];
+          const std::string config =
+              k.config.empty() ? "request_concurrency=" + std::to_string(k.concurrency) : k.config;
+          std::printf(
+              "KV-limited: %s (%s): its KV cache holds about %.1f of %d sequences at once (the "
+              "engine takes 0.9 of the device; the rest wait or are preempted)\n",
+              k.model.c_str(), config.c_str(), k.sequences, k.concurrency);
+        }
+        if (limited.size() > kShown) {
+          std::printf("KV-limited: %zu more configuration(s); --json lists them all\n",
+                      limited.size() - kShown);
+        }
         return kExitOk;
       });
     },
