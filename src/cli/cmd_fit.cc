@@ -5,6 +5,7 @@
 #include "common.h"
 #include "corun/core/strings.h"
 #include "corun/surrogate/training.h"
+#include "surrogate_flags.h"
 
 namespace corun::cli {
 namespace {
@@ -14,11 +15,11 @@ const bool registered = register_command({
     "Fit a surrogate model on a profiling dataset and write it as JSON",
     [](CLI::App& sub) {
       struct Flags {
-        std::string dataset, surrogate = "meanfield", regressor = "mlp", out, catalog,
-                             workload_hash;
+        std::string dataset, surrogate = "meanfield", regressor = kDefaultRegressor, out,
+                             catalog, workload_hash;
         std::uint64_t seed = 1;
         int folds = 5;
-        bool json = false, monotone = false;
+        bool json = false, monotone = false, unconstrained = false;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("dataset", f->dataset, "dataset written by corun profile")->required();
@@ -27,9 +28,13 @@ const bool registered = register_command({
       sub.add_option("--regressor", f->regressor, "mlp | gbdt | linear")->capture_default_str();
       sub.add_option("--out", f->out, "model file (JSON)")->required();
       sub.add_flag("--monotone", f->monotone,
-                   "constrain latencies to grow (throughput to fall) with the co-runners' "
-                   "aggregate demand (gbdt or linear, with meanfield or pairwise); exact "
-                   "search then proves optimality");
+                   "require latencies to grow (throughput to fall) with the co-runners' "
+                   "aggregate demand: an error unless the regressor is gbdt or linear and the "
+                   "surrogate meanfield or pairwise, where it is the default (as in corun run); "
+                   "exact search then proves optimality");
+      sub.add_flag("--unconstrained", f->unconstrained,
+                   "do not constrain a gbdt or linear meanfield or pairwise surrogate to be "
+                   "monotone");
       sub.add_option("--seed", f->seed, "seed of the training")->capture_default_str();
       sub.add_option("--folds", f->folds,
                      "cross-validation folds of the error model (0: in-sample residuals)")
@@ -60,7 +65,11 @@ const bool registered = register_command({
         surrogate::FitOptions options;
         options.kind = *kind;
         options.regressor = *reg;
-        options.monotone = f->monotone;
+        if (f->monotone && f->unconstrained) {
+          return report_error(Error("--monotone and --unconstrained exclude each other"));
+        }
+        options.monotone =
+            f->monotone || (!f->unconstrained && surrogate::can_fit_monotone(*kind, *reg));
         options.seed = f->seed;
         options.calibration_folds = f->folds;
         data->provenance.seed = f->seed;
@@ -84,6 +93,7 @@ const bool registered = register_command({
                       nlohmann::json({{"model_file", f->out},
                                       {"surrogate", f->surrogate},
                                       {"regressor", f->regressor},
+                                      {"monotone", options.monotone},
                                       {"corun_samples", data->corun.size()},
                                       {"standalone_measurements", data->standalone.measurements()},
                                       {"heads", heads}})
@@ -91,8 +101,9 @@ const bool registered = register_command({
                           .c_str());
           return kExitOk;
         }
-        std::printf("fitted %s/%s on %zu co-run samples and %zu standalone measurements -> %s\n",
-                    f->surrogate.c_str(), f->regressor.c_str(), data->corun.size(),
+        std::printf("fitted %s/%s%s on %zu co-run samples and %zu standalone measurements -> %s\n",
+                    f->surrogate.c_str(), f->regressor.c_str(),
+                    options.monotone ? " (monotone)" : "", data->corun.size(),
                     data->standalone.measurements(), f->out.c_str());
         Table t({"model", "target", "rows", "log-error q95", "log-error rmse", "from"});
         for (const auto& h : heads) {

@@ -16,8 +16,12 @@
 
 namespace corun::cli {
 
+/// @brief The regressor `corun run`, `corun eval scheduler` and `corun fit` use unless told
+/// otherwise (chosen by docs/results/surrogate-choice.md).
+inline constexpr const char* kDefaultRegressor = "gbdt";
+
 struct SurrogateFlags {
-  std::string regressor = "gbdt";
+  std::string regressor = kDefaultRegressor;
   std::uint64_t seed = 1;
   std::uint64_t budget = 0;
   int threads = 2;

@@ -175,6 +175,11 @@ nlohmann::json error_json(const ErrorQuantiles& e, Target t) {
 
 }  // namespace
 
+bool can_fit_monotone(SurrogateKind kind, RegressorKind regressor) {
+  return regressor != RegressorKind::kMlp &&
+         (kind == SurrogateKind::kMeanField || kind == SurrogateKind::kPairwise);
+}
+
 Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& standalone,
                                  std::span<const profile::SampleRecord> corun, const FitOptions& o,
                                  Provenance provenance, std::span<const Totals> cotenants) {
@@ -188,10 +193,7 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
                                                      [](const Totals& c) { return c.count > 0; })) {
     return Error("a joint surrogate has no aggregate state to add a co-tenant's load to");
   }
-  if (o.monotone && (o.regressor == RegressorKind::kMlp ||
-                     (o.kind != SurrogateKind::kMeanField && o.kind != SurrogateKind::kPairwise))) {
-    // The cross-model regressor shares one output between latencies and throughput, which
-    // need opposite constraints; the joint kind has no aggregate inputs.
+  if (o.monotone && !can_fit_monotone(o.kind, o.regressor)) {
     return Error(
         "monotone fitting needs the gbdt or linear regressor and the meanfield or "
         "pairwise surrogate");

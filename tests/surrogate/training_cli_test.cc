@@ -167,10 +167,22 @@ TEST(Cli, ProfileFitPredictEndToEnd) {
   ASSERT_EQ(r.code, 0);
   EXPECT_EQ(nlohmann::json::parse(r.out)["measured"], 0);
 
-  r = corun("fit " + db + " --surrogate meanfield --regressor gbdt --out " + model + " --json");
+  // The defaults are corun run's surrogate: MeanField, GBDT, monotone in the co-runners.
+  r = corun("fit " + db + " --out " + model + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["corun_samples"], 30);
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["corun_samples"], 30);
+  EXPECT_EQ(j["surrogate"], "meanfield");
+  EXPECT_EQ(j["regressor"], "gbdt");
+  EXPECT_EQ(j["monotone"], true);
   ASSERT_TRUE(fs::exists(model));
+  const std::string free_model = (dir / "unconstrained.json").string();
+  r = corun("fit " + db + " --unconstrained --out " + free_model + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["monotone"], false);
+  r = corun("fit " + db + " --monotone --unconstrained --out " + free_model);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--unconstrained"), std::string::npos) << r.err;
 
   r = corun("predict " + model + " " + kN2 +
             " --config chat.precision=awq,chat.request_concurrency=4,cam0.imgsz=640 --json");

@@ -71,6 +71,12 @@ struct ModelSignature {
   Demand demand;
 };
 
+/// @brief Whether a surrogate of `kind` with `regressor` can be fitted monotone in the
+/// co-runners' aggregate (FitOptions::monotone): the gbdt or linear regressor, and the
+/// meanfield or pairwise kind (the joint kind has no aggregate inputs; the cross-model regressor
+/// shares one output between latencies and throughput, which need opposite constraints).
+bool can_fit_monotone(SurrogateKind kind, RegressorKind regressor);
+
 /// @brief Fitting settings.
 struct FitOptions {
   SurrogateKind kind = SurrogateKind::kMeanField;
