@@ -10,6 +10,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "corun/catalog/gpu_detect.h"
 #include "corun/core/atomic_file.h"
 #include "corun/runtime/twin_source.h"
 #include "corun/serve/node_service.h"
@@ -196,7 +197,10 @@ const bool registered = register_command({
       sub.add_option("--token-file", f->token_file,
                      "file holding the bearer token for mutating requests (default: a random "
                      "token kept in STATE/token)");
-      sub.add_option("--device", f->device, "catalog device of a new state")->capture_default_str();
+      sub.add_option("--device", f->device,
+                     "catalog device of a new state, or auto: GPU 0 as NVML names it, mapped to "
+                     "the catalog (NVML from CORUN_NVML_LIBRARY, else libnvidia-ml.so.1)")
+          ->capture_default_str();
       sub.add_option("--workload", f->workload,
                      "workload whose models a new state starts with (a node workload, `gpus: "
                      "N`, makes a node: its models are placed on the GPUs)");
@@ -284,6 +288,12 @@ const bool registered = register_command({
 
         auto catalog = load_catalog(f->catalog);
         if (!catalog) return report_error(catalog.error());
+        if (f->device == "auto") {
+          auto detected = detect_catalog_device(**catalog, nvml_library());
+          if (!detected) return report_error(detected.error());
+          std::fprintf(stderr, "corun serve: --device auto: GPU 0 is %s\n", detected->c_str());
+          f->device = *detected;
+        }
         // What the state will serve, decided before anything is written to it.
         std::optional<Workload> workload;
         if (!f->workload.empty()) {

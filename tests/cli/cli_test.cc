@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -89,6 +90,20 @@ TEST(Cli, PaperN5HasExactly78732JointConfigurations) {
   EXPECT_EQ(j["feasible_joint_configs"], 78732);
   EXPECT_EQ(j["joint_configs_exact"], true);
   EXPECT_EQ(j["feasible_joint_configs_exact"], true);
+}
+
+TEST(Cli, ServeDeviceAutoWithoutNvmlExitsWith2NamingTheFlag) {
+  // No NVML library where CORUN_NVML_LIBRARY points (as on a machine without the NVIDIA
+  // driver): serve refuses before it writes its state.
+  const auto state = temp_dir() / "serve-auto";
+  std::filesystem::remove_all(state);
+  ::setenv("CORUN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+  const RunResult r = run("serve --state " + state.string() + " --device auto --port 0");
+  ::unsetenv("CORUN_NVML_LIBRARY");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--device auto"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("NVML unavailable"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(state)) << "nothing written";
 }
 
 TEST(Cli, SpaceSaysWhichLlmConfigurationsRunKvLimited) {

@@ -137,6 +137,8 @@ TEST(Deploy, SchedulerConfigurationsCallTheExtenderItsServiceExposes) {
   // Each node's corun serve listens on the port the extender's --node URLs use.
   const auto serve_args = args_of(daemonset);
   EXPECT_EQ(serve_args.at(0), "serve");
+  // Each node's serve reads its own GPU, not one device written for every node.
+  EXPECT_EQ(flag(serve_args, "--device"), "auto");
   const std::string serve_port = flag(serve_args, "--port");
   const auto node = flag(ext_args, "--node");
   EXPECT_EQ(node.substr(node.rfind(':') + 1), serve_port);
