@@ -141,8 +141,7 @@ class FlatCorrections {
     const float du = u - pm.load_now;
     for (std::size_t k = 0; k < kTargetCount; ++k) {
       float& v = out.*kField[k];
-      // Sentinels (unusable configurations, 1e9 ms) stay as they are.
-      if (!(v > 0 && v < 1e8f)) continue;
+      if (!usable_prediction(v)) continue;  // the unusable sentinel stays as it is
       if (!cell.moving[k]) {
         v *= cell.factor[k];
         continue;

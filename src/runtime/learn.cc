@@ -138,14 +138,14 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     for (Target t : sla_targets(spec)) {
       const double v = o.measured[static_cast<std::size_t>(t)];
       const float p = field(d.predicted[m], t);
-      if (std::isfinite(v) && p > 0 && p < 1e8f) {
+      if (std::isfinite(v) && usable_prediction(p)) {
         s.under_prediction = std::max(s.under_prediction, v / p);
       }
     }
     const Target pt = primary_target(spec);
     const double v = o.measured[static_cast<std::size_t>(pt)];
     const float p = field(d.predicted[m], pt);
-    if (std::isfinite(v) && p > 0 && p < 1e8f) s.error = v / p - 1;
+    if (std::isfinite(v) && usable_prediction(p)) s.error = v / p - 1;
     learn_locked(m, s);
     if (m < d.admitted.size() && d.admitted[m] > 0 && d.admitted[m] < 1) {
       const bool failed_test =

@@ -253,8 +253,7 @@ Predicted CorrectionTable::apply(std::size_t m, std::int32_t l, float u, const P
   for (Target t : surrogate::kAllTargets) {
     const std::size_t k = static_cast<std::size_t>(t);
     float& v = field(out, t);
-    // Sentinels (unusable configurations, 1e9 ms) stay as they are.
-    if (!(v > 0 && v < 1e8f)) continue;
+    if (!usable_prediction(v)) continue;  // the unusable sentinel stays as it is
     const bool latency = surrogate::is_latency(t);
     float log_f = here[k].log_mean + slope[m][k] * du;
     if (latency && du > 0) {

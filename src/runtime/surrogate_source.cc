@@ -36,7 +36,6 @@ struct SurrogatePredictor::Pool {
 
 namespace {
 
-constexpr float kUnusable = 1e9f;  // ms: breaks any SLA, stays finite in sums
 constexpr std::size_t kAggregateDims = 6;  // count, sm, bw, vram, power, occupancy
 
 class Borrowed {
@@ -75,7 +74,7 @@ Predicted to_predicted(const float* t, bool running) {
   const bool any = std::isfinite(lat) || std::isfinite(ttft) || std::isfinite(tpot);
   if (!any) {
     // The configuration never ran alone (e.g. out of memory): no plan may choose it.
-    p.latency_ms_p95 = p.ttft_ms_p95 = p.tpot_ms_p95 = kUnusable;
+    p.latency_ms_p95 = p.ttft_ms_p95 = p.tpot_ms_p95 = kUnusableLatencyMs;
     return p;
   }
   p.latency_ms_p95 = std::isfinite(lat) ? lat : 0;

@@ -15,6 +15,16 @@ struct Predicted {
   float throughput = 0;
 };
 
+/// @brief The latency a predictor gives a configuration no plan may choose (it never ran
+/// alone, e.g. out of memory): it breaks any SLA and stays finite in sums.
+inline constexpr float kUnusableLatencyMs = 1e9f;
+
+/// @brief Whether `v` is a prediction to learn from or correct: positive, and below a tenth of
+/// kUnusableLatencyMs, so that no correction or margin applied to the sentinel makes it pass.
+[[nodiscard]] constexpr bool usable_prediction(float v) {
+  return v > 0 && v < kUnusableLatencyMs / 10;
+}
+
 /// @brief Batched prediction of every model's metrics for many joint configurations. The plan
 /// layer only sees this interface: a surrogate, or (in an evaluation) a testbed adapter.
 /// Implementations must be safe to call from several threads at once.

@@ -18,8 +18,8 @@ namespace corun {
 
 /// @brief A compiled surrogate seen through the plan layer's Predictor interface: batched,
 /// allocation-free per candidate (workspaces are pooled per concurrent caller). A model whose
-/// local configuration never ran alone is predicted as unusable (latencies 1e9 ms, throughput
-/// 0), so no plan picks it. For MeanField surrogates it is also an AggregatePredictor (the
+/// local configuration never ran alone is predicted as unusable (latencies kUnusableLatencyMs,
+/// throughput 0), so no plan picks it. For MeanField surrogates it is also an AggregatePredictor (the
 /// aggregate state is the others' standalone count, SM, bandwidth, VRAM, power and occupancy),
 /// which the exact solver needs; its optimality proof holds when the regressor is monotone in
 /// those inputs (Surrogate::monotone()); otherwise exact search is a heuristic.
