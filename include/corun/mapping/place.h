@@ -42,6 +42,20 @@ struct Placed {
 /// that returns an invalid mapping is an internal error.
 /// Thread-safety: reentrant; `problem` is only read (each call has its own executor). With
 /// the "llm" agent it makes HTTP requests.
+///
+/// @code
+///   const Catalog& cat = Catalog::default_catalog();
+///   auto tools = mapping::tool_catalog(cat);
+///   if (!tools) return tools.error();
+///   auto scenario = mapping::load_scenario("workloads/tools-serve/voice-and-photo.yaml", *tools);
+///   if (!scenario) return scenario.error();
+///   auto problem = mapping::PlacementProblem::build(*scenario, *tools, cat);  // no co-runners
+///   if (!problem) return problem.error();
+///   auto placed = mapping::place(*problem, {"heft", "builtin", std::nullopt}, scenario->seed);
+///   if (!placed) return placed.error();
+///   double ms = placed->truth.makespan_ms;  // noise-free; placed->observed: with noise
+///   nlohmann::json j = mapping::placed_json(*problem, *placed);  // as `corun map --json`
+/// @endcode
 Result<Placed> place(const PlacementProblem& problem, const PlaceOptions& options,
                      std::uint64_t seed);
 

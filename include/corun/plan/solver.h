@@ -42,6 +42,17 @@ struct PlanResult {
 };
 
 /// @brief A search over joint configurations under a PlanProblem's predictor and constraints.
+///
+/// @code
+///   SimTestbed sim;  // any Predictor will do: a compiled surrogate, the twin, a testbed
+///   const TestbedPredictor truth(w, sim, MeasureOptions{10, 1, {}, false});
+///   const PlanProblem p(w, std::vector<bool>(w.models.size(), true), truth);  // all active
+///   Result<std::unique_ptr<Solver>> s = make_solver("exhaustive");  // one of solver_names()
+///   if (!s) return s.error();                            // unknown names get a suggestion
+///   Result<PlanResult> r = (*s)->solve(p, SolverOptions{1, 2, std::nullopt});  // seed, threads
+///   if (!r) return r.error();
+///   const JointConfig& plan = r->config;  // one local index per model; see r->feasible
+/// @endcode
 class Solver {
  public:
   virtual ~Solver() = default;

@@ -39,8 +39,6 @@
 
 namespace corun::serve {
 
-/// @brief How `corun serve` runs. Every setting is declared once here; cmd_serve.cc derives
-/// its flags from the same names.
 /// @brief Telemetry read from the serving stack's own metrics in Prometheus (`corun serve
 /// --prometheus URL`; docs/stack.md): each window, every model with a `telemetry` source is
 /// read (serve/stack_telemetry.h) and learned from as POSTed telemetry is.
@@ -69,6 +67,8 @@ struct StackTelemetryOptions {
 /// @brief Checks every field of `o` (and its read and outlier options); the error names it.
 Status check(const StackTelemetryOptions& o);
 
+/// @brief How `corun serve` runs. Every setting is declared once here; cmd_serve.cc derives
+/// its flags from the same names.
 struct ServiceOptions {
   std::filesystem::path state_dir;  ///< SQLite state (created if needed)
   std::string token;                ///< bearer token mutating requests must carry (non-empty)
@@ -109,6 +109,19 @@ struct ServiceOptions {
 /// Thread-safety: handle() may be called from many threads at once. Registrations, plans and
 /// what telemetry taught are committed to the StateStore before they are acknowledged or
 /// served, and a restarted service replays them.
+///
+/// @code
+///   ServiceOptions o;
+///   o.state_dir = "state";  // SQLite state, created if needed
+///   o.token = "secret-token";
+///   auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+///   if (!s) return s.error();
+///   HttpRequest req;
+///   req.method = "GET";
+///   req.path = "/healthz";
+///   HttpResponse r = (*s)->handle(req);  // r.status, r.body (JSON)
+///   (*s)->stop();
+/// @endcode
 class Service final : public HttpHandler {
  public:
   /// @brief Opens the state directory, reloads models, plans and telemetry, and starts the

@@ -98,6 +98,22 @@ struct FitOptions {
 /// @brief A fitted surrogate: feature kind, per-head standardisation, regressors and error
 /// model, plus the standalone table its features are computed from. Self-contained: a model
 /// file needs nothing but the workload to predict. Immutable after fit/load.
+///
+/// From a testbed `tb` to the predictions for one joint configuration `config`:
+/// @code
+///   auto alone = profile::measure_plan(w, tb, profile::Plan::kStandalone, 2, 1, 10);
+///   auto corun = profile::measure_plan(w, tb, profile::Plan::kMeanField, 60, 1, 10);
+///   Result<StandaloneTable> table = StandaloneTable::from_samples(w, alone);
+///   if (!table) return table.error();
+///   Result<Surrogate> s = Surrogate::fit(w, *table, corun, FitOptions{}, Provenance{});
+///   if (!s) return s.error();
+///   if (Status st = s->save("model.json"); !st) return st;  // Surrogate::load() reads it
+///   Result<CompiledSurrogate> c = CompiledSurrogate::compile(*s, w);
+///   if (!c) return c.error();
+///   CompiledSurrogate::Workspace ws = c->make_workspace();  // one per thread
+///   std::vector<float> out(c->models() * kTargetCount);
+///   c->predict(config, out, ws);  // out[m * kTargetCount + target], natural units
+/// @endcode
 class Surrogate {
  public:
   /// @brief Fits on co-run samples (one row per running model per sample; failed rows are
@@ -155,7 +171,6 @@ class CompiledSurrogate {
   /// @brief Candidates processed per inner batch (bounds the workspace).
   static constexpr std::size_t kChunk = 256;
 
-  /// @brief Reusable buffers of one thread.
   /// @brief A cell of a specialised forest (SpecializedForest::cell) of one head and local
   /// configuration: every row in it predicts the same outputs.
   struct CellKey {
@@ -191,6 +206,7 @@ class CompiledSurrogate {
     std::vector<Entry> slots_;
     std::size_t filled_ = 0;
   };
+  /// @brief Reusable buffers of one thread.
   struct Workspace {
     std::vector<float> x;  ///< kChunk x max feature dim
     std::vector<float> z;  ///< kChunk x max outputs

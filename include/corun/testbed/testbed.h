@@ -137,6 +137,17 @@ struct MeasureOptions {
 /// @brief A source of ground truth: runs a joint configuration and reports what it observed.
 /// Implementations never consult a surrogate. measure() is const and thread-safe for the
 /// simulator (it may be called from several threads at once).
+///
+/// @code
+///   Result<std::unique_ptr<Testbed>> tb = make_testbed("sim");  // or "sim:perturb=7"
+///   if (!tb) return tb.error();                        // unknown names get a suggestion
+///   const JointConfig c(w.models.size(), 0);           // local configuration 0 of every model
+///   const MeasureOptions quiet(10, 1, {}, false);      // 10 s window, seed 1, no noise
+///   const Measurement m = (*tb)->measure(w, c, quiet);
+///   for (const ModelMetrics& mm : m.models) {
+///     if (mm.ok()) std::printf("%s: p95 %.1f ms\n", mm.name.c_str(), mm.latency_ms_p95);
+///   }
+/// @endcode
 class Testbed {
  public:
   virtual ~Testbed() = default;
