@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`. Everything else is a helper.
-.PHONY: run test deps build asan tsan tsan-build fuzz fuzz-build eval bench clean
+.PHONY: run test deps build asan tsan tsan-build fuzz fuzz-build eval bench image clean
 
 BUILD_DIR := build/dev
 CORUN := $(BUILD_DIR)/corun
@@ -60,6 +60,11 @@ bench: deps
 	cmake --build --preset release
 	scripts/bench.sh build/release
 	scripts/serve-load.sh build/release
+
+# An OCI image from Debian packages alone (debootstrap + umoci; root), tested in a chroot:
+# out/image/corun.oci.tar. deploy/Dockerfile is the same image for docker.
+image:
+	scripts/image.sh
 
 clean:
 	rm -rf build
