@@ -139,6 +139,23 @@ TEST(Deploy, SchedulerConfigurationsCallTheExtenderItsServiceExposes) {
   EXPECT_EQ(serve_args.at(0), "serve");
   // Each node's serve reads its own GPU, not one device written for every node.
   EXPECT_EQ(flag(serve_args, "--device"), "auto");
+  // Its catalog overlay is the optional ConfigMap corun-catalog, mounted where --catalog reads.
+  const auto pod = daemonset["spec"]["template"]["spec"];
+  std::string catalog_volume;
+  for (const auto& m : pod["containers"][0]["volumeMounts"]) {
+    if (m["mountPath"].as<std::string>() == flag(serve_args, "--catalog")) {
+      catalog_volume = m["name"].as<std::string>();
+    }
+  }
+  ASSERT_FALSE(catalog_volume.empty()) << "no volume mounted at --catalog";
+  bool optional_config_map = false;
+  for (const auto& v : pod["volumes"]) {
+    if (v["name"].as<std::string>() != catalog_volume) continue;
+    optional_config_map = v["configMap"] && v["configMap"]["name"].as<std::string>() ==
+                                                "corun-catalog" &&
+                          v["configMap"]["optional"].as<bool>();
+  }
+  EXPECT_TRUE(optional_config_map) << "the catalog volume is the optional ConfigMap corun-catalog";
   const std::string serve_port = flag(serve_args, "--port");
   const auto node = flag(ext_args, "--node");
   EXPECT_EQ(node.substr(node.rfind(':') + 1), serve_port);
