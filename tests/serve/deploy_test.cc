@@ -60,7 +60,7 @@ TEST(Deploy, EveryDocumentParsesWithAKnownKind) {
   const std::set<std::string> known = {
       "Namespace", "ServiceAccount",     "DaemonSet", "Deployment",  "Service",
       "ConfigMap", "ClusterRoleBinding", "Role",      "RoleBinding", "KubeSchedulerConfiguration",
-      "Pod"};
+      "Pod",       "ResourceClaim"};
   std::map<std::string, int> kinds;
   for (const auto& d : docs) {
     SCOPED_TRACE(d.file.string());
