@@ -239,6 +239,8 @@ Shape llm_decode_shape(const SimModel& m, double batch, const DeviceModel& dev) 
 // mode, docs "Preemption"): prompt plus generated tokens prefilled again.
 void set_kv_cache(SimModel& m, const Device& device) {
   const ModelSpec& spec = *m.spec;
+  // A demand without token lengths sizes no cache (space.h): nothing to hold, no limit.
+  if (spec.demand.prompt_tokens + spec.demand.output_tokens <= 0) return;
   const double kv_bytes = llm_kv_cache_bytes(spec, m.s, device.vram_bytes());
   const double tokens = sim::kv_capacity_tokens(spec.arch, m.s.precision, kv_bytes);
   const double prompt = std::max(1.0, static_cast<double>(spec.demand.prompt_tokens));

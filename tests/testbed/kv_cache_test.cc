@@ -109,5 +109,21 @@ TEST(KvCache, ALightLoadDoesNotFillIt) {
   EXPECT_EQ(*m.models[0].preemptions_per_request, 0);
 }
 
+TEST(KvCache, ADemandWithoutTokenLengthsKeepsItsSlots) {
+  // Built in code without lengths (the workload parser requires them): the cache sizes to
+  // nothing and must limit nothing. 8 requests kept in flight on 8 slots give about 1.8 times
+  // the output of 1 slot (one-token requests: the prefills and first-token work serialise);
+  // a cache that held no sequence would leave 1 slot and the same output.
+  const Workload eight = chat_on_l4(8, Demand{.concurrency = 8});
+  const Workload one = chat_on_l4(1, Demand{.concurrency = 8});
+  EXPECT_EQ(llm_kv_cache_bytes(eight.models[0], eight.models[0].base, eight.device.vram_bytes()),
+            0);
+  const Measurement a = measure_exact(eight);
+  const Measurement b = measure_exact(one);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.error << b.error;
+  EXPECT_GT(a.models[0].throughput, 1.5 * b.models[0].throughput);
+  EXPECT_EQ(*a.models[0].preemptions_per_request, 0);
+}
+
 }  // namespace
 }  // namespace corun
