@@ -4,7 +4,6 @@
 
 #include "command.h"
 #include "common.h"
-#include "corun/catalog/model.h"
 #include "corun/space/node_space.h"
 
 namespace corun::cli {
@@ -27,10 +26,8 @@ std::vector<KvLimited> kv_limited(const Workload& w) {
       const Settings s = m.settings(l);
       const double full = model_vram_bytes(m, s, std::numeric_limits<double>::infinity());
       if (model_vram_bytes(m, s, device) >= full) continue;
-      const double occupancy = (m.demand.prompt_tokens + 0.5 * m.demand.output_tokens) *
-                               kv_bytes_per_token(m.arch, s.precision);
-      out.push_back({m.name, m.describe(l), s.request_concurrency,
-                     occupancy > 0 ? llm_kv_cache_bytes(m, s, device) / occupancy : 0});
+      out.push_back(
+          {m.name, m.describe(l), s.request_concurrency, llm_kv_sequences(m, s, device)});
     }
   }
   return out;

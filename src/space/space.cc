@@ -87,21 +87,34 @@ double fixed_vram_bytes(const ModelSpec& m, const Settings& s) {
   return bytes;
 }
 
-}  // namespace
-
-double llm_kv_cache_bytes(const ModelSpec& m, const Settings& s, double device_bytes) {
+// The KV cache beside `fixed` bytes of everything else (fixed_vram_bytes).
+double kv_cache_bytes(const ModelSpec& m, const Settings& s, double device_bytes, double fixed) {
   if (m.arch.family != ModelFamily::kLlm) return 0;
   // Every in-flight sequence holds its whole context in the KV cache at the end of decode.
   const double per_sequence =
       (m.demand.prompt_tokens + m.demand.output_tokens) * kv_bytes_per_token(m.arch, s.precision);
   const double need = s.request_concurrency * per_sequence;
-  const double room = kLlmEngineMemoryFraction * device_bytes - fixed_vram_bytes(m, s);
+  const double room = kLlmEngineMemoryFraction * device_bytes - fixed;
   // KV-limited: the engine takes its share of the device when that still holds one sequence.
   return need > room && room >= per_sequence ? room : need;
 }
 
+}  // namespace
+
+double llm_kv_cache_bytes(const ModelSpec& m, const Settings& s, double device_bytes) {
+  return kv_cache_bytes(m, s, device_bytes, fixed_vram_bytes(m, s));
+}
+
+double llm_kv_sequences(const ModelSpec& m, const Settings& s, double device_bytes) {
+  const double occupancy = (m.demand.prompt_tokens + 0.5 * m.demand.output_tokens) *
+                           kv_bytes_per_token(m.arch, s.precision);
+  if (!(occupancy > 0)) return std::numeric_limits<double>::infinity();
+  return llm_kv_cache_bytes(m, s, device_bytes) / occupancy;
+}
+
 double model_vram_bytes(const ModelSpec& m, const Settings& s, double device_bytes) {
-  return fixed_vram_bytes(m, s) + llm_kv_cache_bytes(m, s, device_bytes);
+  const double fixed = fixed_vram_bytes(m, s);
+  return fixed + kv_cache_bytes(m, s, device_bytes, fixed);
 }
 
 ConfigSpace::ConfigSpace(const Workload& w) : capacity_bytes_(w.device.vram_bytes()) {

@@ -241,12 +241,12 @@ void set_kv_cache(SimModel& m, const Device& device) {
   const ModelSpec& spec = *m.spec;
   // A demand without token lengths sizes no cache (space.h): nothing to hold, no limit.
   if (spec.demand.prompt_tokens + spec.demand.output_tokens <= 0) return;
-  const double kv_bytes = llm_kv_cache_bytes(spec, m.s, device.vram_bytes());
-  const double tokens = sim::kv_capacity_tokens(spec.arch, m.s.precision, kv_bytes);
+  const double device_bytes = device.vram_bytes();
+  m.kv_seqs = llm_kv_sequences(spec, m.s, device_bytes);
+  const double tokens = sim::kv_capacity_tokens(spec.arch, m.s.precision,
+                                                llm_kv_cache_bytes(spec, m.s, device_bytes));
   const double prompt = std::max(1.0, static_cast<double>(spec.demand.prompt_tokens));
-  const double occupancy =
-      std::max(1.0, spec.demand.prompt_tokens + 0.5 * std::max(0, spec.demand.output_tokens));
-  m.kv_seqs = tokens / occupancy;
+  const double occupancy = spec.demand.prompt_tokens + 0.5 * spec.demand.output_tokens;
   m.kv_admit = std::min<double>(m.servers, tokens / prompt);
   m.recompute_ratio = occupancy / prompt;
   // A cache sized for every slot holds them all (the margin absorbs rounding of the division).

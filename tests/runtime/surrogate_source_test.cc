@@ -16,8 +16,14 @@
 namespace corun {
 namespace {
 
+Workload parsed(const char* yaml) {
+  auto w = parse_workload(yaml, "<test>", Catalog::default_catalog());
+  EXPECT_TRUE(w.ok()) << w.error().what();
+  return *w;
+}
+
 Workload three_models() {
-  auto w = parse_workload(R"(device: rtx3090
+  return parsed(R"(device: rtx3090
 models:
   - name: chat
     model: qwen2.5-1.5b
@@ -33,10 +39,7 @@ models:
     model: yolo11m
     knobs: {imgsz: [320, 640]}
     demand: {fps: 15}
-)",
-                          "<test>", Catalog::default_catalog());
-  EXPECT_TRUE(w.ok()) << w.error().what();
-  return *w;
+)");
 }
 
 // Fitted once per regressor: one standalone pass and 20·N co-runs on the simulator.
@@ -141,7 +144,7 @@ TEST(SurrogateSource, DemandChangeReprofilesOnlyThatModel) {
 // 256 + 1,024 tokens do not fit; about 19 run at once. A surrogate that extrapolated from 4,
 // 8 and 16 would double the throughput from 16 to 32; the testbed gives about 1.1 x.
 TEST(SurrogateSource, APlanSeesTheKvCacheLimitThroughTheSurrogate) {
-  auto parsed = parse_workload(R"(device: l4
+  const Workload w = parsed(R"(device: l4
 models:
   - name: chat
     model: llama-2-7b
@@ -151,10 +154,7 @@ models:
     model: yolo11n
     knobs: {imgsz: [320, 640]}
     demand: {fps: 15}
-)",
-                               "<test>", Catalog::default_catalog());
-  ASSERT_TRUE(parsed.ok()) << parsed.error().what();
-  const Workload& w = *parsed;
+)");
   const JointConfig kv_limited = {3, 0};
   EXPECT_TRUE(ConfigSpace(w).fits_vram(kv_limited));  // the camera fits beside it
   auto tb = make_testbed("sim");

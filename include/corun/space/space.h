@@ -35,6 +35,11 @@ double model_vram_bytes(const ModelSpec& m, const Settings& s, double device_byt
 /// (0 for a model without one).
 double llm_kv_cache_bytes(const ModelSpec& m, const Settings& s, double device_bytes);
 
+/// @brief Sequences that cache holds at once at their mean occupancy (the prompt and half the
+/// output: a running sequence is on average half-way through its decode); +infinity for a
+/// demand without token lengths, which holds nothing.
+double llm_kv_sequences(const ModelSpec& m, const Settings& s, double device_bytes);
+
 /// @brief A number of configurations. Exact while it fits in 64 bits; beyond 2^64 (or when only
 /// a bound is known) it is a double, and exact() says so, so that a saturated or rounded
 /// counter is never reported as a count.
