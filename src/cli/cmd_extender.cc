@@ -6,6 +6,7 @@
 
 #include "command.h"
 #include "common.h"
+#include "corun/core/atomic_file.h"
 #include "corun/serve/extender.h"
 #include "corun/serve/server.h"
 
@@ -22,12 +23,36 @@ const bool registered = register_command({
         std::string host = "127.0.0.1", port_file;
         int port = 8888, threads = 8;
         serve::ExtenderOptions options;
+        bool kube_discovery = false;
+        KubeFlags kube;
+        serve::KubeDiscoveryOptions discovery;
+        std::string serve_token_file;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("--node", f->nodes,
                      "NAME=URL: a Kubernetes node and its corun serve (http://HOST:PORT); repeat "
-                     "per node")
-          ->required();
+                     "per node (or find them with --kube)");
+      sub.add_flag("--kube", f->kube_discovery,
+                   "find the nodes and their corun serve through the Kubernetes API (the serve "
+                   "DaemonSet's Running pods), follow them as they come and go, and enable the "
+                   "bind verb");
+      f->kube.add(sub);
+      sub.add_option("--kube-namespace", f->discovery.serve_namespace,
+                     "namespace of the corun serve DaemonSet")
+          ->capture_default_str();
+      sub.add_option("--kube-serve-selector", f->discovery.serve_selector,
+                     "label selector of the corun serve pods")
+          ->capture_default_str();
+      sub.add_option("--kube-serve-port", f->discovery.serve_port,
+                     "port of corun serve when its container has no port named http")
+          ->check(CLI::Range(1, 65535))
+          ->capture_default_str();
+      sub.add_flag("--kube-use-pod-ip", f->discovery.use_pod_ip,
+                   "reach corun serve at its pod's IP and containerPort, not the node's IP and "
+                   "hostPort");
+      sub.add_option("--serve-token-file", f->serve_token_file,
+                     "file holding the nodes' corun serve token (the Secret corun-token): the "
+                     "bind verb registers the pod's model with it");
       add_listen_flags(sub, f->host, f->port, f->port_file);
       sub.add_option("--threads", f->threads, "HTTP worker threads")
           ->check(CLI::Range(2, 256))
@@ -67,8 +92,44 @@ const bool registered = register_command({
           }
           f->options.nodes.push_back({n.substr(0, eq), n.substr(eq + 1)});
         }
-        auto extender = serve::Extender::make(f->options);
+        const bool discover = f->kube_discovery || !f->kube.api.empty();
+        if (discover && !f->nodes.empty()) {
+          return report_error(Error("--node and --kube exclude each other: the node table comes "
+                                    "from the flags or from the cluster",
+                                    Error::Kind::kInvalidInput));
+        }
+        if (!discover && f->nodes.empty()) {
+          return report_error(Error("give the nodes: --node NAME=URL (repeat per node), or "
+                                    "--kube to find them through the Kubernetes API",
+                                    Error::Kind::kInvalidInput));
+        }
+        if (!f->serve_token_file.empty()) {
+          auto token = read_file(f->serve_token_file);
+          if (!token) return report_error(token.error().wrap("--serve-token-file"));
+          std::string t = *token;
+          while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) {
+            t.pop_back();
+          }
+          f->options.serve_token = t;
+          if (f->options.serve_token.empty()) {
+            return report_error(Error("--serve-token-file " + f->serve_token_file +
+                                          ": the file is empty",
+                                      Error::Kind::kInvalidInput));
+          }
+        }
+        std::optional<serve::KubeClient> kube;
+        if (discover) {
+          auto client = f->kube.client();
+          if (!client) return report_error(client.error().wrap("--kube"));
+          kube = std::move(*client);
+        }
+        auto extender = serve::Extender::make(f->options, kube);
         if (!extender) return report_error(extender.error());
+        std::unique_ptr<serve::KubeNodeDiscovery> discovery;
+        if (kube) {
+          discovery = std::make_unique<serve::KubeNodeDiscovery>(**extender, *kube, f->discovery);
+          discovery->start();
+        }
         serve::ServerOptions http;
         http.host = f->host;
         http.port = f->port;
@@ -76,12 +137,20 @@ const bool registered = register_command({
         http.max_body_bytes = f->options.max_body_bytes;
         serve::HttpServer server(**extender, http);
         if (auto ok = start_server(server, f->port_file); !ok) return report_error(ok.error());
-        std::fprintf(stderr, "corun extender: listening on http://%s:%d (%zu nodes)\n",
-                     f->host.c_str(), server.port(), f->options.nodes.size());
+        if (kube) {
+          std::fprintf(stderr,
+                       "corun extender: listening on http://%s:%d (nodes from the Kubernetes API "
+                       "at %s)\n",
+                       f->host.c_str(), server.port(), kube->config().url.c_str());
+        } else {
+          std::fprintf(stderr, "corun extender: listening on http://%s:%d (%zu nodes)\n",
+                       f->host.c_str(), server.port(), f->options.nodes.size());
+        }
         std::fflush(stderr);
         int sig = 0;
         sigwait(&stop_signals, &sig);
         std::fprintf(stderr, "corun extender: stopping (signal %d)\n", sig);
+        if (discovery) discovery->stop();
         server.stop();
         return kExitOk;
       });

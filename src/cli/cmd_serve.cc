@@ -13,6 +13,7 @@
 #include "corun/catalog/gpu_detect.h"
 #include "corun/core/atomic_file.h"
 #include "corun/runtime/twin_source.h"
+#include "corun/serve/kube_registrar.h"
 #include "corun/serve/node_service.h"
 #include "corun/serve/server.h"
 #include "corun/serve/service.h"
@@ -189,6 +190,9 @@ const bool registered = register_command({
         int on_plan_timeout_ms = 30000;
         std::string prometheus, window = "30s", dcgm;
         double min_requests = 20;
+        std::string kube_node;
+        KubeFlags kube;
+        serve::KubeRegistrarOptions registrar;
       };
       auto f = std::make_shared<Flags>();
       sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")
@@ -260,6 +264,20 @@ const bool registered = register_command({
                      "with --prometheus, a window with fewer completed requests is not learned "
                      "from (its p95 would be its maximum)")
           ->capture_default_str();
+      sub.add_option("--kube-node", f->kube_node,
+                     "register the models of the pods bound to this Kubernetes node that carry "
+                     "the corun.io/model annotation, and remove them when their pods go "
+                     "(README, Kubernetes)");
+      f->kube.add(sub);
+      sub.add_option("--kube-scheduler", f->registrar.scheduler,
+                     "with --kube-node: the scheduler whose extender checks a pod's fit; pods "
+                     "another scheduler placed are registered flagged unchecked")
+          ->capture_default_str();
+      sub.add_option("--kube-reservation-s", f->registrar.reservation_s,
+                     "with --kube-node: a model the extender reserved for a pod that does not "
+                     "appear on this node is removed after this many seconds")
+          ->check(CLI::Range(5, 3600))
+          ->capture_default_str();
       return std::function<int()>([f] {
         if (f->transitions != "aware" && f->transitions != "ignore") {
           return report_error(Error("--transitions: expected aware or ignore, got '" +
@@ -277,6 +295,15 @@ const bool registered = register_command({
         }
         if (!is_loopback(f->host) && f->token_file.empty()) {
           return report_error(Error("--host " + f->host + " is not loopback: give --token-file"));
+        }
+        std::optional<serve::KubeClient> kube;
+        if (!f->kube_node.empty()) {
+          auto client = f->kube.client();
+          if (!client) return report_error(client.error().wrap("--kube-node"));
+          kube = std::move(*client);
+        } else if (!f->kube.api.empty()) {
+          return report_error(
+              Error("--kube-api needs --kube-node NAME", Error::Kind::kInvalidInput));
         }
         // Block the stop signals before any thread starts, so that only sigwait() sees them.
         sigset_t stop_signals;
@@ -394,9 +421,21 @@ const bool registered = register_command({
                      f->host.c_str(), server.port(), f->state.c_str(),
                      f->token_file.empty() ? (f->state + "/token").c_str() : f->token_file.c_str());
         std::fflush(stderr);
+        std::unique_ptr<serve::KubeRegistrar> registrar;
+        if (kube) {
+          f->registrar.node = f->kube_node;
+          const std::string api = kube->config().url;
+          registrar = std::make_unique<serve::KubeRegistrar>(*handler, *token, std::move(*kube),
+                                                             f->registrar);
+          registrar->start();
+          std::fprintf(stderr, "corun serve: following the annotated pods of node %s at %s\n",
+                       f->kube_node.c_str(), api.c_str());
+          std::fflush(stderr);
+        }
         int sig = 0;
         sigwait(&stop_signals, &sig);
         std::fprintf(stderr, "corun serve: stopping (signal %d)\n", sig);
+        if (registrar) registrar->stop();
         server.stop();
         stop_service();
         return kExitOk;

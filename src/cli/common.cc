@@ -213,6 +213,33 @@ void add_listen_flags(CLI::App& sub, std::string& host, int& port, std::string& 
   sub.add_option("--port-file", port_file, "write the bound port to this file");
 }
 
+void KubeFlags::add(CLI::App& sub) {
+  sub.add_option("--kube-api", api,
+                 "the Kubernetes API server (http(s)://HOST[:PORT]); default in a pod: the "
+                 "in-cluster one, with the pod's service account");
+  sub.add_option("--kube-token-file", token_file,
+                 "bearer token for --kube-api (re-read at every request)");
+  sub.add_option("--kube-ca-file", ca_file, "CA bundle of an https --kube-api");
+}
+
+Result<serve::KubeClient> KubeFlags::client() const {
+  serve::KubeConfig config;
+  if (api.empty()) {
+    if (!token_file.empty() || !ca_file.empty()) {
+      return Error("--kube-token-file and --kube-ca-file need --kube-api",
+                   Error::Kind::kInvalidInput);
+    }
+    auto in_cluster = serve::in_cluster_config();
+    if (!in_cluster) return in_cluster.error();
+    config = *in_cluster;
+  } else {
+    config.url = api;
+    config.token_file = token_file;
+    config.ca_file = ca_file;
+  }
+  return serve::KubeClient::create(std::move(config));
+}
+
 Status start_server(serve::HttpServer& server, const std::string& port_file) {
   if (auto ok = server.start(); !ok) return ok.error();
   if (!port_file.empty()) {

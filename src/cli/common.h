@@ -11,6 +11,7 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/core/result.h"
+#include "corun/serve/kube.h"
 #include "corun/serve/server.h"
 #include "corun/space/space.h"
 #include "corun/spec/workload.h"
@@ -89,5 +90,15 @@ void add_listen_flags(CLI::App& sub, std::string& host, int& port, std::string& 
 /// @brief Starts `server` and, when `port_file` is not empty, writes the port it listens on
 /// there (atomically), so that a script that asked for port 0 can find it.
 Status start_server(serve::HttpServer& server, const std::string& port_file);
+
+/// @brief How a verb reaches the Kubernetes API: in the cluster (the pod's service account), or
+/// `--kube-api URL` with `--kube-token-file` (and `--kube-ca-file` for https) from outside.
+struct KubeFlags {
+  std::string api, token_file, ca_file;
+  /// Adds --kube-api, --kube-token-file and --kube-ca-file.
+  void add(CLI::App& sub);
+  /// The client: --kube-api's when given, else the in-cluster configuration's.
+  [[nodiscard]] Result<serve::KubeClient> client() const;
+};
 
 }  // namespace corun::cli

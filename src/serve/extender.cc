@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <future>
 #include <set>
@@ -85,29 +86,79 @@ HttpResponse json_answer(int status, const json& body) {
   return r;
 }
 
+const char* const kUnknownNode =
+    "unknown node: no corun serve is known for it (corun extender --node, or a Running corun "
+    "serve pod on it found by --kube)";
+
+template <class NodeT>
+std::unique_ptr<httplib::Client> node_client(const NodeT& n, const ExtenderOptions& o) {
+  auto client = std::make_unique<httplib::Client>(n.host, n.port);
+  const auto connect_ms = o.node_connect_timeout_ms;
+  const auto timeout_ms = o.node_timeout_ms;
+  client->set_connection_timeout(connect_ms / 1000, (connect_ms % 1000) * 1000);
+  client->set_read_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
+  client->set_write_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
+  return client;
+}
+
 // The path of an annotation value in the Pod, as Go's field names and a map key write it.
 const std::string kAnnotationField =
     std::string("Pod.metadata.annotations[") + kModelAnnotation + "]";
 
 }  // namespace
 
-Extender::Extender(ExtenderOptions options, std::vector<Node> nodes)
-    : options_(std::move(options)), nodes_(std::move(nodes)) {}
+Extender::Extender(ExtenderOptions options, std::optional<KubeClient> kube)
+    : options_(std::move(options)), kube_(std::move(kube)) {}
 
-Result<std::unique_ptr<Extender>> Extender::make(ExtenderOptions options) {
-  std::vector<Node> nodes;
-  std::set<std::string> seen;
-  for (const auto& n : options.nodes) {
+Result<std::map<std::string, Extender::Node>> Extender::check_nodes(
+    const std::vector<ExtenderNode>& nodes) {
+  std::map<std::string, Node> out;
+  for (const auto& n : nodes) {
     if (n.name.empty()) return Error("--node: a node name is empty (NAME=URL)");
-    if (!seen.insert(n.name).second) return Error("--node: node '" + n.name + "' is given twice");
     auto url = parse_url(n.url);
     if (!url) return url.error().wrap("--node " + n.name);
-    nodes.push_back({n.name, url->host, url->port});
+    if (!out.emplace(n.name, Node{n.name, url->host, url->port}).second) {
+      return Error("--node: node '" + n.name + "' is given twice");
+    }
   }
+  return out;
+}
+
+Result<std::unique_ptr<Extender>> Extender::make(ExtenderOptions options,
+                                                 std::optional<KubeClient> kube) {
+  auto nodes = check_nodes(options.nodes);
+  if (!nodes) return nodes.error();
   if (options.node_connect_timeout_ms < 1 || options.node_timeout_ms < 1) {
     return Error("node timeouts must be at least 1 ms");
   }
-  return std::unique_ptr<Extender>(new Extender(std::move(options), std::move(nodes)));
+  std::unique_ptr<Extender> e(new Extender(std::move(options), std::move(kube)));
+  MutexLock lock(e->nodes_mutex_);
+  e->nodes_ = std::move(*nodes);
+  return e;
+}
+
+Status Extender::set_nodes(const std::vector<ExtenderNode>& nodes) {
+  auto checked = check_nodes(nodes);
+  if (!checked) return checked.error();
+  MutexLock lock(nodes_mutex_);
+  nodes_ = std::move(*checked);
+  return {};
+}
+
+std::vector<ExtenderNode> Extender::nodes() const {
+  MutexLock lock(nodes_mutex_);
+  std::vector<ExtenderNode> out;
+  for (const auto& [name, n] : nodes_) {
+    out.push_back({name, "http://" + n.host + ":" + std::to_string(n.port)});
+  }
+  return out;
+}
+
+std::optional<Extender::Node> Extender::node(const std::string& name) const {
+  MutexLock lock(nodes_mutex_);
+  const auto it = nodes_.find(name);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second;
 }
 
 HttpResponse Extender::error(int status, const BadRequest& e) const {
@@ -134,7 +185,8 @@ HttpResponse Extender::handle(const HttpRequest& req) {
   try {
     std::string path = req.path;
     if (path.size() > 1 && path.back() == '/') path.pop_back();
-    const bool known = path == "/filter" || path == "/prioritize" || path == "/healthz";
+    const bool known =
+        path == "/filter" || path == "/prioritize" || path == "/bind" || path == "/healthz";
     if (!known) return error(404, {"not_found", "no route " + path.substr(0, 128), ""});
     const std::string allowed = path == "/healthz" ? "GET" : "POST";
     if (req.method != allowed) {
@@ -146,8 +198,11 @@ HttpResponse Extender::handle(const HttpRequest& req) {
       return r;
     }
     if (path == "/healthz") {
-      return json_answer(200, {{"status", "ok"}, {"nodes", nodes_.size()}});
+      json names = json::array();
+      for (const auto& n : nodes()) names.push_back(n.name);
+      return json_answer(200, {{"status", "ok"}, {"nodes", names.size()}, {"node_names", names}});
     }
+    if (path == "/bind") return bind(req);
     return path == "/filter" ? filter(req) : prioritize(req);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "corun extender: internal error on %s %s: %s\n",
@@ -223,7 +278,14 @@ std::variant<Extender::Args, Extender::BadRequest> Extender::parse_args(
   if (pod == nullptr || pod->is_null())
     return BadRequest{"missing_field", "Pod is required", "Pod"};
   if (!pod->is_object()) return BadRequest{"bad_type", "Pod must be an object", "Pod"};
-  const json* meta = member(*pod, "metadata");
+  auto entry = entry_of(*pod);
+  if (auto* e = std::get_if<BadRequest>(&entry)) return *e;
+  a.entry = std::move(std::get<json>(entry));
+  return a;
+}
+
+std::variant<json, Extender::BadRequest> Extender::entry_of(const json& pod) {
+  const json* meta = member(pod, "metadata");
   if (meta != nullptr && !meta->is_null() && !meta->is_object()) {
     return BadRequest{"bad_type", "Pod.metadata must be an object", "Pod.metadata"};
   }
@@ -247,37 +309,35 @@ std::variant<Extender::Args, Extender::BadRequest> Extender::parse_args(
   if (!value->is_string()) {
     return BadRequest{"bad_type", kAnnotationField + " must be a string", kAnnotationField};
   }
-  auto entry = parse_json_input(value->get<std::string>());
-  if (auto* e = std::get_if<JsonInputError>(&entry)) {
+  auto parsed = parse_json_input(value->get<std::string>());
+  if (auto* e = std::get_if<JsonInputError>(&parsed)) {
     const std::string field =
         e->field.empty() ? kAnnotationField : kAnnotationField + "." + e->field;
     return BadRequest{e->code, kAnnotationField + " is not valid JSON: " + e->message, field, true};
   }
-  a.entry = std::move(std::get<json>(entry));
-  if (!a.entry.is_object()) {
+  json entry = std::move(std::get<json>(parsed));
+  if (!entry.is_object()) {
     return BadRequest{"bad_type",
                       kAnnotationField + " must be a JSON object (a workload 'models' entry)",
                       kAnnotationField, true};
   }
-  return a;
+  // An unnamed entry is named after its pod (what `corun serve --kube-node` registers it as),
+  // so that one annotation serves every replica of a Deployment.
+  const json* name = meta != nullptr ? member(*meta, "name") : nullptr;
+  if (!entry.contains("name") && name != nullptr && name->is_string()) entry["name"] = *name;
+  return entry;
 }
 
 Extender::Verdict Extender::ask_one(const std::string& name, const std::string& body) const {
   Verdict v;
-  const auto it =
-      std::find_if(nodes_.begin(), nodes_.end(), [&](const Node& n) { return n.name == name; });
-  if (it == nodes_.end()) {
-    v.reason = "unknown node: no corun serve is configured for it (corun extender --node)";
+  const auto it = node(name);
+  if (!it) {
+    v.reason = kUnknownNode;
     return v;
   }
-  httplib::Client client(it->host, it->port);
-  const auto connect_ms = options_.node_connect_timeout_ms;
-  const auto timeout_ms = options_.node_timeout_ms;
-  client.set_connection_timeout(connect_ms / 1000, (connect_ms % 1000) * 1000);
-  client.set_read_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
-  client.set_write_timeout(timeout_ms / 1000, (timeout_ms % 1000) * 1000);
+  auto client = node_client(*it, options_);
   const std::string where = "http://" + it->host + ":" + std::to_string(it->port);
-  const auto res = client.Post("/v1/whatif", body, "application/json");
+  const auto res = client->Post("/v1/whatif", body, "application/json");
   if (!res) {
     v.reason = "unreachable node: corun serve at " + where + " did not answer (" +
                httplib::to_string(res.error()) + ")";
@@ -438,6 +498,227 @@ HttpResponse Extender::prioritize(const HttpRequest& req) const {
     list.push_back({{"Host", a.names[i]}, {"Score", score}});
   }
   return json_answer(200, list);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bind: reserve on the node, then bind through the API (ExtenderBindingArgs ->
+// ExtenderBindingResult, k8s.io/kube-scheduler extender/v1/types.go).
+
+HttpResponse Extender::bind(const HttpRequest& req) const {
+  const auto result = [](const std::string& error) {
+    return json_answer(200, {{"Error", error}});
+  };
+  if (req.body.size() > options_.max_body_bytes) {
+    return error(413, {"body_too_large",
+                       "request body exceeds " + std::to_string(options_.max_body_bytes) +
+                           " bytes",
+                       ""});
+  }
+  if (req.body.empty()) {
+    return error(400, {"empty_body", "an ExtenderBindingArgs JSON body is required", ""});
+  }
+  auto parsed = parse_json_input(req.body);
+  if (auto* e = std::get_if<JsonInputError>(&parsed)) {
+    return error(400, {e->code, e->message, e->field});
+  }
+  const json& body = std::get<json>(parsed);
+  if (!body.is_object()) {
+    return error(400, {"bad_type", "ExtenderBindingArgs must be a JSON object", ""});
+  }
+  std::map<std::string, std::string> args;
+  for (const char* k : {"PodName", "PodNamespace", "PodUID", "Node"}) {
+    const json* v = member(body, k);
+    if (v == nullptr || !v->is_string() || v->get<std::string>().empty()) {
+      return error(400, {v == nullptr ? "missing_field" : "bad_type",
+                         std::string(k) + " is required (a non-empty string)", k});
+    }
+    args[k] = v->get<std::string>();
+  }
+  const std::string pod_ref = args["PodNamespace"] + "/" + args["PodName"];
+  if (!kube_) {
+    return result("corun extender has no Kubernetes API access: run it with --kube (or "
+                  "--kube-api) to use the bind verb, or remove bindVerb from the scheduler's "
+                  "extender configuration");
+  }
+  if (options_.serve_token.empty()) {
+    return result("corun extender has no serve token (--serve-token-file): it cannot register "
+                  "pod " + pod_ref + " on node " + args["Node"]);
+  }
+  const auto target = node(args["Node"]);
+  if (!target) return result("node " + args["Node"] + ": " + kUnknownNode);
+  const std::string pod_path =
+      "/api/v1/namespaces/" + args["PodNamespace"] + "/pods/" + args["PodName"];
+  const KubeAnswer got = kube_->get(pod_path);
+  if (!got.ok()) return result("reading pod " + pod_ref + ": " + got.describe());
+  const PodInfo pod = read_pod(got.body);
+  if (pod.uid != args["PodUID"]) {
+    return result("pod " + pod_ref + " has uid " + pod.uid + ", not " + args["PodUID"] +
+                  " (it was deleted and created again)");
+  }
+  auto entry = entry_of(got.body);
+  if (auto* e = std::get_if<BadRequest>(&entry)) return result(e->field + ": " + e->message);
+  json model = std::move(std::get<json>(entry));
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  model["pod"] = {{"namespace", pod.ns},    {"name", pod.name},       {"uid", pod.uid},
+                  {"scheduler", pod.scheduler}, {"checked", true}, {"reserved_unix_ms", now_ms}};
+  const std::string name = model.value("name", std::string());
+
+  // 1. Reserve: the node registers the model only if a plan still holds every SLA with it.
+  auto client = node_client(*target, options_);
+  const httplib::Headers auth{{"Authorization", "Bearer " + options_.serve_token}};
+  const std::string where = "corun serve of node " + target->name;
+  const auto reg = client->Post("/v1/models?if_fits=true", auth,
+                                model.dump(-1, ' ', true, json::error_handler_t::replace),
+                                "application/json");
+  if (!reg) {
+    return result(where + " did not answer (" + httplib::to_string(reg.error()) + ")");
+  }
+  bool registered_now = reg->status == 201;
+  if (!registered_now) {
+    const json answer = json::parse(reg->body, nullptr, false);
+    const json* err = answer.is_object() ? member(answer, "error") : nullptr;
+    const std::string code =
+        err != nullptr && err->is_object() ? err->value("code", std::string()) : "";
+    const std::string message = err != nullptr && err->is_object()
+                                    ? err->value("message", std::string())
+                                    : reg->body.substr(0, 200);
+    bool ours = false;
+    if (reg->status == 409 && code == "duplicate_model") {
+      // A retried bind: the model may be this pod's own reservation from the last try.
+      const auto held = client->Get("/v1/models/" + name);
+      const json h = held ? json::parse(held->body, nullptr, false) : json();
+      ours = held && held->status == 200 && h.is_object() && h.contains("model") &&
+             h["model"].is_object() && h["model"].contains("pod") &&
+             h["model"]["pod"].is_object() &&
+             h["model"]["pod"].value("uid", std::string()) == pod.uid;
+    }
+    if (!ours) {
+      return result(where + " refused pod " + pod_ref + " (HTTP " +
+                    std::to_string(reg->status) + (code.empty() ? "" : " " + code) +
+                    "): " + message);
+    }
+  }
+
+  // 2. Bind through the API (what kube-scheduler's DefaultBinder posts).
+  const json binding = {
+      {"apiVersion", "v1"},
+      {"kind", "Binding"},
+      {"metadata", {{"name", pod.name}, {"namespace", pod.ns}, {"uid", pod.uid}}},
+      {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", target->name}}}};
+  const KubeAnswer bound = kube_->post(pod_path + "/binding", binding);
+  if (bound.ok()) {
+    std::fprintf(stderr, "corun extender: bound pod %s to node %s (model %s reserved)\n",
+                 pod_ref.c_str(), target->name.c_str(), name.c_str());
+    return result("");
+  }
+  // 3. The Binding failed: give the reservation back.
+  std::string rolled = "kept (it was registered before this bind)";
+  if (registered_now) {
+    const auto del = client->Delete("/v1/models/" + name, auth);
+    rolled = del && (del->status == 200 || del->status == 404)
+                 ? "rolled back"
+                 : "not rolled back (" + (del ? "HTTP " + std::to_string(del->status)
+                                              : httplib::to_string(del.error())) +
+                       "; corun serve --kube-node drops it when its reservation expires)";
+  }
+  std::fprintf(stderr, "corun extender: binding pod %s to node %s failed: %s; registration %s\n",
+               pod_ref.c_str(), target->name.c_str(), bound.describe().c_str(), rolled.c_str());
+  return result("binding pod " + pod_ref + " to node " + target->name + ": " + bound.describe() +
+                " (the model's registration was " + rolled + ")");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kubernetes discovery
+
+KubeNodeDiscovery::KubeNodeDiscovery(Extender& extender, KubeClient client,
+                                     KubeDiscoveryOptions options)
+    : extender_(extender), options_(std::move(options)) {
+  KubeInformerOptions nodes = options_.informer;
+  nodes.path = "/api/v1/nodes";
+  KubeInformerOptions pods = options_.informer;
+  pods.path = "/api/v1/namespaces/" + options_.serve_namespace + "/pods?" +
+              kube_query("labelSelector", options_.serve_selector);
+  nodes_ = std::make_unique<KubeInformer>(client, nodes, [this](const KubeEvent&) { update(); });
+  pods_ = std::make_unique<KubeInformer>(client, pods, [this](const KubeEvent&) { update(); });
+}
+
+KubeNodeDiscovery::~KubeNodeDiscovery() { stop(); }
+
+void KubeNodeDiscovery::start() {
+  nodes_->start();
+  pods_->start();
+}
+
+void KubeNodeDiscovery::stop() {
+  nodes_->stop();
+  pods_->stop();
+}
+
+std::vector<ExtenderNode> KubeNodeDiscovery::nodes_of(const std::map<std::string, json>& nodes,
+                                                      const std::map<std::string, json>& pods,
+                                                      const KubeDiscoveryOptions& options) {
+  std::map<std::string, std::string> url_of;  // node name -> its serve
+  for (const auto& [key, object] : pods) {
+    const PodInfo p = read_pod(object);
+    if (p.node.empty() || p.phase != "Running" || p.deleting) continue;
+    const std::string& ip = options.use_pod_ip ? p.pod_ip : p.host_ip;
+    if (ip.empty()) continue;
+    int port = options.serve_port;
+    const json* spec = member(object, "spec");
+    const json* containers = spec != nullptr ? member(*spec, "containers") : nullptr;
+    if (containers != nullptr && containers->is_array()) {
+      for (const json& c : *containers) {
+        const json* ports = member(c, "ports");
+        if (ports == nullptr || !ports->is_array()) continue;
+        for (const json& cp : *ports) {
+          if (!cp.is_object() || cp.value("name", std::string()) != options.serve_port_name) {
+            continue;
+          }
+          const char* which = options.use_pod_ip ? "containerPort" : "hostPort";
+          if (cp.contains(which) && cp[which].is_number_integer()) port = cp[which].get<int>();
+        }
+      }
+    }
+    const std::string host = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
+    url_of[p.node] = "http://" + host + ":" + std::to_string(port);
+  }
+  std::vector<ExtenderNode> out;
+  for (const auto& [name, object] : nodes) {
+    const json* meta = member(object, "metadata");
+    if (meta != nullptr && member(*meta, "deletionTimestamp") != nullptr &&
+        !member(*meta, "deletionTimestamp")->is_null()) {
+      continue;
+    }
+    const auto it = url_of.find(name);
+    if (it != url_of.end()) out.push_back({name, it->second});
+  }
+  return out;
+}
+
+void KubeNodeDiscovery::update() {
+  MutexLock lock(update_mutex_);  // the two informers' threads: one table at a time
+  if (!nodes_->synced() || !pods_->synced()) return;
+  const auto now = nodes_of(nodes_->objects(), pods_->objects(), options_);
+  const auto before = extender_.nodes();
+  const auto same = [](const std::vector<ExtenderNode>& a, const std::vector<ExtenderNode>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i].name != b[i].name || a[i].url != b[i].url) return false;
+    }
+    return true;
+  };
+  if (same(now, before)) return;
+  if (auto ok = extender_.set_nodes(now); !ok) {
+    std::fprintf(stderr, "corun extender: kubernetes discovery: %s\n", ok.error().what().c_str());
+    return;
+  }
+  std::vector<std::string> shown;
+  for (const auto& n : now) shown.push_back(n.name + "=" + n.url);
+  std::fprintf(stderr, "corun extender: nodes now %s\n",
+               shown.empty() ? "(none)" : join(shown, " ").c_str());
+  std::fflush(stderr);
 }
 
 }  // namespace corun::serve

@@ -4,14 +4,50 @@
 
 namespace corun::serve {
 
+std::optional<ApiError> check_pod_ref(const nlohmann::json& pod) {
+  const std::string field = kPodField;
+  if (!pod.is_object()) {
+    return ApiError{422, "bad_type", "pod must be an object (namespace, name, uid)", field};
+  }
+  for (const auto& [k, v] : pod.items()) {
+    const std::string f = field + "." + k;
+    if (k == "namespace" || k == "name" || k == "uid" || k == "scheduler") {
+      if (!v.is_string()) return ApiError{422, "bad_type", f + " must be a string", f};
+      if (v.get<std::string>().empty() && k != "scheduler") {
+        return ApiError{422, "bad_value", f + " must not be empty", f};
+      }
+    } else if (k == "reserved_unix_ms") {
+      if (!v.is_number_integer()) return ApiError{422, "bad_type", f + " must be an integer", f};
+    } else if (k == "checked") {
+      if (!v.is_boolean()) return ApiError{422, "bad_type", f + " must be true or false", f};
+    } else {
+      return ApiError{422, "unknown_field",
+                      "unknown field '" + k +
+                          "' (known: namespace, name, uid, scheduler, checked, reserved_unix_ms)",
+                      f};
+    }
+  }
+  for (const char* k : {"namespace", "name", "uid"}) {
+    if (!pod.contains(k)) {
+      return ApiError{422, "missing_field", field + "." + k + " is required", field + "." + k};
+    }
+  }
+  return std::nullopt;
+}
+
 std::variant<ModelSpec, ApiError> parse_model_json(const nlohmann::json& entry,
                                                    const Catalog& catalog) {
   if (!entry.is_object()) {
     return ApiError{400, "bad_type", "a model must be a JSON object (a workload 'models' entry)",
                     ""};
   }
+  nlohmann::json model = entry;
+  if (const auto pod = entry.find(kPodField); pod != entry.end()) {
+    if (auto bad = check_pod_ref(*pod)) return *bad;
+    model.erase(kPodField);  // where the model runs, not what it is: no part of its spec
+  }
   Diagnostics diags;
-  auto m = parse_model_entry(to_yaml_node(entry), "request", catalog, diags);
+  auto m = parse_model_entry(to_yaml_node(model), "request", catalog, diags);
   if (!m) return spec_error(diags);
   m->active = true;
   return std::move(*m);

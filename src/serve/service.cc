@@ -497,10 +497,35 @@ HttpResponse Service::register_model(const RouteCall& call) {
   auto parsed = parse_model_json(body, *catalog_);
   if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
   ModelSpec& m = std::get<ModelSpec>(parsed);
+  // ?if_fits=true: a reservation (the extender's bind, serve/extender.h) — the model joins only
+  // when a plan holds every SLA with it. The check and the insert share the mutation lock, so
+  // two reservations for the last headroom cannot both pass.
+  bool if_fits = false;
+  if (const auto q = call.request.query.find("if_fits"); q != call.request.query.end()) {
+    if (q->second != "true" && q->second != "false") {
+      return error({400, "bad_value", "if_fits must be true or false", "if_fits"});
+    }
+    if_fits = q->second == "true";
+  }
   MutexLock mutate(mutate_mutex_);
+  Workload with;
   {
     MutexLock lock(state_mutex_);
     if (auto refused = registry_.admission_error(m.name)) return error(*refused);
+    with = registry_.workload(device_);
+  }
+  if (if_fits) {
+    with.models.push_back(m);
+    auto d = controller_->plan_for(with, "reserve " + m.name);
+    if (!d) return error({503, "planning_failed", d.error().what(), ""});
+    if (!d->feasible) {
+      std::vector<std::string> why;
+      for (const auto& i : d->infeasible) why.push_back(i.message());
+      return error({409, "does_not_fit",
+                    "model '" + m.name + "' does not fit next to the registered models: " +
+                        (why.empty() ? std::string("no plan holds every SLA") : join(why, "; ")),
+                    ""});
+    }
   }
   const std::string text = body.dump(-1, ' ', true, json::error_handler_t::replace);
   auto ok = store_->insert_model(m.name, text);

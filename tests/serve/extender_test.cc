@@ -320,7 +320,17 @@ TEST_F(ExtenderTest, BadRequestsNameTheField) {
   }
   // Wrong routes and methods, and the extender is still healthy.
   EXPECT_EQ(raw_http(server_->port(), request("GET", "/filter")).status, 405);
-  EXPECT_EQ(raw_http(server_->port(), request("POST", "/bind", "{}")).status, 404);
+  EXPECT_EQ(raw_http(server_->port(), request("POST", "/unbind", "{}")).status, 404);
+  // ExtenderBindingArgs without its members: a 400 naming the first; a well-formed one on an
+  // extender without API access: the protocol's Error says what to configure.
+  const auto b = post("/bind", "{}");
+  EXPECT_EQ(b.status, 400);
+  EXPECT_EQ(b.json()["error"]["field"], "PodName") << b.body;
+  const auto unconfigured = post(
+      "/bind", R"({"PodName":"p","PodNamespace":"default","PodUID":"u","Node":"gpu-light"})");
+  EXPECT_EQ(unconfigured.status, 200);
+  EXPECT_NE(unconfigured.json()["Error"].get<std::string>().find("--kube"), std::string::npos)
+      << unconfigured.body;
   EXPECT_EQ(raw_http(server_->port(), request("GET", "/healthz")).status, 200);
 }
 
@@ -367,13 +377,18 @@ TEST(ExtenderRanking, PackPutsTheBusyNodeThatHoldsTheSlaAboveTheIdleOne) {
 }
 
 TEST(ExtenderOptions, RefusesNodesItCannotAsk) {
-  EXPECT_FALSE(Extender::make({{{"a", "https://10.0.0.1:8080"}}}).ok());
-  EXPECT_FALSE(Extender::make({{{"a", "10.0.0.1:8080"}}}).ok());
-  EXPECT_FALSE(Extender::make({{{"a", "http://10.0.0.1:99999"}}}).ok());
-  EXPECT_FALSE(Extender::make({{{"a", "http://10.0.0.1:8080/x"}}}).ok());
-  EXPECT_FALSE(Extender::make({{{"", "http://10.0.0.1:8080"}}}).ok());
-  EXPECT_FALSE(Extender::make({{{"a", "http://h:1"}, {"a", "http://h:2"}}}).ok());
-  EXPECT_TRUE(Extender::make({{{"a", "http://corun.gpu-a.svc:8080/"}, {"b", "http://h"}}}).ok());
+  const auto make = [](std::vector<ExtenderNode> nodes) {
+    ExtenderOptions o;
+    o.nodes = std::move(nodes);
+    return Extender::make(o);
+  };
+  EXPECT_FALSE(make({{"a", "https://10.0.0.1:8080"}}).ok());
+  EXPECT_FALSE(make({{"a", "10.0.0.1:8080"}}).ok());
+  EXPECT_FALSE(make({{"a", "http://10.0.0.1:99999"}}).ok());
+  EXPECT_FALSE(make({{"a", "http://10.0.0.1:8080/x"}}).ok());
+  EXPECT_FALSE(make({{"", "http://10.0.0.1:8080"}}).ok());
+  EXPECT_FALSE(make({{"a", "http://h:1"}, {"a", "http://h:2"}}).ok());
+  EXPECT_TRUE(make({{"a", "http://corun.gpu-a.svc:8080/"}, {"b", "http://h"}}).ok());
 }
 
 }  // namespace

@@ -1,14 +1,18 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "corun/core/mutex.h"
 #include "corun/core/result.h"
 #include "corun/serve/http.h"
+#include "corun/serve/kube.h"
 
 namespace corun::serve {
 
@@ -26,7 +30,12 @@ struct ExtenderNode {
 /// @brief How `corun extender` runs. Every setting is declared once here; cmd_extender.cc
 /// derives its flags from the same names.
 struct ExtenderOptions {
+  /// The nodes given as flags (`--node NAME=URL`); with Kubernetes discovery
+  /// (KubeNodeDiscovery) the node table follows the cluster instead.
   std::vector<ExtenderNode> nodes;
+  /// The bearer token of the nodes' `corun serve` (the Secret corun-token): the bind verb
+  /// registers the pod's model with it. "" = no bind verb.
+  std::string serve_token;
   /// A node that does not accept the connection within this is "unreachable".
   int node_connect_timeout_ms = 1000;
   /// A node that does not answer its what-if within this is "unreachable" (a what-if is one
@@ -45,13 +54,27 @@ struct ExtenderOptions {
 /// extender/v1/types.go) over the `corun serve` of each GPU node: `POST /filter` keeps the
 /// candidate nodes whose `POST /v1/whatif` says the pod's model fits with every SLA held and
 /// names why each other node failed; `POST /prioritize` scores the nodes 0..10 by the predicted
-/// utility gain. The pod's model entry is its `corun.io/model` annotation. Stateless: every
-/// call asks the nodes again. See README.md, "Kubernetes", for the error conventions.
-/// Thread-safety: handle() may be called from many threads at once.
+/// utility gain; `POST /bind` (ExtenderBindingArgs) reserves the pod's place and binds it:
+/// it registers the model on the chosen node's serve only if it still fits
+/// (`POST /v1/models?if_fits=true`), then creates the pod's Binding through the API, and
+/// removes the registration again when the Binding fails. The pod's model entry is its
+/// `corun.io/model` annotation (named after the pod when it has no `name`). Filter and
+/// prioritize keep no state: every call asks the nodes again. See README.md, "Kubernetes",
+/// for the error conventions.
+/// Thread-safety: handle() and set_nodes() may be called from many threads at once.
 class Extender final : public HttpHandler {
  public:
-  /// @brief Checks the node names (unique, non-empty) and URLs (`http://HOST[:PORT]`).
-  static Result<std::unique_ptr<Extender>> make(ExtenderOptions options);
+  /// @brief Checks the node names (unique, non-empty) and URLs (`http://HOST[:PORT]`). `kube`:
+  /// the API server the bind verb reads pods from and creates Bindings through (none: the bind
+  /// verb answers that it is not configured).
+  static Result<std::unique_ptr<Extender>> make(ExtenderOptions options,
+                                                std::optional<KubeClient> kube = std::nullopt);
+
+  /// @brief Replaces the node table (what Kubernetes discovery found); the same checks as
+  /// make(). A request in flight keeps the table it started with.
+  Status set_nodes(const std::vector<ExtenderNode>& nodes);
+  /// @brief The node table now, by name.
+  [[nodiscard]] std::vector<ExtenderNode> nodes() const;
 
   HttpResponse handle(const HttpRequest& req) override;
   HttpResponse transport_error(int status, const std::string& path, const std::string& reason,
@@ -89,17 +112,66 @@ class Extender final : public HttpHandler {
     bool pod_level = false;  ///< the request is well formed, the pod's annotation is not
   };
 
-  explicit Extender(ExtenderOptions options, std::vector<Node> nodes);
+  Extender(ExtenderOptions options, std::optional<KubeClient> kube);
+  static Result<std::map<std::string, Node>> check_nodes(const std::vector<ExtenderNode>& nodes);
+  [[nodiscard]] std::optional<Node> node(const std::string& name) const;
   [[nodiscard]] HttpResponse error(int status, const BadRequest& e) const;
   [[nodiscard]] std::variant<Args, BadRequest> parse_args(const HttpRequest& req) const;
+  /// The model entry of a Pod object: its annotation, named after the pod when unnamed.
+  [[nodiscard]] static std::variant<nlohmann::json, BadRequest> entry_of(
+      const nlohmann::json& pod);
   /// Asks every candidate node's what-if at once (one thread per node, bounded timeouts).
   [[nodiscard]] std::vector<Verdict> ask(const Args& a) const;
   [[nodiscard]] Verdict ask_one(const std::string& name, const std::string& body) const;
   [[nodiscard]] HttpResponse filter(const HttpRequest& req) const;
   [[nodiscard]] HttpResponse prioritize(const HttpRequest& req) const;
+  [[nodiscard]] HttpResponse bind(const HttpRequest& req) const;
 
   ExtenderOptions options_;
-  std::vector<Node> nodes_;
+  std::optional<KubeClient> kube_;
+  mutable Mutex nodes_mutex_;
+  std::map<std::string, Node> nodes_ CORUN_GUARDED_BY(nodes_mutex_);
+};
+
+/// @brief Where the extender finds the nodes' `corun serve` in the cluster.
+struct KubeDiscoveryOptions {
+  std::string serve_namespace = "corun-system";  ///< the namespace of the serve DaemonSet
+  std::string serve_selector = "app.kubernetes.io/name=corun-serve";  ///< its pods' labels
+  /// The serve container's port of this name gives the port (its hostPort when the address is
+  /// the host's, else its containerPort); `serve_port` when no port has the name.
+  std::string serve_port_name = "http";
+  int serve_port = 8080;
+  bool use_pod_ip = false;  ///< reach serve at the pod's IP, not the node's (hostPort)
+  KubeInformerOptions informer;  ///< watch time-outs and retries (the paths are set here)
+};
+
+/// @brief Kubernetes discovery for `corun extender --kube`: lists and watches the nodes and
+/// the serve DaemonSet's pods, and keeps the extender's node table equal to the nodes that
+/// exist and run a serve pod that is Running with an address: a node added, drained or
+/// deleted changes the table without a restart. Thread-safety: start() and stop() from one
+/// thread.
+class KubeNodeDiscovery {
+ public:
+  KubeNodeDiscovery(Extender& extender, KubeClient client, KubeDiscoveryOptions options);
+  ~KubeNodeDiscovery();
+  KubeNodeDiscovery(const KubeNodeDiscovery&) = delete;
+  KubeNodeDiscovery& operator=(const KubeNodeDiscovery&) = delete;
+  void start();
+  void stop();
+
+  /// @brief The node table for these Node and serve Pod objects (keyed as KubeInformer keys
+  /// them). Pure function.
+  static std::vector<ExtenderNode> nodes_of(const std::map<std::string, nlohmann::json>& nodes,
+                                            const std::map<std::string, nlohmann::json>& pods,
+                                            const KubeDiscoveryOptions& options);
+
+ private:
+  void update();
+  Extender& extender_;
+  KubeDiscoveryOptions options_;
+  Mutex update_mutex_;
+  std::unique_ptr<KubeInformer> nodes_;
+  std::unique_ptr<KubeInformer> pods_;
 };
 
 }  // namespace corun::serve

@@ -21,8 +21,18 @@ namespace corun::serve {
 /// are exactly those of a workload file; they come back as a 422 naming the field
 /// (api_error.h). The model is active: a registered model runs.
 /// Thread-safety: pure function; `catalog` is only read.
+/// An entry may carry `pod`, the Kubernetes pod that runs the model (serve/kube_registrar.h):
+/// it is checked (check_pod_ref) and kept with the registration, and is no part of the spec.
 std::variant<ModelSpec, ApiError> parse_model_json(const nlohmann::json& entry,
                                                    const Catalog& catalog);
+
+/// @brief The member of a model entry that names the pod running it.
+inline constexpr const char* kPodField = "pod";
+/// @brief Checks a model entry's `pod`: an object with the strings `namespace`, `name` and
+/// `uid` (not empty), and optionally `scheduler` (the scheduler that placed it), `checked`
+/// (true when a fit check reserved its place before it was bound) and `reserved_unix_ms` (when
+/// that reservation was made). A 422 naming the field, or none.
+std::optional<ApiError> check_pod_ref(const nlohmann::json& pod);
 
 /// @brief The models `corun serve` plans for: each with the JSON it was registered with (demand
 /// updates applied) and the parsed spec, in registration order, and a generation that every

@@ -1,0 +1,340 @@
+// corun's Kubernetes side in process: the reservation a bind makes (POST /v1/models?if_fits),
+// the `pod` member of a registration, the informer's list and watch against an API server
+// fixture (kube_api_fixture.h: shapes from k8s.io/api core/v1), serve's registration of its
+// node's annotated pods, and the extender's node table from the serve DaemonSet's pods.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "corun/runtime/twin_source.h"
+#include "corun/serve/extender.h"
+#include "corun/serve/kube.h"
+#include "corun/serve/kube_registrar.h"
+#include "kube_api_fixture.h"
+#include "serve_test_util.h"
+
+namespace corun::serve {
+namespace {
+
+using nlohmann::json;
+using testing::call_service;
+using testing::KubeApiFixture;
+using testing::TempDir;
+using testing::wait_until;
+
+constexpr const char* kToken = "kube-test-serve-token-0123456789";
+constexpr const char* kApiToken = "kube-test-api-token";
+
+// A 7B chat model at fp16: 15.2 GB of weights (7.6 B parameters x 2 bytes), so one fits the
+// RTX 3090's 24 GB and two do not, whatever their other knobs.
+std::string big_llm(const std::string& name) {
+  return json({{"name", name},
+               {"model", "qwen2.5-7b"},
+               {"knobs", {{"precision", {"fp16"}}, {"request_concurrency", {1}}}},
+               {"demand", {{"rps", 0.2}, {"prompt_tokens", 256}, {"output_tokens", 64}}},
+               {"sla", {{"ttft_ms_p95", 30000}, {"tpot_ms_p95", 2000}}}})
+      .dump();
+}
+
+std::unique_ptr<Service> open_service(const TempDir& dir) {
+  ServiceOptions o;
+  o.state_dir = dir.path() / "state";
+  o.token = kToken;
+  o.solver = "greedy";
+  o.min_replan_interval_ms = 0;
+  auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  EXPECT_TRUE(s.ok()) << s.error().what();
+  return s ? std::move(*s) : nullptr;
+}
+
+KubeClient api_client(const KubeApiFixture& api, const TempDir& dir) {
+  const std::string token_file = dir.file("api-token");
+  std::ofstream(token_file) << kApiToken << "\n";
+  auto c = KubeClient::create({api.url(), token_file, "", 5000});
+  EXPECT_TRUE(c.ok()) << c.error().what();
+  return *c;
+}
+
+json models_of(Service& s) {
+  return json::parse(call_service(s, kToken, "GET", "/v1/models").body)["models"];
+}
+
+const json* model_named(const json& models, const std::string& name) {
+  for (const auto& m : models) {
+    if (m.value("name", "") == name) return &m;
+  }
+  return nullptr;
+}
+
+// -------------------------------------------------------------------------------------------
+// The reservation and the pod member.
+
+TEST(ServeReservation, IfFitsRefusesAModelNoPlanHoldsAndKeepsTheOthers) {
+  TempDir dir;
+  auto s = open_service(dir);
+  ASSERT_TRUE(s);
+  // The query as a transport hands it over (the path without it).
+  HttpRequest req;
+  req.method = "POST";
+  req.path = "/v1/models";
+  req.query = {{"if_fits", "true"}};
+  req.authorization = std::string("Bearer ") + kToken;
+  req.content_type = "application/json";
+  req.body = big_llm("a");
+  auto r = s->handle(req);
+  ASSERT_EQ(r.status, 201) << r.body;
+  req.body = big_llm("b");
+  r = s->handle(req);
+  EXPECT_EQ(r.status, 409) << r.body;
+  const json err = json::parse(r.body)["error"];
+  EXPECT_EQ(err["code"], "does_not_fit");
+  EXPECT_NE(err["message"].get<std::string>().find("'b'"), std::string::npos) << err;
+  EXPECT_EQ(models_of(*s).size(), 1U);
+  // Without the reservation the model joins (a pod already running elsewhere's decision).
+  req.query.clear();
+  EXPECT_EQ(s->handle(req).status, 201);
+  EXPECT_EQ(models_of(*s).size(), 2U);
+  req.query = {{"if_fits", "yes"}};
+  req.body = big_llm("c");
+  r = s->handle(req);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["field"], "if_fits");
+  s->stop();
+}
+
+TEST(ServeReservation, ThePodMemberIsKeptAndABadOneNamesItsField) {
+  TempDir dir;
+  auto s = open_service(dir);
+  ASSERT_TRUE(s);
+  json entry = json::parse(testing::kCam0);
+  entry["pod"] = {{"namespace", "default"}, {"name", "cam0-7d9"}, {"uid", "u-1"},
+                  {"scheduler", "default-scheduler"}, {"checked", false}};
+  auto r = call_service(*s, kToken, "POST", "/v1/models", entry.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  const json listed = models_of(*s);
+  const json* m = model_named(listed, "cam0");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ((*m)["pod"]["uid"], "u-1");
+  EXPECT_EQ((*m)["pod"]["scheduler"], "default-scheduler");
+
+  const std::vector<std::pair<json, std::string>> bad = {
+      {"default/cam1", "pod"},
+      {{{"namespace", "default"}, {"name", "cam1"}}, "pod.uid"},
+      {{{"namespace", "default"}, {"name", "cam1"}, {"uid", 7}}, "pod.uid"},
+      {{{"namespace", "default"}, {"name", ""}, {"uid", "u"}}, "pod.name"},
+      {{{"namespace", "default"}, {"name", "cam1"}, {"uid", "u"}, {"node", "n"}}, "pod.node"},
+      {{{"namespace", "default"}, {"name", "cam1"}, {"uid", "u"}, {"checked", "yes"}},
+       "pod.checked"}};
+  for (const auto& [pod, field] : bad) {
+    json e = json::parse(testing::kCam1);
+    e["pod"] = pod;
+    r = call_service(*s, kToken, "POST", "/v1/models", e.dump());
+    EXPECT_EQ(r.status, 422) << pod << " " << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"]["field"], field) << pod << " " << r.body;
+  }
+  s->stop();
+}
+
+// -------------------------------------------------------------------------------------------
+// The informer.
+
+TEST(KubeInformer, ListsWatchesAndListsAgainWhenItsVersionIsCompacted) {
+  TempDir dir;
+  KubeApiFixture api(kApiToken);
+  api.add_node("n1");
+  Mutex mutex;
+  std::vector<std::string> seen;
+  KubeInformerOptions o;
+  o.path = "/api/v1/nodes";
+  o.retry_ms = 20;
+  KubeInformer informer(api_client(api, dir), o, [&](const KubeEvent& e) {
+    MutexLock lock(mutex);
+    const char* type = e.type == KubeEvent::Type::kAdded      ? "added "
+                       : e.type == KubeEvent::Type::kModified ? "modified "
+                                                              : "deleted ";
+    seen.push_back(type + KubeInformer::key(e.object));
+  });
+  informer.start();
+  ASSERT_TRUE(wait_until([&] { return api.watches("/api/v1/nodes") >= 1; }));
+  EXPECT_TRUE(informer.synced());
+  api.add_node("n2");
+  ASSERT_TRUE(wait_until([&] { return informer.objects().size() == 2; }));
+  // Compaction: the next watch from the last version gets 410 and the informer lists again;
+  // what changed in between (n1 gone, n3 new) comes out as events.
+  api.compact();
+  api.delete_node("n1");
+  api.add_node("n3");
+  api.end_watches();
+  ASSERT_TRUE(wait_until([&] {
+    const auto objects = informer.objects();
+    return objects.size() == 2 && objects.count("n3") == 1 && objects.count("n1") == 0;
+  })) << informer.last_error();
+  informer.stop();
+  MutexLock lock(mutex);
+  const std::vector<std::string> want = {"added n1", "added n2", "deleted n1", "added n3"};
+  EXPECT_EQ(seen, want);
+}
+
+TEST(KubeInformer, RetriesAnApiServerThatRefusesAndSaysWhy) {
+  TempDir dir;
+  KubeApiFixture api("another-token");
+  KubeInformerOptions o;
+  o.path = "/api/v1/nodes";
+  o.retry_ms = 20;
+  KubeInformer informer(api_client(api, dir), o, [](const KubeEvent&) {});
+  informer.start();
+  ASSERT_TRUE(wait_until([&] { return !informer.last_error().empty(); }));
+  EXPECT_NE(informer.last_error().find("401"), std::string::npos) << informer.last_error();
+  EXPECT_FALSE(informer.synced());
+  informer.stop();
+}
+
+// -------------------------------------------------------------------------------------------
+// The extender's node table.
+
+TEST(KubeNodeDiscovery, ANodeCountsWhenItRunsAServePodThatIsRunning) {
+  const auto pod = [](const std::string& name, const std::string& node, const std::string& phase,
+                      int host_port) {
+    json p = {{"metadata", {{"name", name}, {"namespace", "corun-system"}}},
+              {"spec",
+               {{"nodeName", node},
+                {"containers",
+                 {{{"name", "serve"},
+                   {"ports",
+                    {{{"name", "http"}, {"containerPort", 8080}, {"hostPort", host_port}}}}}}}}},
+              {"status", {{"phase", phase}, {"hostIP", "10.0.0." + name.substr(6)}}}};
+    return p;
+  };
+  const std::map<std::string, json> nodes = {
+      {"a", {{"metadata", {{"name", "a"}}}}},
+      {"b", {{"metadata", {{"name", "b"}}}}},
+      {"c", {{"metadata", {{"name", "c"}}}}},
+      {"d", {{"metadata", {{"name", "d"}, {"deletionTimestamp", "2026-01-01T00:00:00Z"}}}}}};
+  const std::map<std::string, json> pods = {
+      {"corun-system/serve-1", pod("serve-1", "a", "Running", 9001)},
+      {"corun-system/serve-2", pod("serve-2", "b", "Pending", 9002)},
+      {"corun-system/serve-3", pod("serve-3", "d", "Running", 9003)},
+      {"corun-system/serve-4", pod("serve-4", "gone", "Running", 9004)}};
+  KubeDiscoveryOptions o;
+  auto table = KubeNodeDiscovery::nodes_of(nodes, pods, o);
+  ASSERT_EQ(table.size(), 1U);
+  EXPECT_EQ(table[0].name, "a");
+  EXPECT_EQ(table[0].url, "http://10.0.0.1:9001");
+  o.use_pod_ip = true;
+  json with_ip = pods.at("corun-system/serve-1");
+  with_ip["status"]["podIP"] = "192.168.1.5";
+  table = KubeNodeDiscovery::nodes_of(nodes, {{"corun-system/serve-1", with_ip}}, o);
+  ASSERT_EQ(table.size(), 1U);
+  EXPECT_EQ(table[0].url, "http://192.168.1.5:8080");
+}
+
+// -------------------------------------------------------------------------------------------
+// Serve's registration of its node's pods.
+
+class KubeRegistrarTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    api_ = std::make_unique<KubeApiFixture>(kApiToken);
+    service_ = open_service(dir_);
+    ASSERT_TRUE(service_);
+    KubeRegistrarOptions o;
+    o.node = "node-a";
+    o.resync_ms = 50;
+    o.reservation_s = 5;
+    o.informer.retry_ms = 20;
+    registrar_ =
+        std::make_unique<KubeRegistrar>(*service_, kToken, api_client(*api_, dir_), o);
+    registrar_->start();
+    ASSERT_TRUE(wait_until([&] { return api_->watches("/api/v1/pods") >= 1; }));
+  }
+  void TearDown() override {
+    if (registrar_) registrar_->stop();
+    if (service_) service_->stop();
+  }
+  bool has_model(const std::string& name) {
+    const json listed = models_of(*service_);
+    return model_named(listed, name) != nullptr;
+  }
+  TempDir dir_;
+  std::unique_ptr<KubeApiFixture> api_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<KubeRegistrar> registrar_;
+};
+
+TEST_F(KubeRegistrarTest, RegistersTheNodesAnnotatedPodsAndRemovesThemWhenTheyGo) {
+  const std::string uid = api_->add_pod("default", "cam0-5f7", {}, {{kModelAnnotation, testing::kCam0}},
+                                        "node-a", "default-scheduler");
+  api_->add_pod("default", "cam1-elsewhere", {}, {{kModelAnnotation, testing::kCam1}}, "node-b");
+  api_->add_pod("default", "plain", {}, {}, "node-a");
+  ASSERT_TRUE(wait_until([&] { return has_model("cam0"); }));
+  const json listed = models_of(*service_);
+  const json* m = model_named(listed, "cam0");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ((*m)["pod"]["uid"], uid);
+  EXPECT_EQ((*m)["pod"]["name"], "cam0-5f7");
+  // Placed by another scheduler: registered all the same, flagged as not checked.
+  EXPECT_EQ((*m)["pod"]["scheduler"], "default-scheduler");
+  EXPECT_EQ((*m)["pod"]["checked"], false);
+  EXPECT_EQ(models_of(*service_).size(), 1U);
+  // A model a serving stack POSTed (no pod) is never touched.
+  ASSERT_EQ(call_service(*service_, kToken, "POST", "/v1/models", testing::kChat).status, 201);
+  // Ended, then deleted: removed at the first.
+  api_->set_pod_phase("default", "cam0-5f7", "Succeeded");
+  ASSERT_TRUE(wait_until([&] { return !has_model("cam0"); }));
+  api_->delete_pod("default", "cam0-5f7");
+  // An unnamed entry takes the pod's name.
+  json unnamed = json::parse(testing::kCam1);
+  unnamed.erase("name");
+  api_->add_pod("default", "det-x", {}, {{kModelAnnotation, unnamed.dump()}}, "node-a");
+  ASSERT_TRUE(wait_until([&] { return has_model("det-x"); }));
+  api_->delete_pod("default", "det-x");
+  ASSERT_TRUE(wait_until([&] { return !has_model("det-x"); }));
+  EXPECT_TRUE(has_model("chat"));
+}
+
+TEST_F(KubeRegistrarTest, ABadAnnotationIsAWarningEventOnceAndNoModel) {
+  api_->add_pod("default", "broken", {}, {{kModelAnnotation, "{not json"}}, "node-a");
+  api_->add_pod("default", "unknown-model", {},
+                {{kModelAnnotation, R"({"name":"u","model":"yolo99","demand":{"fps":5}})"}},
+                "node-a");
+  const auto warnings = [&](const std::string& pod) {
+    int n = 0;
+    for (const auto& e : api_->events()) {
+      if (e["involvedObject"]["name"] == pod && e["type"] == "Warning" &&
+          e["reason"] == "CorunBadAnnotation") {
+        ++n;
+      }
+    }
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return warnings("broken") == 1 && warnings("unknown-model") == 1; }));
+  for (const auto& e : api_->events()) {
+    if (e["involvedObject"]["name"] != "unknown-model") continue;
+    // The spec reader's own message: the field, and the nearest catalog name.
+    EXPECT_NE(e["message"].get<std::string>().find("yolo99"), std::string::npos) << e;
+  }
+  // Further resyncs do not repeat the warning; a corrected annotation registers the model.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(warnings("broken"), 1);
+  api_->set_pod_annotation("default", "broken", kModelAnnotation, testing::kCam1);
+  ASSERT_TRUE(wait_until([&] { return has_model("cam1"); }));
+  EXPECT_EQ(models_of(*service_).size(), 1U);
+}
+
+TEST_F(KubeRegistrarTest, AReservationWhosePodNeverArrivesExpires) {
+  // What the extender's bind registers before it creates the Binding.
+  json entry = json::parse(testing::kCam0);
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  entry["pod"] = {{"namespace", "default"}, {"name", "cam0-1"},      {"uid", "never"},
+                  {"checked", true},        {"reserved_unix_ms", now_ms}};
+  ASSERT_EQ(call_service(*service_, kToken, "POST", "/v1/models", entry.dump()).status, 201);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(has_model("cam0"));  // within its reservation (5 s here)
+  ASSERT_TRUE(wait_until([&] { return !has_model("cam0"); }, 15000));
+}
+
+}  // namespace
+}  // namespace corun::serve
