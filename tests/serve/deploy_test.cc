@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -60,7 +61,7 @@ TEST(Deploy, EveryDocumentParsesWithAKnownKind) {
   const std::set<std::string> known = {
       "Namespace", "ServiceAccount",     "DaemonSet", "Deployment",  "Service",
       "ConfigMap", "ClusterRoleBinding", "Role",      "RoleBinding", "KubeSchedulerConfiguration",
-      "Pod",       "ResourceClaim"};
+      "Pod",       "ResourceClaim",      "ClusterRole"};
   std::map<std::string, int> kinds;
   for (const auto& d : docs) {
     SCOPED_TRACE(d.file.string());
@@ -126,7 +127,11 @@ TEST(Deploy, SchedulerConfigurationsCallTheExtenderItsServiceExposes) {
     EXPECT_EQ(prioritize, "prioritize");
     EXPECT_NE(status_of(e, filter), 404);
     EXPECT_NE(status_of(e, prioritize), 404);
-    EXPECT_FALSE(x["nodeCacheCapable"].as<bool>());
+    // The extender binds (reservation, then Binding) and knows the nodes itself.
+    EXPECT_EQ(x["bindVerb"].as<std::string>(), "bind");
+    EXPECT_NE(status_of(e, x["bindVerb"].as<std::string>()), 404);
+    EXPECT_TRUE(x["nodeCacheCapable"].as<bool>());
+    EXPECT_FALSE(x["ignorable"].as<bool>());
     EXPECT_GT(x["weight"].as<int>(), 0);
     // urlPrefix: the extender's Service, in its namespace, on its port.
     EXPECT_EQ(x["urlPrefix"].as<std::string>(),
@@ -156,12 +161,87 @@ TEST(Deploy, SchedulerConfigurationsCallTheExtenderItsServiceExposes) {
                           v["configMap"]["optional"].as<bool>();
   }
   EXPECT_TRUE(optional_config_map) << "the catalog volume is the optional ConfigMap corun-catalog";
-  const std::string serve_port = flag(serve_args, "--port");
-  const auto node = flag(ext_args, "--node");
-  EXPECT_EQ(node.substr(node.rfind(':') + 1), serve_port);
-  EXPECT_EQ(daemonset["spec"]["template"]["spec"]["containers"][0]["ports"][0]["hostPort"]
-                .as<std::string>(),
-            serve_port);
+  // The extender finds each node's serve (--kube): the DaemonSet's pods by the labels and
+  // namespace it looks for, at the hostPort of their port named http, which is serve's --port.
+  EXPECT_NE(std::find(ext_args.begin(), ext_args.end(), "--kube"), ext_args.end());
+  EXPECT_TRUE(flag(ext_args, "--node").empty());
+  const KubeDiscoveryOptions discovery;
+  EXPECT_EQ(daemonset["metadata"]["namespace"].as<std::string>(), discovery.serve_namespace);
+  const auto eq = discovery.serve_selector.find('=');
+  EXPECT_EQ(daemonset["spec"]["template"]["metadata"]["labels"]
+                [discovery.serve_selector.substr(0, eq)]
+                    .as<std::string>(""),
+            discovery.serve_selector.substr(eq + 1));
+  std::string host_port;
+  for (const auto& p : pod["containers"][0]["ports"]) {
+    if (p["name"].as<std::string>() == discovery.serve_port_name) {
+      host_port = p["hostPort"].as<std::string>();
+    }
+  }
+  EXPECT_EQ(host_port, flag(serve_args, "--port"));
+  // Registration: serve follows the pods of the node it runs on (the downward API).
+  EXPECT_EQ(flag(serve_args, "--kube-node"), "$(NODE_NAME)");
+  std::string node_name_from;
+  for (const auto& v : pod["containers"][0]["env"]) {
+    if (v["name"].as<std::string>() == "NODE_NAME") {
+      node_name_from = v["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>();
+    }
+  }
+  EXPECT_EQ(node_name_from, "spec.nodeName");
+  // The bind verb's serve token is the Secret the nodes' serve reads theirs from.
+  const auto ext_pod = extender["spec"]["template"]["spec"];
+  const std::string token_file = flag(ext_args, "--serve-token-file");
+  ASSERT_FALSE(token_file.empty());
+  std::string token_secret;
+  for (const auto& m : ext_pod["containers"][0]["volumeMounts"]) {
+    if (token_file.rfind(m["mountPath"].as<std::string>() + "/", 0) != 0) continue;
+    for (const auto& v : ext_pod["volumes"]) {
+      if (v["name"].as<std::string>() == m["name"].as<std::string>() && v["secret"]) {
+        token_secret = v["secret"]["secretName"].as<std::string>();
+      }
+    }
+  }
+  EXPECT_EQ(token_secret, "corun-token");
+}
+
+// RBAC grants what the code asks of the API and nothing more: the extender lists and watches
+// nodes and (in corun-system) pods, gets a pod and creates its Binding; serve lists and watches
+// pods and creates Events.
+TEST(Deploy, RolesGrantOnlyTheRequestsCorunMakes) {
+  std::map<std::string, std::set<std::string>> granted;  // "account resource" -> verbs
+  std::map<std::string, std::string> role_of;            // role kind/name -> service account
+  std::map<std::string, YAML::Node> roles;
+  for (const auto& d : all_documents()) {
+    const std::string kind = d.node["kind"].as<std::string>();
+    if (kind == "ClusterRole" || kind == "Role") {
+      roles[kind + "/" + d.node["metadata"]["name"].as<std::string>()] = d.node;
+    }
+    if (kind == "ClusterRoleBinding" || kind == "RoleBinding") {
+      const std::string ref =
+          d.node["roleRef"]["kind"].as<std::string>() + "/" +
+          d.node["roleRef"]["name"].as<std::string>();
+      for (const auto& sub : d.node["subjects"]) role_of[ref] = sub["name"].as<std::string>();
+    }
+  }
+  for (const auto& [ref, role] : roles) {
+    const std::string account = role_of[ref];
+    if (account != "corun-extender" && account != "corun-serve") continue;
+    for (const auto& rule : role["rules"]) {
+      for (const auto& res : rule["resources"]) {
+        for (const auto& verb : rule["verbs"]) {
+          granted[account + " " + res.as<std::string>()].insert(verb.as<std::string>());
+        }
+      }
+    }
+  }
+  using Verbs = std::set<std::string>;
+  const std::map<std::string, Verbs> want = {
+      {"corun-extender nodes", {"list", "watch"}},
+      {"corun-extender pods", {"get", "list", "watch"}},
+      {"corun-extender pods/binding", {"create"}},
+      {"corun-serve pods", {"list", "watch"}},
+      {"corun-serve events", {"create"}}};
+  EXPECT_EQ(granted, want);
 }
 
 TEST(Deploy, TheExamplePodCarriesAModelEntry) {
