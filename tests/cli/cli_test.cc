@@ -106,6 +106,32 @@ TEST(Cli, ServeDeviceAutoWithoutNvmlExitsWith2NamingTheFlag) {
   EXPECT_FALSE(std::filesystem::exists(state)) << "nothing written";
 }
 
+TEST(Cli, KubernetesFlagsOutsideAClusterExitWith2NamingWhatToGive) {
+  // No KUBERNETES_SERVICE_HOST here: the in-cluster configuration is missing, and the error
+  // says which flags replace it. Nothing is written before the check.
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  const auto state = temp_dir() / "serve-kube";
+  std::filesystem::remove_all(state);
+  RunResult r = run("serve --state " + state.string() + " --kube-node gpu-1 --port 0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--kube-node"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--kube-api URL"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(state)) << "nothing written";
+  r = run("serve --state " + state.string() + " --kube-api http://127.0.0.1:1 --port 0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--kube-api needs --kube-node"), std::string::npos) << r.err;
+  r = run("extender --port 0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--node NAME=URL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--kube"), std::string::npos) << r.err;
+  r = run("extender --kube --port 0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("KUBERNETES_SERVICE_HOST"), std::string::npos) << r.err;
+  r = run("extender --kube-api ftp://api:6443 --port 0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("http(s)://HOST[:PORT]"), std::string::npos) << r.err;
+}
+
 TEST(Cli, SpaceSaysWhichLlmConfigurationsRunKvLimited) {
   // Llama-2-7B on an L4 with 256 + 1,024-token requests: 8 sequences' KV cache (8 x 1,280 x
   // 524,288 bytes = 5.4 GB) fits beside 13.5 GB of weights; 32 (21.5 GB) do not, and the
