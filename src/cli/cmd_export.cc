@@ -1,4 +1,4 @@
-// corun export PLAN --format vllm|triton|mps|compose [--out DIR] [--from OLD]: a plan as the
+// corun export PLAN --format vllm|triton|mps|compose|k8s [--out DIR] [--from OLD]: a plan as the
 // configuration of a serving stack, or only what changes from the plan in force (docs/export.md).
 #include <cstdio>
 

@@ -136,6 +136,7 @@ bool serves(Server s, ExportFormat f) {
       return s == Server::kTriton;
     case ExportFormat::kMps:
     case ExportFormat::kCompose:
+    case ExportFormat::kK8s:
       return true;
   }
   return false;
@@ -194,9 +195,10 @@ Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const 
     }
   }
   std::vector<ExportFile> files;
-  if (format == ExportFormat::kCompose) {
-    // `docker compose up -d` recreates only the services whose definition changed: the compose
-    // file is the diff's unit. Of the Triton repository it mounts, only the changed models.
+  if (format == ExportFormat::kCompose || format == ExportFormat::kK8s) {
+    // `docker compose up -d` recreates only the services whose definition changed, `kubectl
+    // apply` only the Deployments whose pod template changed: the whole file is the diff's
+    // unit. Of the Triton repository it mounts, only the changed models.
     if (!jt.empty()) {
       for (auto& f : *full) {
         const bool repo = f.path.rfind("triton/", 0) == 0;
@@ -235,6 +237,7 @@ Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const 
         break;
       }
       case ExportFormat::kCompose:
+      case ExportFormat::kK8s:
         break;
     }
     if (!r) return r.error().wrap(to.plan_file);

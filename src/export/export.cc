@@ -14,7 +14,8 @@ namespace corun::exporting {
 
 const std::vector<ExportFormat>& export_formats() {
   static const std::vector<ExportFormat> formats = {ExportFormat::kVllm, ExportFormat::kTriton,
-                                                    ExportFormat::kMps, ExportFormat::kCompose};
+                                                    ExportFormat::kMps, ExportFormat::kCompose,
+                                                    ExportFormat::kK8s};
   return formats;
 }
 
@@ -28,6 +29,8 @@ std::string_view to_string(ExportFormat f) {
       return "mps";
     case ExportFormat::kCompose:
       return "compose";
+    case ExportFormat::kK8s:
+      return "k8s";
   }
   return "unknown";
 }
@@ -80,6 +83,8 @@ Result<std::vector<ExportFile>> render_export(const PlanInput& plan, ExportForma
       return render_mps(plan, models, options);
     case ExportFormat::kCompose:
       return render_compose(plan, models, options);
+    case ExportFormat::kK8s:
+      return render_k8s(plan, models, options);
   }
   return Error("unknown export format", Error::Kind::kInternal);
 }

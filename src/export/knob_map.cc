@@ -80,6 +80,27 @@ std::vector<KnobExport> make_table() {
        "as in the triton format"},
       {F::kCompose, K::kPrefillChunk, "vLLM `--max-num-batched-tokens`, MPS memory limit",
        "as in the vllm and mps formats"},
+      // k8s: the same servers as Deployments, the MPS environment in each pod.
+      {F::kK8s, K::kPrecision,
+       "vLLM `--model`/`--quantization`/`--dtype`, Triton engine, "
+       "MPS memory limit",
+       "as in the compose format"},
+      {F::kK8s, K::kBatch, "Triton `max_batch_size` and queue delay, MPS memory limit",
+       "as in the compose format"},
+      {F::kK8s, K::kSmShare,
+       "`CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` in the pod of each vLLM server and of the Triton "
+       "server",
+       "as in the compose format; the GPU's ResourceClaim sets 100 % as the default clients "
+       "lower"},
+      {F::kK8s, K::kRequestConcurrency,
+       "vLLM `--max-num-seqs`, Triton `instance_group.count`, MPS memory limit",
+       "as in the compose format"},
+      {F::kK8s, K::kImgsz, "Triton `parameters.imgsz` and engine, MPS memory limit",
+       "as in the compose format"},
+      {F::kK8s, K::kSkipRate, "Triton `parameters.skip_rate`/`vid_stride`",
+       "as in the compose format"},
+      {F::kK8s, K::kPrefillChunk, "vLLM `--max-num-batched-tokens`, MPS memory limit",
+       "as in the compose format"},
   };
 }
 

@@ -5,6 +5,8 @@
 
 #include "corun/export/plan_input.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -12,6 +14,7 @@
 
 #include "corun/core/atomic_file.h"
 #include "corun/core/strings.h"
+#include "corun/core/yaml_json.h"
 
 namespace corun::exporting {
 namespace {
@@ -380,6 +383,14 @@ Result<PlanInput> parse_plan_input(std::string_view text, const std::string& pla
     return bad(plan_file, "models", "the plan runs no model: nothing to export");
   std::sort(out.models.begin(), out.models.end(),
             [](const PlannedModel& a, const PlannedModel& b) { return a.model < b.model; });
+  // The file parsed as a workload above: its entries read as YAML again, as the user wrote them.
+  try {
+    for (const auto& e : YAML::LoadFile(workload_file)["models"]) {
+      if (e["name"] && e["name"].IsScalar()) out.entries[e["name"].Scalar()] = yaml_to_json(e);
+    }
+  } catch (const YAML::Exception& e) {
+    return Error(workload_file + ": " + e.what(), Error::Kind::kInvalidInput);
+  }
   out.workload = std::move(*w);
   return out;
 }

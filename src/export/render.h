@@ -86,6 +86,9 @@ Result<std::vector<ExportFile>> render_triton(const PlanInput& plan,
 Result<std::vector<ExportFile>> render_mps(const PlanInput& plan,
                                            const std::vector<ModelDeployment>& models,
                                            const ExportOptions& options);
+Result<std::vector<ExportFile>> render_k8s(const PlanInput& plan,
+                                           const std::vector<ModelDeployment>& models,
+                                           const ExportOptions& options);
 Result<std::vector<ExportFile>> render_compose(const PlanInput& plan,
                                                const std::vector<ModelDeployment>& models,
                                                const ExportOptions& options);

@@ -109,7 +109,8 @@ const ModelDeployment& find(const std::vector<ModelDeployment>& ds, const std::s
 }
 
 TEST(Export, FormatsHaveNamesAndSuggestions) {
-  EXPECT_EQ(export_format_names(), (std::vector<std::string>{"vllm", "triton", "mps", "compose"}));
+  EXPECT_EQ(export_format_names(),
+            (std::vector<std::string>{"vllm", "triton", "mps", "compose", "k8s"}));
   for (ExportFormat f : export_formats()) EXPECT_EQ(parse_export_format(to_string(f)), f);
   EXPECT_FALSE(parse_export_format("VLLM").has_value());
 }
@@ -365,6 +366,9 @@ TEST(Export, GoldenFiles) {
        {"docker-compose.yaml", "triton/cam/config.pbtxt", "triton/enc/config.pbtxt",
         "triton/asr/config.pbtxt", "triton/asr/1/model.py", "triton/build_engine.sh",
         "admission.conf"}},
+      {ExportFormat::kK8s,
+       {"kubernetes.yaml", "triton/cam/config.pbtxt", "triton/enc/config.pbtxt",
+        "triton/asr/config.pbtxt", "triton/asr/1/model.py", "triton/build_engine.sh"}},
   };
   for (const auto& [format, paths] : expected) {
     SCOPED_TRACE(std::string(to_string(format)));
@@ -449,6 +453,74 @@ TEST(Export, ComposeRunsOneTritonPerGpuWithHealthchecksAndMpsFloors) {
   // The gateway publishes the admitted models' gateway ports.
   EXPECT_EQ(services["gateway"]["ports"][0].as<std::string>(), "9000:9000");
   EXPECT_EQ(services["gateway"]["ports"][1].as<std::string>(), "9002:9002");
+}
+
+// --format k8s: the servers of --format compose as Deployments sharing one GPU through one
+// DRA claim, each pod with compose's arguments and MPS environment, the LLM's pod annotated
+// with its workload entry (what corun serve --kube-node registers).
+TEST(Export, K8sSharesOneClaimAndCarriesTheComposeServers) {
+  const PlanInput plan = golden_plan();
+  auto k8s = render_export(plan, ExportFormat::kK8s, test_options());
+  ASSERT_TRUE(k8s.ok()) << k8s.error().what();
+  auto compose = render_export(plan, ExportFormat::kCompose, test_options());
+  ASSERT_TRUE(compose.ok());
+  const YAML::Node services = YAML::Load(compose->front().content)["services"];
+  std::map<std::string, YAML::Node> deployments, svcs;
+  std::vector<YAML::Node> claims;
+  for (const auto& doc : YAML::LoadAll(k8s->front().content)) {
+    if (!doc.IsMap()) continue;
+    const std::string kind = doc["kind"].as<std::string>();
+    const std::string name = doc["metadata"]["name"].as<std::string>();
+    if (kind == "Deployment") deployments[name] = doc;
+    if (kind == "Service") svcs[name] = doc;
+    if (kind == "ResourceClaim") claims.push_back(doc);
+  }
+  ASSERT_EQ(claims.size(), 1U);
+  const std::string claim = claims[0]["metadata"]["name"].as<std::string>();
+  const YAML::Node opaque = claims[0]["spec"]["devices"]["config"][0]["opaque"];
+  EXPECT_EQ(opaque["driver"].as<std::string>(), "gpu.nvidia.com");
+  EXPECT_EQ(opaque["parameters"]["sharing"]["strategy"].as<std::string>(), "MPS");
+  ASSERT_EQ(deployments.size(), 2U);
+  const std::map<std::string, std::string> compose_of = {{"chat", "chat"},
+                                                         {"corun-triton", "triton"}};
+  for (const auto& [name, d] : deployments) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(compose_of.count(name), 1U);
+    const YAML::Node svc = services[compose_of.at(name)];
+    const YAML::Node pod = d["spec"]["template"]["spec"];
+    EXPECT_EQ(pod["resourceClaims"][0]["resourceClaimName"].as<std::string>(), claim);
+    const YAML::Node c = pod["containers"][0];
+    EXPECT_EQ(c["resources"]["claims"][0]["name"].as<std::string>(),
+              pod["resourceClaims"][0]["name"].as<std::string>());
+    // The same process as compose's service: its arguments (or command) and MPS limits.
+    const YAML::Node args = c["args"] ? c["args"] : c["command"];
+    ASSERT_EQ(args.size(), svc["command"].size());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      EXPECT_EQ(args[i].as<std::string>(), svc["command"][i].as<std::string>());
+    }
+    for (const auto& e : c["env"]) {
+      const std::string var = e["name"].as<std::string>();
+      EXPECT_EQ(e["value"].as<std::string>(), svc["environment"][var].as<std::string>()) << var;
+    }
+    EXPECT_EQ(c["env"].size(), 2U);
+    // Its Service selects it, on the port the container names http.
+    EXPECT_EQ(svcs[name]["spec"]["selector"]["app.kubernetes.io/name"].as<std::string>(),
+              d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"]
+                  .as<std::string>());
+    EXPECT_EQ(c["ports"][0]["name"].as<std::string>(), "http");
+    EXPECT_EQ(d["spec"]["strategy"]["type"].as<std::string>(), "Recreate");
+  }
+  // The LLM's pod carries its workload entry, as written in the workload file.
+  const std::string note = deployments["chat"]["spec"]["template"]["metadata"]["annotations"]
+                                      [kModelAnnotation]
+                                          .as<std::string>();
+  const auto entry = nlohmann::json::parse(note);
+  EXPECT_EQ(entry["name"], "chat");
+  EXPECT_EQ(entry["model"], plan.workload.models[plan.models[0].model].arch.name) << note;
+  EXPECT_TRUE(entry.contains("sla")) << note;
+  // Admission shares have no gateway here: said, not dropped silently.
+  EXPECT_NE(k8s->front().content.find("no admission gateway is written for Kubernetes"),
+            std::string::npos);
 }
 
 TEST(Export, AdmissionSharesBecomeNginxRateLimits) {
@@ -678,6 +750,7 @@ bool serves(ExportFormat f, ModelFamily fam) {
       return fam != ModelFamily::kLlm;
     case ExportFormat::kMps:
     case ExportFormat::kCompose:
+    case ExportFormat::kK8s:
       return true;
   }
   return false;

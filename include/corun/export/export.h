@@ -23,7 +23,13 @@ enum class ExportFormat {
   kTriton,   ///< NAME/config.pbtxt per vision, encoder and speech model (a model repository)
   kMps,      ///< NAME.env per model: MPS client limits (env-file syntax)
   kCompose,  ///< docker-compose.yaml (+ the Triton repository it mounts)
+  kK8s,      ///< kubernetes.yaml: a DRA claim of the GPU, Deployments and Services (+ triton/)
 };
+
+/// @brief The pod annotation that carries a pod's corun model entry (a workload `models` entry
+/// as a JSON string, the body `POST /v1/whatif` and `POST /v1/models` take): what the
+/// extender and `corun serve --kube-node` read, and what `--format k8s` writes.
+inline constexpr const char* kModelAnnotation = "corun.io/model";
 
 /// @brief All formats, in declaration order.
 const std::vector<ExportFormat>& export_formats();

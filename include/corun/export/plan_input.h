@@ -2,6 +2,8 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +45,9 @@ struct PlanInput {
   std::string label;  ///< what the plan is, for headers: "report.json, interval t=290"
   Workload workload;
   std::vector<PlannedModel> models;
+  /// Each model's entry as its workload file writes it, as JSON: the `corun.io/model`
+  /// annotation of its pod (`--format k8s`), by model name.
+  std::map<std::string, nlohmann::json> entries;
 
   /// @brief The workload entry of `p`.
   [[nodiscard]] const ModelSpec& spec(const PlannedModel& p) const {

@@ -11,14 +11,14 @@
 
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
+#include "corun/export/export.h"
 #include "corun/serve/http.h"
 #include "corun/serve/kube.h"
 
 namespace corun::serve {
 
-/// @brief The pod annotation that carries a pod's corun model entry (a workload `models` entry
-/// as a JSON string, the body `POST /v1/whatif` and `POST /v1/models` take).
-inline constexpr const char* kModelAnnotation = "corun.io/model";
+/// @brief The pod annotation that carries a pod's corun model entry (export/export.h).
+using exporting::kModelAnnotation;
 
 /// @brief One GPU node the extender knows: its Kubernetes node name and the base URL of the
 /// `corun serve` running on it ("http://10.0.0.7:8080").

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "corun/core/yaml_json.h"
+
 namespace corun::serve {
 
 /// @brief docs/openapi.yaml as it was when corun was built (compiled in).
@@ -13,8 +15,7 @@ std::string_view openapi_yaml();
 /// @brief The OpenAPI document as JSON, what `GET /v1/openapi.json` answers (converted once).
 const nlohmann::json& openapi_json();
 
-/// @brief A YAML node as JSON under YAML's core schema: plain scalars that read as null, a
-/// boolean, an integer or a float become one; quoted scalars and everything else stay strings.
-nlohmann::json yaml_to_json(const YAML::Node& node);
+/// @brief core/yaml_json.h's, where the serve layer's callers look for it.
+using corun::yaml_to_json;
 
 }  // namespace corun::serve
