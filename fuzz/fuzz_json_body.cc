@@ -2,10 +2,11 @@
 // reader (serve/json_input) either refuses the bytes with a code and the path of the value, or
 // returns a document; an object then reaches the spec reader as one model entry (a YAML node
 // that keeps JSON's types), as POST /v1/models hands it over. The same bytes are also a
-// kube-scheduler ExtenderArgs body of `corun extender` (POST /filter and /prioritize): the
-// extender answers 200 or a 4xx naming the field, never a 500. An object is also a
-// POST /v1/tools/place body: it is validated as a tool DAG (serve/tool_placement.h), and a
-// refusal is a 4xx with a code and a message. No step may crash, hang or leak for any bytes.
+// kube-scheduler ExtenderArgs or ExtenderBindingArgs body of `corun extender` (POST /filter,
+// /prioritize and /bind): the extender answers 200 or a 4xx naming the field, never a 500.
+// An object is also a POST /v1/tools/place body: it is validated as a tool DAG
+// (serve/tool_placement.h), and a refusal is a 4xx with a code and a message. No step may
+// crash, hang or leak for any bytes.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -51,7 +52,7 @@ void place_request_answers(const nlohmann::json& doc) {
 }
 
 void extender_answers(std::string_view text) {
-  for (const char* path : {"/filter", "/prioritize"}) {
+  for (const char* path : {"/filter", "/prioritize", "/bind"}) {
     corun::serve::HttpRequest req;
     req.method = "POST";
     req.path = path;
