@@ -163,6 +163,9 @@ TritonFields triton_fields(const ModelDeployment& d) {
     f.parameters.emplace_back("imgsz", std::to_string(d.settings.imgsz));
     f.parameters.emplace_back("skip_rate", format_number(d.settings.skip_rate));
     f.parameters.emplace_back("vid_stride", std::to_string(d.vid_stride));
+    // One model for every stream (`streams:`): the frame source sends each stream's frames to
+    // it, and dynamic batching groups frames of all of them.
+    if (!spec.streams.empty()) f.parameters.emplace_back("streams", join(spec.streams, ","));
   }
   return f;
 }
@@ -235,6 +238,11 @@ std::string triton_config(const PlanInput& plan, const ModelDeployment& d,
                      std::to_string(d.vid_stride) + " keeps 1 frame in " +
                      std::to_string(d.vid_stride) + " (1 / (1 - skip_rate), rounded up).\n"
                : "# Frame source: every frame is inferred (vid_stride 1).\n";
+    if (!spec.streams.empty()) {
+      out += "# Streams: " + join(spec.streams, ", ") + " send their frames to this one model (" +
+             format_number(spec.demand.fps) +
+             " fps in all); its batches hold frames of any of them.\n";
+    }
   }
   out += d.queue_delay_us > 0
              ? "# Queue delay: " + std::to_string(d.settings.batch) + " inputs arrive in " +

@@ -352,11 +352,37 @@ void parse_sla(const YamlField& s, ModelSpec& m) {
   m.sla.min_throughput = s.number_at("min_throughput", 0, kMaxRate * 1e3, false);
 }
 
+// `streams: [cam0, cam1, ...]`: the camera streams of one vision model (names, unique).
+void parse_streams(const YamlField& f, ModelSpec& m) {
+  if (m.arch.family != ModelFamily::kVision) {
+    f.error("streams are camera streams: only a vision model takes them (" + m.arch.name +
+            " is not one)");
+    return;
+  }
+  if (!f.expect_sequence()) return;
+  if (f.size() == 0 || f.size() > kMaxStreams) {
+    f.error("expected 1 to " + std::to_string(kMaxStreams) + " stream names");
+    return;
+  }
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    const YamlField e = f.at(i);
+    const auto name = e.string();
+    if (!name) continue;
+    if (!valid_name(*name)) {
+      e.error("names use letters, digits, '_', '-', '.' (at most 64), got '" + *name + "'");
+    } else if (std::find(m.streams.begin(), m.streams.end(), *name) != m.streams.end()) {
+      e.error("stream '" + *name + "' is listed twice");
+    } else {
+      m.streams.push_back(*name);
+    }
+  }
+}
+
 std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog,
                                      std::size_t gpus) {
   if (!f.expect_map()) return std::nullopt;
-  f.check_keys(
-      {"name", "model", "knobs", "demand", "sla", "weight", "active", "gpu", "telemetry"});
+  f.check_keys({"name", "model", "knobs", "demand", "sla", "weight", "active", "gpu",
+                "telemetry", "streams"});
   ModelSpec m;
   m.line = f.line();
   const auto name = f.string_at("name", true);
@@ -388,6 +414,7 @@ std::optional<ModelSpec> parse_model(const YamlField& f, const Catalog& catalog,
   if (f["weight"].present()) m.weight = f["weight"].number(1e-6, kMaxWeight).value_or(1);
   if (f["active"].present()) m.active = f["active"].boolean().value_or(true);
   if (f["telemetry"].present()) parse_telemetry_source(f["telemetry"], m);
+  if (f["streams"].present()) parse_streams(f["streams"], m);
   if (f["gpu"].present()) {
     const YamlField g = f["gpu"];
     const auto k = g.integer(0, kMaxGpus - 1);
@@ -750,6 +777,8 @@ std::string ModelSpec::plan_key() const {
       out += "s-";  // absent, distinct from any value
     }
   }
+  // Streams change the arrival process; a model without them keeps the key it always had.
+  if (!streams.empty()) add('n', static_cast<double>(streams.size()));
   add('w', weight);
   add('a', active ? 1 : 0);
   return out;

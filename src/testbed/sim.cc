@@ -284,9 +284,9 @@ SimModel make_model(std::size_t index, const ModelSpec& spec, const Settings& s,
       m.item_rate = offered * keep;
       m.items_per_job = batch;
       // Periodic camera: deterministic skipping keeps frames periodic; jitter averages over
-      // the frames of a batch.
-      m.item_cv2 = sim::kFrameJitterCv2;
-      m.arrival_cv2 = sim::kFrameJitterCv2 / batch;
+      // the frames of a batch. Several streams merge into burstier arrivals, batched together.
+      m.item_cv2 = sim::merged_frame_cv2(spec.streams.size());
+      m.arrival_cv2 = m.item_cv2 / batch;
       m.main = make_shape(forward_cost(a, batch, s.imgsz, p), dev, m.flops_per_s, m.element_bytes,
                           m.cap_sms);
       break;

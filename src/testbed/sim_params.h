@@ -5,7 +5,9 @@
 // and tabulates the fidelity checks (tests/testbed/sim_fidelity_test.cc) they pass.
 // Private to src/testbed.
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 
 #include "corun/catalog/model.h"
 #include "corun/catalog/precision.h"
@@ -240,6 +242,18 @@ inline constexpr double kStalledSmPower = 0.45;
 
 /// Arrival variability of camera frames (periodic, with capture/decode jitter) per frame.
 inline constexpr double kFrameJitterCv2 = 0.02;
+
+/// Arrival variability of `n` unsynchronised camera streams of one rate whose frames one
+/// served model takes (`streams:`): in each period their frames are n points at independent
+/// uniform phases, and the gaps between n uniform points on a circle have squared CV
+/// (n - 1) / (n + 1) (uniform spacings: each gap is T x Beta(1, n - 1), mean T / n, variance
+/// T^2 (n - 1) / (n^2 (n + 1))). Each camera's own jitter is weighted so that one stream is one
+/// camera: 0.02 at n = 1, 0.51 at n = 3, toward 1 (Poisson, the Palm-Khintchine limit of many
+/// merged streams) as n grows.
+inline double merged_frame_cv2(std::size_t n) {
+  const double k = static_cast<double>(std::max<std::size_t>(n, 1));
+  return (k - 1) / (k + 1) + 2 / (k + 1) * kFrameJitterCv2;
+}
 /// Service-time variability of one phase running alone (clock, cache and launch jitter).
 inline constexpr double kServiceCv2Alone = 0.0025;
 /// Standard normal 95th percentile.

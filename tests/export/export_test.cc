@@ -683,6 +683,34 @@ TEST(Export, TheTritonRepositoryHasTheLayoutTritonRequires) {
   EXPECT_NE(script.find("--maxShapes=\"images:4x3x640x640\""), std::string::npos);
 }
 
+// Several camera streams of one model are one Triton model: one configuration that names the
+// streams, its queue delay at their total rate ((4 - 1) / 90 s = 33,333 us for batch 4 at 90
+// fps).
+TEST(Export, StreamsOfOneModelAreOneTritonModel) {
+  auto w = parse_workload(
+      "device: l4\nmodels:\n  - name: cams\n    model: yolo11s\n    streams: [gate, dock, lot]\n"
+      "    knobs: {batch: [4]}\n    demand: {fps: 90}\n    sla: {latency_ms_p95: 200}\n",
+      "streams.yaml", catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  PlanInput plan;
+  plan.plan_file = "plan.json";
+  plan.label = "test";
+  plan.workload = *w;
+  plan.models.push_back({0, 0, w->models[0].settings(0), 1.0});
+  auto files = render_export(plan, ExportFormat::kTriton, test_options());
+  ASSERT_TRUE(files.ok()) << files.error().what();
+  std::vector<std::string> configs;
+  for (const auto& f : *files) {
+    if (f.path.find("config.pbtxt") != std::string::npos) configs.push_back(f.content);
+  }
+  ASSERT_EQ(configs.size(), 1U);
+  EXPECT_NE(configs[0].find("key: \"streams\"\n  value: { string_value: \"gate,dock,lot\" }"),
+            std::string::npos)
+      << configs[0];
+  EXPECT_NE(configs[0].find("max_queue_delay_microseconds: 33333"), std::string::npos)
+      << configs[0];
+}
+
 TEST(Export, EveryVllmFlagCorunWritesIsAnUpstreamFlag) {
   // Every precision vLLM can load and both ends of every knob: the flags of all of them.
   PlanInput plan = golden_plan();

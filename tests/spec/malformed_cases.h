@@ -190,6 +190,14 @@ inline std::vector<MalformedCase> malformed_cases() {
        "device: a100-80gb\ngpus: 2\nmodels:\n" + kGoodVision +
            "tools: {scenario: rag.yaml, every_s: 30}\n",
        {"tools", "planned on one GPU"}},
+      {"streams on an llm", llm("    streams: [a, b]\n    demand: {rps: 1, prompt_tokens: 8, output_tokens: 8}\n"),
+       {"models[0].streams", "only a vision model"}},
+      {"streams twice", vision("    streams: [a, b, a]\n    demand: {fps: 30}\n"),
+       {"models[0].streams[2]", "listed twice"}},
+      {"streams empty", vision("    streams: []\n    demand: {fps: 30}\n"),
+       {"models[0].streams", "must not be empty"}},
+      {"streams bad name", vision("    streams: [\"cam 1\"]\n    demand: {fps: 30}\n"),
+       {"models[0].streams[0]", "names use letters"}},
   };
 }
 

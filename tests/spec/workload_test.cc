@@ -141,6 +141,17 @@ TEST(Workload, LlmDemandTakesOptionalMaximumLengths) {
   EXPECT_EQ(w->models[1].demand.max_output_tokens, 0);
 }
 
+TEST(Workload, AVisionModelNamesTheCameraStreamsItTakes) {
+  auto w = parse(
+      "device: l4\nmodels:\n  - name: cams\n    model: yolo11s\n    streams: [gate, dock, lot]\n"
+      "    demand: {fps: 90}\n  - name: cam\n    model: yolo11s\n    demand: {fps: 90}\n");
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  EXPECT_EQ(w->models[0].streams, (std::vector<std::string>{"gate", "dock", "lot"}));
+  EXPECT_TRUE(w->models[1].streams.empty());
+  // Streams change the arrival process, so the plan: the keys differ.
+  EXPECT_NE(w->models[0].plan_key(), w->models[1].plan_key());
+}
+
 TEST(Workload, AModelEntryOnItsOwnTakesTheMaximumLengthsToo) {
   // corun serve's registration entries go through parse_model_entry (JSON read as YAML).
   Diagnostics diags;

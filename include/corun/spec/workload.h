@@ -58,6 +58,9 @@ struct Demand {
 /// stop far below; a bound keeps the simulator's queues and a worker's bookkeeping small).
 inline constexpr int kMaxConcurrency = 1024;
 
+/// @brief The most camera streams one vision model takes (`streams:`).
+inline constexpr std::size_t kMaxStreams = 256;
+
 /// @brief An LLM's demand replayed from a request trace: `demand: {trace: FILE, scale: S,
 /// start_s: T}` (docs/formats.md, "Demand from a trace"). Run time t is trace time start_s + t;
 /// the demand of run interval [t, t + Δ) is what the trace's requests in that window show
@@ -111,6 +114,10 @@ struct ModelSpec {
   /// Where its metrics are in Prometheus (`telemetry:`; corun serve --prometheus). Not part of
   /// plan_key(): where metrics come from changes no plan.
   TelemetrySource telemetry;
+  /// Vision only (`streams: [cam0, cam1]`): the camera streams one served model takes, as one
+  /// Triton model batches frames of every stream; `demand.fps` is their total. Empty: one
+  /// stream. Their frames merge into a burstier arrival process than one camera's (sim).
+  std::vector<std::string> streams;
   int line = 0;       ///< where it was declared
 
   /// @brief Number of local configurations: the product of the knobs' value counts.
