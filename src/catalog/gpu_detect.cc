@@ -1,7 +1,5 @@
 #include "corun/catalog/gpu_detect.h"
 
-#include <dlfcn.h>
-
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +7,7 @@
 #include <type_traits>
 
 #include "corun/catalog/catalog.h"
+#include "corun/catalog/nvml.h"
 #include "corun/core/strings.h"
 
 namespace corun {
@@ -30,31 +29,6 @@ constexpr std::array<GpuProductName, 7> kProductNames{{
     {"NVIDIA H100 80GB HBM3", "h100-sxm", "nvidia-smi in NVIDIA/nccl#1264, wilicc/gpu-burn#114"},
     {"NVIDIA H100 PCIe", "h100-pcie", "NVIDIA's naming; not seen in a cited log"},
 }};
-
-// The few NVML declarations used, from the NVML API reference (nvml.h is not needed to build):
-// every call returns an nvmlReturn_t, 0 = NVML_SUCCESS.
-using NvmlReturn = int;
-using NvmlDevice = struct NvmlDeviceOpaque*;
-struct NvmlMemory {
-  unsigned long long total, free, used;  // bytes
-};
-constexpr int kNvmlClockSm = 1;          // nvmlClockType_t NVML_CLOCK_SM
-constexpr unsigned kNvmlNameBuffer = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-
-struct Library {
-  void* handle = nullptr;
-  NvmlReturn (*shutdown)() = nullptr;
-  bool initialised = false;
-  ~Library() {
-    if (initialised && shutdown != nullptr) shutdown();
-    if (handle != nullptr) ::dlclose(handle);
-  }
-};
-
-template <typename Fn>
-Fn symbol(void* handle, const char* name) {
-  return reinterpret_cast<Fn>(::dlsym(handle, name));
-}
 
 std::string strip(std::string_view s) {
   const auto first = s.find_first_not_of(" \t\r\n");
@@ -87,64 +61,47 @@ std::string nvml_library() {
 }
 
 Result<DetectedGpu> read_gpu_nvml(const std::string& library, unsigned index) {
-  Library lib;
-  lib.handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib.handle == nullptr) {
-    const char* why = ::dlerror();
-    return Error("NVML unavailable: cannot load " + library + (why ? std::string(": ") + why : ""),
-                 Error::Kind::kResource);
-  }
-  const auto init = symbol<NvmlReturn (*)()>(lib.handle, "nvmlInit_v2");
-  lib.shutdown = symbol<NvmlReturn (*)()>(lib.handle, "nvmlShutdown");
-  const auto by_index =
-      symbol<NvmlReturn (*)(unsigned, NvmlDevice*)>(lib.handle, "nvmlDeviceGetHandleByIndex_v2");
-  const auto get_name =
-      symbol<NvmlReturn (*)(NvmlDevice, char*, unsigned)>(lib.handle, "nvmlDeviceGetName");
-  if (init == nullptr || lib.shutdown == nullptr || by_index == nullptr || get_name == nullptr) {
-    return Error("NVML unavailable: " + library + " lacks nvmlInit_v2, nvmlDeviceGetName or "
-                 "nvmlDeviceGetHandleByIndex_v2", Error::Kind::kResource);
-  }
-  if (const NvmlReturn r = init(); r != 0) {
-    return Error("NVML unavailable: nvmlInit_v2 returned " + std::to_string(r),
-                 Error::Kind::kResource);
-  }
-  lib.initialised = true;
-  NvmlDevice device = nullptr;
-  if (const NvmlReturn r = by_index(index, &device); r != 0) {
-    return Error("NVML: no GPU " + std::to_string(index) + " (status " + std::to_string(r) + ")",
+  auto opened = nvml::Library::open(library, index);
+  if (!opened) return opened.error();
+  const nvml::Library& lib = **opened;
+  const nvml::Device device = lib.device();
+  const auto get_name = lib.symbol<nvml::Return (*)(nvml::Device, char*, unsigned)>(
+      "nvmlDeviceGetName");
+  if (get_name == nullptr) {
+    return Error("NVML unavailable: " + library + " has no symbol nvmlDeviceGetName",
                  Error::Kind::kResource);
   }
   DetectedGpu g;
-  std::array<char, kNvmlNameBuffer> name{};
-  if (get_name(device, name.data(), kNvmlNameBuffer) != 0) {
+  std::array<char, nvml::kNameBuffer> name{};
+  if (get_name(device, name.data(), nvml::kNameBuffer) != 0) {
     return Error("NVML: nvmlDeviceGetName failed for GPU " + std::to_string(index),
                  Error::Kind::kResource);
   }
   g.name = strip(name.data());
   const auto memory =
-      symbol<NvmlReturn (*)(NvmlDevice, NvmlMemory*)>(lib.handle, "nvmlDeviceGetMemoryInfo");
-  NvmlMemory m{};
+      lib.symbol<nvml::Return (*)(nvml::Device, nvml::Memory*)>("nvmlDeviceGetMemoryInfo");
+  nvml::Memory m{};
   if (memory != nullptr && memory(device, &m) == 0) {
     g.memory_bytes = static_cast<double>(m.total);
   } else {
     g.unread.emplace_back("vram_gb");
   }
   const auto clock =
-      symbol<NvmlReturn (*)(NvmlDevice, int, unsigned*)>(lib.handle, "nvmlDeviceGetMaxClockInfo");
-  if (clock == nullptr || clock(device, kNvmlClockSm, &g.max_sm_clock_mhz) != 0) {
+      lib.symbol<nvml::Return (*)(nvml::Device, int, unsigned*)>("nvmlDeviceGetMaxClockInfo");
+  if (clock == nullptr || clock(device, nvml::kClockSm, &g.max_sm_clock_mhz) != 0) {
     g.max_sm_clock_mhz = 0;
     g.unread.emplace_back("boost_clock_mhz");
   }
-  const auto power = symbol<NvmlReturn (*)(NvmlDevice, unsigned*)>(
-      lib.handle, "nvmlDeviceGetPowerManagementDefaultLimit");
+  const auto power = lib.symbol<nvml::Return (*)(nvml::Device, unsigned*)>(
+      "nvmlDeviceGetPowerManagementDefaultLimit");
   unsigned milliwatts = 0;
   if (power != nullptr && power(device, &milliwatts) == 0) {
     g.power_limit_w = milliwatts / 1000.0;
   } else {
     g.unread.emplace_back("tdp_w");
   }
-  const auto mig =
-      symbol<NvmlReturn (*)(NvmlDevice, unsigned*, unsigned*)>(lib.handle, "nvmlDeviceGetMigMode");
+  const auto mig = lib.symbol<nvml::Return (*)(nvml::Device, unsigned*, unsigned*)>(
+      "nvmlDeviceGetMigMode");
   unsigned current = 0, pending = 0;
   if (mig != nullptr && mig(device, &current, &pending) == 0) {
     g.mig_enabled = current != 0 ? 1 : 0;

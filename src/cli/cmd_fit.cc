@@ -50,11 +50,8 @@ const bool registered = register_command({
           return report_error(Error("--surrogate: unknown '" + f->surrogate + "'" +
                                     did_you_mean(f->surrogate, surrogate::surrogate_names())));
         }
-        const auto reg = surrogate::parse_regressor(f->regressor);
-        if (!reg) {
-          return report_error(Error("--regressor: unknown '" + f->regressor + "'" +
-                                    did_you_mean(f->regressor, surrogate::regressor_names())));
-        }
+        const auto reg = parse_regressor_flag(f->regressor);
+        if (!reg) return report_error(reg.error());
         auto catalog = load_catalog(f->catalog);
         if (!catalog) return report_error(catalog.error());
         auto ds = profile::Dataset::open(f->dataset, profile::Dataset::Mode::kReadOnly);

@@ -20,6 +20,17 @@ namespace corun::cli {
 /// otherwise (chosen by docs/results/surrogate-choice.md).
 inline constexpr const char* kDefaultRegressor = "gbdt";
 
+/// @brief The value of a --regressor flag, or an error that names the flag and the nearest
+/// regressor name.
+inline Result<surrogate::RegressorKind> parse_regressor_flag(const std::string& name) {
+  const auto r = surrogate::parse_regressor(name);
+  if (!r) {
+    return Error("--regressor: unknown '" + name + "'" +
+                 did_you_mean(name, surrogate::regressor_names()));
+  }
+  return *r;
+}
+
 struct SurrogateFlags {
   std::string regressor = kDefaultRegressor;
   std::uint64_t seed = 1;
@@ -46,12 +57,7 @@ struct SurrogateFlags {
 
   /// @brief The regressor named by --regressor, or an error naming the flag.
   [[nodiscard]] Result<surrogate::RegressorKind> regressor_kind() const {
-    const auto r = surrogate::parse_regressor(regressor);
-    if (!r) {
-      return Error("--regressor: unknown '" + regressor + "'" +
-                   did_you_mean(regressor, surrogate::regressor_names()));
-    }
-    return *r;
+    return parse_regressor_flag(regressor);
   }
 
   /// @brief Pipeline settings from these flags (the caller sets dataset and model paths,

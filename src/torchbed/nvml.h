@@ -1,8 +1,8 @@
 #pragma once
 
-// NVML, loaded at run time: the GPU's own view of the aggregate state while workers run on
-// it (torch-cuda). Optional by design: the build needs no NVIDIA headers or libraries, and a
-// host without the driver's libnvidia-ml gets a reason instead of a sampler.
+// NVML, loaded at run time (catalog/nvml.h): the GPU's own view of the aggregate state while
+// workers run on it (torch-cuda). Optional by design: the build needs no NVIDIA headers or
+// libraries, and a host without the driver's libnvidia-ml gets a reason instead of a sampler.
 
 #include <memory>
 #include <string>

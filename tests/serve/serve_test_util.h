@@ -45,8 +45,9 @@ class TempDir {
 
 /// One request handled in process (no socket) by `s`, with `token` as its bearer when not
 /// empty and a JSON content type when it has a body.
-inline HttpResponse call_service(Service& s, const std::string& token, const std::string& method,
-                                 const std::string& path, const std::string& body = "") {
+inline HttpResponse call_service(HttpHandler& s, const std::string& token,
+                                 const std::string& method, const std::string& path,
+                                 const std::string& body = "") {
   HttpRequest r;
   r.method = method;
   r.path = path;
