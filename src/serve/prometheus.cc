@@ -135,6 +135,28 @@ void render_gauges(std::string& out, const ServeGauges& g) {
       }
     }
   }
+  const auto gpu_gauge = [&out](const char* name, const char* help, double v) {
+    family(out, name, "gauge", help);
+    char text[160];
+    std::snprintf(text, sizeof text, "%s %.6g\n", name, v);
+    out += text;
+  };
+  if (g.gpu_sm_active) {
+    gpu_gauge("corun_serve_gpu_sm_active",
+          "Share of the SMs busy in the last window, as dcgm-exporter measured it (0 to 1).",
+          *g.gpu_sm_active);
+  }
+  if (g.gpu_sm_active_predicted) {
+    gpu_gauge("corun_serve_gpu_sm_active_predicted",
+          "Share of the SMs the plan in force keeps busy, by the catalog twin (0 to 1).",
+          *g.gpu_sm_active_predicted);
+  }
+  if (g.gpu_unexplained_load) {
+    gpu_gauge("corun_serve_gpu_unexplained_load",
+          "1 while the GPU is busier than the plan in force explains (a process corun does not "
+          "plan).",
+          *g.gpu_unexplained_load ? 1 : 0);
+  }
 }
 
 }  // namespace

@@ -1105,6 +1105,11 @@ HttpResponse Service::get_metrics(const RouteCall&) {
         for (const auto& i : st.issues) sm.issues.push_back(i.quality);
         g.stack.push_back(std::move(sm));
       }
+      if (gpu_reading_ && gpu_reading_->sm_active) g.gpu_sm_active = *gpu_reading_->sm_active;
+      if (gpu_predicted_) {
+        g.gpu_sm_active_predicted = gpu_predicted_->sm_util;
+        g.gpu_unexplained_load = unexplained_.present();
+      }
     }
   }
   {

@@ -16,6 +16,7 @@ using nlohmann::json;
 Status check(const StackTelemetryOptions& o) {
   if (auto ok = check(o.read); !ok) return ok;
   if (auto ok = check(o.outliers); !ok) return ok;
+  if (auto ok = check(o.unexplained); !ok) return ok;
   auto bad = [](const char* f, const char* why) {
     return Error(std::string("telemetry.") + f + ": " + why, Error::Kind::kInvalidInput);
   };
@@ -66,15 +67,18 @@ void Service::read_stack_window(const PromQuery& query) {
   std::vector<ModelSpec> models;
   std::int64_t current = 0;
   bool same_plan = false;
+  std::shared_ptr<const Decision> in_force;
+  Workload workload;
   {
     MutexLock lock(state_mutex_);
     for (const auto& e : registry_.entries()) {
       if (e.model.telemetry.enabled()) models.push_back(e.model);
     }
-    const auto plan = controller_->plan();
-    current = plan ? plan->id : 0;
+    in_force = controller_->plan();
+    current = in_force ? in_force->id : 0;
     same_plan = current > 0 && stack_plan_id_ == current;
     stack_plan_id_ = current;
+    workload = controller_->workload();
   }
   std::vector<WindowReading> readings;
   readings.reserve(models.size());
@@ -86,8 +90,19 @@ void Service::read_stack_window(const PromQuery& query) {
     readings.push_back(read_window(m, options_.stack.read, query));
   }
   std::optional<GpuReading> gpu;
+  std::optional<GpuState> predicted;
   if (!options_.stack.dcgm_labels.empty()) {
     gpu = read_gpu_window(options_.stack.dcgm_labels, options_.stack.read, query);
+    // The GPU the plan in force should keep busy, by the catalog twin (noise-free), when the
+    // window is clean, of that plan alone, and measures SM activity itself
+    // (DCGM_FI_DEV_GPU_UTIL only says a kernel ran).
+    if (gpu->issues.empty() && gpu->sm_active && gpu->sm_active_field == kDcgmSmActive &&
+        same_plan && in_force && in_force->config.size() == workload.models.size()) {
+      const Measurement m = twin_->measure(
+          workload, in_force->config,
+          MeasureOptions(options_.stack.read.window_s, options_.seed, {}, false));
+      if (m.ok()) predicted = m.gpu;
+    }
   }
 
   Ingested in;
@@ -181,6 +196,21 @@ void Service::read_stack_window(const PromQuery& query) {
         log.push_back("GPU: " + (after.empty() ? "telemetry clean" : join(after, ", ")) +
                       (gpu->issues.empty() ? "" : " (" + gpu->issues.front().detail + ")"));
       }
+      gpu_predicted_ = predicted;
+      if (predicted) {
+        const std::optional<double> dram_predicted =
+            gpu->dram_active ? std::optional<double>(predicted->mem_bw_util) : std::nullopt;
+        if (unexplained_.observe(*gpu->sm_active, predicted->sm_util, gpu->dram_active,
+                                 dram_predicted)) {
+          char line[256];
+          std::snprintf(line, sizeof line,
+                        "GPU: %s: SM activity %.0f %% measured, %.0f %% predicted for plan %lld",
+                        unexplained_.present() ? "unexplained load" : "unexplained load gone",
+                        100 * *gpu->sm_active, 100 * predicted->sm_util,
+                        static_cast<long long>(current));
+          log.emplace_back(line);
+        }
+      }
       gpu_reading_ = std::move(gpu);
     }
     if (up != prometheus_up_) {
@@ -262,6 +292,13 @@ json Service::stack_json_locked() const {
     put("fb_used_mib", g.fb_used_mib);
     put("power_w", g.power_w);
     put("sm_clock_mhz", g.sm_clock_mhz);
+    if (gpu_predicted_) {
+      gpu["predicted_sm_active"] = gpu_predicted_->sm_util;
+      if (g.dram_active) gpu["predicted_dram_active"] = gpu_predicted_->mem_bw_util;
+      json u = {{"present", unexplained_.present()}, {"sm_excess", unexplained_.sm_excess()}};
+      if (unexplained_.dram_excess()) u["dram_excess"] = *unexplained_.dram_excess();
+      gpu["unexplained_load"] = std::move(u);
+    }
     out["gpu"] = std::move(gpu);
   }
   return out;

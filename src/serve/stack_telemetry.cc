@@ -49,6 +49,30 @@ Status check(const StackReadOptions& o) {
   return Status();
 }
 
+Status check(const UnexplainedLoadOptions& o) {
+  auto bad = [](const char* f, const char* why) {
+    return Error(std::string("unexplained_load.") + f + ": " + why, Error::Kind::kInvalidInput);
+  };
+  if (!(o.min_share > 0 && o.min_share <= 1)) return bad("min_share", "must be in (0, 1]");
+  if (o.windows < 1 || o.windows > 100) return bad("windows", "must be in [1, 100]");
+  return Status();
+}
+
+bool UnexplainedLoad::observe(double sm_measured, double sm_predicted,
+                              std::optional<double> dram_measured,
+                              std::optional<double> dram_predicted) {
+  sm_excess_ = sm_measured - sm_predicted;
+  dram_excess_.reset();
+  if (dram_measured && dram_predicted) dram_excess_ = *dram_measured - *dram_predicted;
+  const bool over = sm_excess_ >= options_.min_share ||
+                    (dram_excess_ && *dram_excess_ >= options_.min_share);
+  streak_ = over != present_ ? streak_ + 1 : 0;
+  if (streak_ < options_.windows) return false;
+  present_ = over;
+  streak_ = 0;
+  return true;
+}
+
 Status check(const OutlierOptions& o) {
   auto bad = [](const char* f, const char* why) {
     return Error(std::string("outliers.") + f + ": " + why, Error::Kind::kInvalidInput);
@@ -264,8 +288,8 @@ GpuReading read_gpu_window(const std::vector<std::pair<std::string, std::string>
     if (!x) return std::nullopt;
     return *x * scale;
   };
-  g.sm_active = mean("DCGM_FI_PROF_SM_ACTIVE", 1);
-  g.sm_active_field = "DCGM_FI_PROF_SM_ACTIVE";
+  g.sm_active = mean(kDcgmSmActive, 1);
+  g.sm_active_field = kDcgmSmActive;
   if (!g.sm_active) {
     g.sm_active = mean("DCGM_FI_DEV_GPU_UTIL", 0.01);
     g.sm_active_field = g.sm_active ? "DCGM_FI_DEV_GPU_UTIL" : "";

@@ -223,6 +223,60 @@ TEST(StackTelemetry, ALoneFarWindowOfPostedTelemetryIsHeldUntilConfirmed) {
   EXPECT_EQ(confirmed["breaches"], 1);
 }
 
+// DCGM's SM activity against what the catalog twin predicts for the plan in force: equal, the
+// GPU is explained; 30 % of the SMs more in three windows in a row, an unexplained load is
+// reported in /v1/plan and /metrics (UnexplainedLoadOptions: 25 %, 3 windows).
+TEST(StackTelemetry, GpuActivityThePlanDoesNotExplainIsReported) {
+  TempDir dir;
+  ServiceOptions o;
+  o.state_dir = dir.path();
+  o.token = kToken;
+  o.solver = "exhaustive";
+  o.min_replan_interval_ms = 0;
+  o.stack.prometheus_url = "http://127.0.0.1:1";
+  o.stack.read.window_s = 3600;
+  o.stack.dcgm_labels = {{"gpu", "0"}};
+  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  ASSERT_TRUE(opened.ok()) << opened.error().what();
+  Service& s = **opened;
+  ASSERT_EQ(call(s, "POST", "/v1/models", kChat).status, 201);
+  ASSERT_TRUE(testing::settle(s, kToken));
+  const auto gpu_with = [](double sm_active) {
+    Prometheus p;
+    p.on("DCGM_FI_PROF_SM_ACTIVE", sm_active);
+    p.on("avg_over_time(DCGM_FI_DEV_FB_USED", 8000);
+    p.on("DCGM_FI_DEV_FB_USED", 8000, {{"gpu", "0"}, {"Hostname", "n1"}});
+    return p;
+  };
+  // The first window may hold the plan's start: nothing is compared. The second is.
+  s.read_stack_window(gpu_with(0.5).query());
+  EXPECT_FALSE(plan_of(s)["telemetry"]["gpu"].contains("predicted_sm_active"));
+  s.read_stack_window(gpu_with(0.5).query());
+  const double predicted =
+      plan_of(s)["telemetry"]["gpu"]["predicted_sm_active"].get<double>();
+  ASSERT_GT(predicted, 0);
+  ASSERT_LT(predicted, 0.7);
+  for (int i = 0; i < 3; ++i) s.read_stack_window(gpu_with(predicted).query());
+  json gpu = plan_of(s)["telemetry"]["gpu"];
+  EXPECT_FALSE(gpu["unexplained_load"]["present"].get<bool>()) << gpu;
+  EXPECT_NEAR(gpu["unexplained_load"]["sm_excess"].get<double>(), 0, 1e-9);
+  for (int i = 0; i < 3; ++i) s.read_stack_window(gpu_with(predicted + 0.3).query());
+  gpu = plan_of(s)["telemetry"]["gpu"];
+  EXPECT_TRUE(gpu["unexplained_load"]["present"].get<bool>()) << gpu;
+  EXPECT_NEAR(gpu["unexplained_load"]["sm_excess"].get<double>(), 0.3, 1e-9);
+  const std::string metrics = call(s, "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("corun_serve_gpu_unexplained_load 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("corun_serve_gpu_sm_active_predicted "), std::string::npos);
+  // DCGM_FI_DEV_GPU_UTIL (any kernel running) is no SM activity to compare: not judged.
+  Prometheus util;
+  util.on("DCGM_FI_DEV_GPU_UTIL", 100);
+  util.on("avg_over_time(DCGM_FI_DEV_FB_USED", 8000);
+  util.on("DCGM_FI_DEV_FB_USED", 8000, {{"gpu", "0"}, {"Hostname", "n1"}});
+  s.read_stack_window(util.query());
+  EXPECT_FALSE(plan_of(s)["telemetry"]["gpu"].contains("unexplained_load"));
+  s.stop();
+}
+
 TEST(StackTelemetry, OptionsAreCheckedAtOpen) {
   TempDir dir;
   ServiceOptions o;

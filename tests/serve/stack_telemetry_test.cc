@@ -410,6 +410,35 @@ TEST(GpuWindow, TwoGpusMatchingIsAmbiguous) {
   EXPECT_FALSE(g.sm_active.has_value());
 }
 
+TEST(GpuWindow, AnUnexplainedLoadNeedsItsWindowsInARowToComeAndToGo) {
+  UnexplainedLoadOptions o;  // 25 % of the SMs, 3 windows
+  UnexplainedLoad u(o);
+  // Excess below the share (what a GPU off its catalog description shows): nothing.
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(u.observe(0.60, 0.40, std::nullopt, std::nullopt));
+  EXPECT_FALSE(u.present());
+  EXPECT_NEAR(u.sm_excess(), 0.20, 1e-12);
+  // A co-tenant keeps 30 % of the SMs busy: reported at the third window in a row, once.
+  EXPECT_FALSE(u.observe(0.70, 0.40, std::nullopt, std::nullopt));
+  EXPECT_FALSE(u.observe(0.70, 0.40, std::nullopt, std::nullopt));
+  EXPECT_TRUE(u.observe(0.70, 0.40, std::nullopt, std::nullopt));
+  EXPECT_TRUE(u.present());
+  EXPECT_FALSE(u.observe(0.70, 0.40, std::nullopt, std::nullopt));
+  // One quiet window does not end it; a busy one starts the count again.
+  EXPECT_FALSE(u.observe(0.41, 0.40, std::nullopt, std::nullopt));
+  EXPECT_FALSE(u.observe(0.41, 0.40, std::nullopt, std::nullopt));
+  EXPECT_FALSE(u.observe(0.70, 0.40, std::nullopt, std::nullopt));
+  EXPECT_TRUE(u.present());
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(u.observe(0.41, 0.40, std::nullopt, std::nullopt));
+  EXPECT_TRUE(u.observe(0.41, 0.40, std::nullopt, std::nullopt));
+  EXPECT_FALSE(u.present());
+  // DRAM alone can carry it (a memory-bound co-tenant), when both sides of it are known.
+  for (int i = 0; i < 3; ++i) u.observe(0.40, 0.40, 0.55, 0.20);
+  EXPECT_TRUE(u.present());
+  EXPECT_NEAR(*u.dram_excess(), 0.35, 1e-12);
+  EXPECT_FALSE(check(UnexplainedLoadOptions{0, 3}).ok());
+  EXPECT_FALSE(check(UnexplainedLoadOptions{0.1, 0}).ok());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Outliers
 

@@ -35,6 +35,11 @@ struct ServeGauges {
   };
   std::optional<bool> prometheus_up;
   std::vector<StackModel> stack;
+  /// The GPU (--dcgm): measured SM activity, what the plan in force predicts, and whether an
+  /// unexplained load is reported; absent when not read or not comparable.
+  std::optional<double> gpu_sm_active;
+  std::optional<double> gpu_sm_active_predicted;
+  std::optional<bool> gpu_unexplained_load;
 };
 
 /// @brief The Prometheus text exposition (format 0.0.4) of `corun serve`: request counters by

@@ -50,6 +50,8 @@ struct StackTelemetryOptions {
   std::vector<std::pair<std::string, std::string>> dcgm_labels;
   /// Applies to POSTed telemetry too: a lone window far outside a model's noise is held.
   OutlierOptions outliers;
+  /// With `dcgm_labels`: GPU activity the plan in force does not explain is reported.
+  UnexplainedLoadOptions unexplained;
   /// An observed demand (requests or frames per second) that differs from the registered one,
   /// on the same side, by more than this fraction (check = (0, 10]) — and by more than three
   /// Poisson standard deviations of the window's expected count, 3 / sqrt(rate × window), so
@@ -307,6 +309,10 @@ class Service final : public HttpHandler {
   bool prometheus_up_ CORUN_GUARDED_BY(state_mutex_) = true;
   std::string prometheus_error_ CORUN_GUARDED_BY(state_mutex_);
   std::optional<GpuReading> gpu_reading_ CORUN_GUARDED_BY(state_mutex_);
+  /// What the catalog twin predicts of the GPU for the plan in force (its last window), and
+  /// the rule that compares it with DCGM's measurement.
+  std::optional<GpuState> gpu_predicted_ CORUN_GUARDED_BY(state_mutex_);
+  UnexplainedLoad unexplained_ CORUN_GUARDED_BY(state_mutex_);
   std::optional<PrometheusClient> prometheus_;
   CondVar stack_cv_;
 

@@ -83,6 +83,11 @@ using PromQuery = std::function<PromResult(const std::string& promql)>;
 /// reset in the window. Never throws; what is wrong is in `issues`.
 WindowReading read_window(const ModelSpec& m, const StackReadOptions& o, const PromQuery& query);
 
+/// @brief dcgm-exporter's field of SM activity proper (the share of SMs with a warp resident,
+/// averaged over the period); DCGM_FI_DEV_GPU_UTIL, the fallback, is the share of time any
+/// kernel ran.
+inline constexpr const char* kDcgmSmActive = "DCGM_FI_PROF_SM_ACTIVE";
+
 /// @brief One window of the GPU's own metrics from dcgm-exporter (docs/stack.md, "GPU"): each
 /// the window's mean. Absent where the exporter does not export it.
 struct GpuReading {
@@ -95,6 +100,46 @@ struct GpuReading {
   std::optional<double> power_w;       ///< DCGM_FI_DEV_POWER_USAGE, W
   std::optional<double> sm_clock_mhz;  ///< DCGM_FI_DEV_SM_CLOCK, MHz
   std::vector<WindowIssue> issues;
+};
+
+/// @brief How GPU activity the plan in force does not explain is told (docs/stack.md, "GPU
+/// activity"): DCGM's measured SM and DRAM activity against what the catalog twin predicts for
+/// the plan's configurations. An excess of at least `min_share` in `windows` windows in a row
+/// is an unexplained load (a process corun does not plan: another tenant, a training job, a
+/// profiler); it is gone after as many windows below.
+struct UnexplainedLoadOptions {
+  /// Of the SMs (or of the DRAM bandwidth); check = (0, 1]. Above the twin's own error: a GPU
+  /// 10-40 % off its catalog description moves the predicted SM activity by up to 0.20 and
+  /// DRAM activity by up to 0.16 (SimTruth::perturbed seeds 1, 2, 3, 7, 11 against the twin on
+  /// workloads/paper-n3, paper-n5, mix-l4 and mix-a100; docs/stack.md).
+  double min_share = 0.25;
+  int windows = 3;  ///< check = [1, 100]
+};
+
+/// @brief Checks the fields; the error names the one out of range.
+Status check(const UnexplainedLoadOptions& o);
+
+/// @brief The unexplained-load rule over successive windows. Not thread-safe.
+class UnexplainedLoad {
+ public:
+  explicit UnexplainedLoad(UnexplainedLoadOptions o = {}) : options_(o) {}
+  /// @brief One window's measured and predicted activity (0..1); DRAM only when both are
+  /// known. True when the verdict (present()) changed with this window.
+  bool observe(double sm_measured, double sm_predicted, std::optional<double> dram_measured,
+               std::optional<double> dram_predicted);
+  /// @brief Whether an unexplained load is reported.
+  [[nodiscard]] bool present() const { return present_; }
+  /// @brief The last window's excess (measured minus predicted; negative when the plan's
+  /// models were predicted busier than measured).
+  [[nodiscard]] double sm_excess() const { return sm_excess_; }
+  [[nodiscard]] std::optional<double> dram_excess() const { return dram_excess_; }
+
+ private:
+  UnexplainedLoadOptions options_;
+  bool present_ = false;
+  int streak_ = 0;  ///< windows in a row that disagree with present_
+  double sm_excess_ = 0;
+  std::optional<double> dram_excess_;
 };
 
 /// @brief Reads one window of the GPU that `labels` select (gpu, UUID, GPU_I_ID for a MIG
