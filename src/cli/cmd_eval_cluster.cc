@@ -498,8 +498,7 @@ const bool registered = register_command({
                      "mean models in the cluster (mean lifetime in inter-arrival times)")
           ->check(CLI::Range(0.1, 10000.0))
           ->capture_default_str();
-      sub.add_option("--seed", f->seed, "seed of the stream, the plans and the measurements")
-          ->capture_default_str();
+      add_seed_flag(sub, f->seed, "the stream, the plans and the measurements");
       sub.add_option("--schedulers", f->schedulers,
                      "comma-separated, side by side: corun (extender rule: the node whose plan "
                      "gains most), corun-pack (consolidating: a GPU in use where every SLA "

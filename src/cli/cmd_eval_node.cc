@@ -141,8 +141,7 @@ const bool registered = register_command({
                      "fitted surrogate for whole GPUs (default: the catalog twin)");
       sub.add_option("--solver", f->solver, "per-unit solver for large unit problems")
           ->capture_default_str();
-      sub.add_option("--seed", f->seed, "seed of the search and of the first measurement")
-          ->capture_default_str();
+      add_seed_flag(sub, f->seed, "the search and the first measurement");
       sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
       sub.add_option("--repeats", f->repeats, "measurements per plan (seeds seed, seed+1, ...)")
           ->check(CLI::Range(1, 100))

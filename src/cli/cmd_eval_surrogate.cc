@@ -90,7 +90,7 @@ const bool registered = register_command({
                              testbed = "sim";
         int seeds = 3, threads = 0, heldout_repeats = 5, standalone_repeats = 5;
         std::size_t heldout = 500;
-        std::uint64_t seed = 1;
+        std::uint64_t seed = kDefaultSeed;
         double window_s = 10;
         bool json = false, no_onboarding = false, quiet = false;
       };
@@ -118,7 +118,7 @@ const bool registered = register_command({
              "comma list of KIND:REGRESSOR (gbdt-monotone, linear-monotone: constrained to be "
              "monotone in the co-runners' aggregate)")
           ->capture_default_str();
-      sub.add_option("--seed", f->seed, "base seed")->capture_default_str();
+      add_seed_flag(sub, f->seed, "the campaigns (the base of each run's seed)");
       sub.add_option("--window", f->window_s, "measurement window, seconds")
           ->check(CLI::Range(0.1, 3600.0))
           ->capture_default_str();

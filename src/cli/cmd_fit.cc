@@ -17,7 +17,7 @@ const bool registered = register_command({
       struct Flags {
         std::string dataset, surrogate = "meanfield", regressor = kDefaultRegressor, out,
                              catalog, workload_hash;
-        std::uint64_t seed = 1;
+        std::uint64_t seed = kDefaultSeed;
         int folds = 5;
         bool json = false, monotone = false, unconstrained = false;
       };
@@ -35,7 +35,7 @@ const bool registered = register_command({
       sub.add_flag("--unconstrained", f->unconstrained,
                    "do not constrain a gbdt or linear meanfield or pairwise surrogate to be "
                    "monotone");
-      sub.add_option("--seed", f->seed, "seed of the training")->capture_default_str();
+      add_seed_flag(sub, f->seed, "the training");
       sub.add_option("--folds", f->folds,
                      "cross-validation folds of the error model (0: in-sample residuals)")
           ->check(CLI::Range(0, 50))

@@ -77,7 +77,7 @@ const bool registered = register_command({
     [](CLI::App& sub) {
       struct Flags {
         std::string file, catalog, config, only, concurrency, testbed = "sim";
-        std::uint64_t seed = 1;
+        std::uint64_t seed = kDefaultSeed;
         double window_s = 10;
         bool json = false;
       };
@@ -87,7 +87,7 @@ const bool registered = register_command({
                      "knob values, e.g. cam0.imgsz=640,chat.precision=awq (others: first value)");
       sub.add_option("--models", f->only, "comma list of models to run (default: all)");
       sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
-      sub.add_option("--seed", f->seed, "seed of the measurement noise")->capture_default_str();
+      add_seed_flag(sub, f->seed, "the measurement noise");
       sub.add_option("--window", f->window_s, "measurement window, seconds")
           ->check(CLI::Range(0.1, 3600.0))
           ->capture_default_str();

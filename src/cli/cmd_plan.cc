@@ -236,8 +236,7 @@ const bool registered = register_command({
                      "of several GPUs or MIG slices plans with the catalog twin without one)");
       sub.add_option("--solver", f->solver, "exhaustive, ga, exact, greedy or hillclimb")
           ->capture_default_str();
-      sub.add_option("--seed", f->seed, "seed of the solver and of the measurement")
-          ->capture_default_str();
+      add_seed_flag(sub, f->seed, "the solver and the measurement");
       add_node_search_flags(sub, *f);
       sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
       sub.add_option("--testbed", f->testbed,

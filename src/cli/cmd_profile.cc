@@ -18,7 +18,7 @@ const bool registered = register_command({
     [](CLI::App& sub) {
       struct Flags {
         std::string file, catalog, plan = "meanfield", testbed = "sim", out;
-        std::uint64_t budget = 0, repeats = 1, seed = 1;
+        std::uint64_t budget = 0, repeats = 1, seed = kDefaultSeed;
         double window_s = 10;
         bool json = false, quiet = false;
       };
@@ -37,8 +37,7 @@ const bool registered = register_command({
           ->check(CLI::Range(1, 100))
           ->capture_default_str();
       sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
-      sub.add_option("--seed", f->seed, "seed of the plan and of the measurement noise")
-          ->capture_default_str();
+      add_seed_flag(sub, f->seed, "the plan and the measurement noise");
       sub.add_option("--window", f->window_s, "measurement window, seconds")
           ->check(CLI::Range(0.1, 3600.0))
           ->capture_default_str();

@@ -181,7 +181,7 @@ const bool registered = register_command({
                            solver = "ga", catalog, surrogate;
         int port = 8080, threads = 8, flush_ms = 1000, min_replan_ms = 200;
         std::size_t gpus = 0;  // 0 = not given
-        std::uint64_t seed = 1;
+        std::uint64_t seed = kDefaultSeed;
         double margin = 0.1;
         std::size_t max_body = 64 * 1024;
         LearningFlags learning;
@@ -214,7 +214,7 @@ const bool registered = register_command({
           ->check(CLI::Range(1, 64));
       sub.add_option("--solver", f->solver, "ga, exhaustive, exact, greedy, hillclimb")
           ->capture_default_str();
-      sub.add_option("--seed", f->seed, "seed of the solver and the twin")->capture_default_str();
+      add_seed_flag(sub, f->seed, "the solver and the twin");
       sub.add_option("--surrogate", f->surrogate,
                      "fitted surrogate (corun fit / corun run) used while the registered models "
                      "are the ones it was fitted on; the twin otherwise");

@@ -213,6 +213,13 @@ void add_listen_flags(CLI::App& sub, std::string& host, int& port, std::string& 
   sub.add_option("--port-file", port_file, "write the bound port to this file");
 }
 
+CLI::Option* add_seed_flag(CLI::App& sub, std::uint64_t& seed, const std::string& what) {
+  return sub
+      .add_option("--seed", seed,
+                  "seed of " + what + " (the same seed and inputs give the same result)")
+      ->capture_default_str();
+}
+
 void KubeFlags::add(CLI::App& sub) {
   sub.add_option("--kube-api", api,
                  "the Kubernetes API server (http(s)://HOST[:PORT]); default in a pod: the "

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +91,13 @@ void add_listen_flags(CLI::App& sub, std::string& host, int& port, std::string& 
 /// @brief Starts `server` and, when `port_file` is not empty, writes the port it listens on
 /// there (atomically), so that a script that asked for port 0 can find it.
 Status start_server(serve::HttpServer& server, const std::string& port_file);
+
+/// @brief The seed every verb starts from unless --seed says otherwise.
+inline constexpr std::uint64_t kDefaultSeed = 1;
+
+/// @brief Adds --seed, the one declaration every verb shares: its help says what the seed
+/// draws (`what`: "the solver and the twin") and that a seed gives one result.
+CLI::Option* add_seed_flag(CLI::App& sub, std::uint64_t& seed, const std::string& what);
 
 /// @brief How a verb reaches the Kubernetes API: in the cluster (the pod's service account), or
 /// `--kube-api URL` with `--kube-token-file` (and `--kube-ca-file` for https) from outside.

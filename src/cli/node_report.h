@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/node_plan.h"
 #include "corun/runtime/predictor_source.h"
@@ -30,7 +31,7 @@ std::string predicted_headline(const ModelSpec& m, const Predicted& p);
 /// @brief The flags `corun plan` and `corun eval node` share.
 struct PlanFlags {
   std::string file, model, solver = "ga", testbed = "sim", catalog;
-  std::uint64_t seed = 1;
+  std::uint64_t seed = kDefaultSeed;
   int threads = 2;
   double window_s = 10;
   bool json = false;

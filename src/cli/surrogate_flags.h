@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common.h"
 #include "corun/core/result.h"
 #include "corun/core/strings.h"
 #include "corun/runtime/learner.h"
@@ -33,7 +34,7 @@ inline Result<surrogate::RegressorKind> parse_regressor_flag(const std::string& 
 
 struct SurrogateFlags {
   std::string regressor = kDefaultRegressor;
-  std::uint64_t seed = 1;
+  std::uint64_t seed = kDefaultSeed;
   std::uint64_t budget = 0;
   int threads = 2;
   double confidence = 0.9999;
@@ -47,7 +48,7 @@ struct SurrogateFlags {
     sub.add_flag("--unconstrained", unconstrained,
                  "do not constrain the gbdt or linear surrogate to be monotone in the "
                  "co-runners' demand (the exact solver's optimality proof needs the constraint)");
-    sub.add_option("--seed", seed, "seed")->capture_default_str();
+    add_seed_flag(sub, seed, "the profiling, the fit and the solver");
     sub.add_option("--confidence", confidence,
                    "one-sided confidence of the SLA margins (the error model's upper bound)")
         ->check(CLI::Range(0.5, 0.999999))
