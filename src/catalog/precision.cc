@@ -1,33 +1,25 @@
 #include "corun/catalog/precision.h"
 
+#include "corun/core/enum_names.h"
+
 namespace corun {
 
-std::string_view to_string(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kFp16:
-      return "fp16";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kInt8:
-      return "int8";
-    case Precision::kAwq:
-      return "awq";
-  }
-  return "unknown";
-}
+namespace {
 
-std::optional<Precision> parse_precision(std::string_view s) {
-  for (Precision p :
-       {Precision::kFp32, Precision::kFp16, Precision::kBf16, Precision::kInt8, Precision::kAwq}) {
-    if (to_string(p) == s) return p;
-  }
-  return std::nullopt;
-}
+constexpr EnumNames<Precision, 5> kPrecisionNames{{{{Precision::kFp32, "fp32"},
+                                                    {Precision::kFp16, "fp16"},
+                                                    {Precision::kBf16, "bf16"},
+                                                    {Precision::kInt8, "int8"},
+                                                    {Precision::kAwq, "awq"}}}};
+
+}  // namespace
+
+std::string_view to_string(Precision p) { return kPrecisionNames.name(p); }
+
+std::optional<Precision> parse_precision(std::string_view s) { return kPrecisionNames.parse(s); }
 
 const std::vector<std::string>& precision_names() {
-  static const std::vector<std::string> names = {"fp32", "fp16", "bf16", "int8", "awq"};
+  static const std::vector<std::string> names = kPrecisionNames.names();
   return names;
 }
 

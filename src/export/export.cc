@@ -7,47 +7,38 @@
 #include <utility>
 
 #include "corun/core/atomic_file.h"
+#include "corun/core/enum_names.h"
 #include "corun/core/strings.h"
 #include "render.h"
 
 namespace corun::exporting {
 
+namespace {
+
+constexpr EnumNames<ExportFormat, 5> kFormatNames{{{{ExportFormat::kVllm, "vllm"},
+                                                   {ExportFormat::kTriton, "triton"},
+                                                   {ExportFormat::kMps, "mps"},
+                                                   {ExportFormat::kCompose, "compose"},
+                                                   {ExportFormat::kK8s, "k8s"}}}};
+
+}  // namespace
+
 const std::vector<ExportFormat>& export_formats() {
-  static const std::vector<ExportFormat> formats = {ExportFormat::kVllm, ExportFormat::kTriton,
-                                                    ExportFormat::kMps, ExportFormat::kCompose,
-                                                    ExportFormat::kK8s};
+  static const std::vector<ExportFormat> formats = [] {
+    const auto values = kFormatNames.values();
+    return std::vector<ExportFormat>(values.begin(), values.end());
+  }();
   return formats;
 }
 
-std::string_view to_string(ExportFormat f) {
-  switch (f) {
-    case ExportFormat::kVllm:
-      return "vllm";
-    case ExportFormat::kTriton:
-      return "triton";
-    case ExportFormat::kMps:
-      return "mps";
-    case ExportFormat::kCompose:
-      return "compose";
-    case ExportFormat::kK8s:
-      return "k8s";
-  }
-  return "unknown";
-}
+std::string_view to_string(ExportFormat f) { return kFormatNames.name(f); }
 
 std::optional<ExportFormat> parse_export_format(std::string_view name) {
-  for (ExportFormat f : export_formats()) {
-    if (to_string(f) == name) return f;
-  }
-  return std::nullopt;
+  return kFormatNames.parse(name);
 }
 
 const std::vector<std::string>& export_format_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (ExportFormat f : export_formats()) out.emplace_back(to_string(f));
-    return out;
-  }();
+  static const std::vector<std::string> names = kFormatNames.names();
   return names;
 }
 

@@ -4,34 +4,29 @@
 #include <sstream>
 
 #include "corun/core/atomic_file.h"
+#include "corun/core/enum_names.h"
 #include "corun/core/strings.h"
 #include "corun/core/yaml.h"
 
 namespace corun::mapping {
 
-std::string_view to_string(Placement p) {
-  switch (p) {
-    case Placement::kGpuNow:
-      return "gpu_now";
-    case Placement::kGpuQueue:
-      return "gpu_queue";
-    case Placement::kCpu:
-      return "cpu";
-  }
-  return "?";
-}
+namespace {
+
+constexpr EnumNames<Placement, 3> kPlacementNames{{{{Placement::kGpuNow, "gpu_now"},
+                                                   {Placement::kGpuQueue, "gpu_queue"},
+                                                   {Placement::kCpu, "cpu"}}}};
+static_assert(kPlacementNames.table.size() == kPlacementCount);
+
+}  // namespace
+
+std::string_view to_string(Placement p) { return kPlacementNames.name(p); }
 
 const std::vector<std::string>& placement_names() {
-  static const std::vector<std::string> names = {"gpu_now", "gpu_queue", "cpu"};
+  static const std::vector<std::string> names = kPlacementNames.names();
   return names;
 }
 
-std::optional<Placement> parse_placement(std::string_view s) {
-  for (int i = 0; i < kPlacementCount; ++i) {
-    if (placement_names()[static_cast<std::size_t>(i)] == s) return static_cast<Placement>(i);
-  }
-  return std::nullopt;
-}
+std::optional<Placement> parse_placement(std::string_view s) { return kPlacementNames.parse(s); }
 
 std::optional<std::size_t> Scenario::find(std::string_view id) const {
   for (std::size_t i = 0; i < nodes.size(); ++i) {

@@ -5,6 +5,7 @@
 
 #include "corun/catalog/model.h"
 #include "corun/core/check.h"
+#include "corun/core/enum_names.h"
 
 namespace corun::surrogate {
 
@@ -37,30 +38,23 @@ double safe_log(double v) { return std::isfinite(v) && v > 0 ? std::log(v) : NAN
 
 }  // namespace
 
-std::string_view to_string(SurrogateKind k) {
-  switch (k) {
-    case SurrogateKind::kMeanField:
-      return "meanfield";
-    case SurrogateKind::kJoint:
-      return "joint";
-    case SurrogateKind::kPairwise:
-      return "pairwise";
-    case SurrogateKind::kCrossModel:
-      return "crossmodel";
-  }
-  return "unknown";
-}
+namespace {
+
+constexpr EnumNames<SurrogateKind, 4> kSurrogateNames{{{{SurrogateKind::kMeanField, "meanfield"},
+                                                       {SurrogateKind::kJoint, "joint"},
+                                                       {SurrogateKind::kPairwise, "pairwise"},
+                                                       {SurrogateKind::kCrossModel, "crossmodel"}}}};
+
+}  // namespace
+
+std::string_view to_string(SurrogateKind k) { return kSurrogateNames.name(k); }
 
 std::optional<SurrogateKind> parse_surrogate(std::string_view s) {
-  for (auto k : {SurrogateKind::kMeanField, SurrogateKind::kJoint, SurrogateKind::kPairwise,
-                 SurrogateKind::kCrossModel}) {
-    if (to_string(k) == s) return k;
-  }
-  return std::nullopt;
+  return kSurrogateNames.parse(s);
 }
 
 const std::vector<std::string>& surrogate_names() {
-  static const std::vector<std::string> names = {"meanfield", "joint", "pairwise", "crossmodel"};
+  static const std::vector<std::string> names = kSurrogateNames.names();
   return names;
 }
 

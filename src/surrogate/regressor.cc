@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "corun/core/check.h"
+#include "corun/core/enum_names.h"
 #include "corun/core/json_number.h"
 #include "corun/core/rng.h"
 
@@ -27,27 +28,22 @@ Matrix Matrix::take(std::span<const std::size_t> idx) const {
   return m;
 }
 
-std::string_view to_string(RegressorKind k) {
-  switch (k) {
-    case RegressorKind::kMlp:
-      return "mlp";
-    case RegressorKind::kGbdt:
-      return "gbdt";
-    case RegressorKind::kLinear:
-      return "linear";
-  }
-  return "unknown";
-}
+namespace {
+
+constexpr EnumNames<RegressorKind, 3> kRegressorNames{{{{RegressorKind::kMlp, "mlp"},
+                                                       {RegressorKind::kGbdt, "gbdt"},
+                                                       {RegressorKind::kLinear, "linear"}}}};
+
+}  // namespace
+
+std::string_view to_string(RegressorKind k) { return kRegressorNames.name(k); }
 
 std::optional<RegressorKind> parse_regressor(std::string_view s) {
-  for (auto k : {RegressorKind::kMlp, RegressorKind::kGbdt, RegressorKind::kLinear}) {
-    if (to_string(k) == s) return k;
-  }
-  return std::nullopt;
+  return kRegressorNames.parse(s);
 }
 
 const std::vector<std::string>& regressor_names() {
-  static const std::vector<std::string> names = {"mlp", "gbdt", "linear"};
+  static const std::vector<std::string> names = kRegressorNames.names();
   return names;
 }
 
