@@ -8,7 +8,8 @@
 #   out/image/corun.oci.tar   the same as one archive (skopeo copy oci-archive:..., podman load)
 #
 # Before packing, the root filesystem is tested in a chroot, as the image's user: `corun
-# --version` must print this checkout's version and `corun serve --help` its flags.
+# --version` must print this checkout's version, and `corun serve --help` and `corun extender
+# --help` the flags the deploy/ manifests use.
 # deploy/Dockerfile builds the same image with docker where a registry's debian:bookworm-slim
 # can be pulled. CORUN_DEBIAN_MIRROR overrides the mirror (default http://deb.debian.org/debian).
 set -euo pipefail
@@ -54,12 +55,18 @@ if [[ $got != "$want" ]]; then
   exit 1
 fi
 help=$(chroot --userspec=10001:10001 "$rootfs" /usr/local/bin/corun serve --help)
-if [[ $help != *"--device"* || $help != *"--state"* ]]; then
+if [[ $help != *"--device"* || $help != *"--state"* || $help != *"--kube-node"* ]]; then
   echo "image: corun serve --help in the image lacks its flags:" >&2
   echo "$help" >&2
   exit 1
 fi
-echo "corun --version: $got; corun serve --help: ok"
+help=$(chroot --userspec=10001:10001 "$rootfs" /usr/local/bin/corun extender --help)
+if [[ $help != *"--kube"* || $help != *"--serve-token-file"* ]]; then
+  echo "image: corun extender --help in the image lacks its flags:" >&2
+  echo "$help" >&2
+  exit 1
+fi
+echo "corun --version: $got; corun serve --help and corun extender --help: ok"
 
 echo "== OCI image"
 umoci init --layout "$out/oci"

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "corun/runtime/twin_source.h"
 #include "corun/serve/extender.h"
 #include "corun/serve/kube.h"
 #include "corun/serve/kube_registrar.h"
+#include "corun/serve/node_service.h"
 #include "kube_api_fixture.h"
 #include "serve_test_util.h"
 
@@ -334,6 +336,63 @@ TEST_F(KubeRegistrarTest, AReservationWhosePodNeverArrivesExpires) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_TRUE(has_model("cam0"));  // within its reservation (5 s here)
   ASSERT_TRUE(wait_until([&] { return !has_model("cam0"); }, 15000));
+}
+
+// A node of two GPUs (corun serve --gpus 2 --kube-node): the registrar goes through the node's
+// API as through one GPU's; each model lands on a GPU, a reservation is checked on the GPU the
+// node chose, and a deleted pod's model leaves its GPU.
+TEST(KubeRegistrarNode, ANodeOfTwoGpusRegistersReservesAndRemoves) {
+  TempDir dir;
+  KubeApiFixture api(kApiToken);
+  ServiceOptions o;
+  o.state_dir = dir.path() / "state";
+  o.token = kToken;
+  o.solver = "greedy";
+  o.min_replan_interval_ms = 0;
+  auto opened = NodeService::open(o, 2, {}, Catalog::default_catalog(),
+                                  []() -> Result<std::unique_ptr<PredictorSource>> {
+                                    return std::unique_ptr<PredictorSource>(
+                                        std::make_unique<TwinSource>());
+                                  });
+  ASSERT_TRUE(opened.ok()) << opened.error().what();
+  NodeService& node = **opened;
+  // Two 7B models at fp16: one per GPU; a third fits neither, and its reservation is refused.
+  HttpRequest req;
+  req.method = "POST";
+  req.path = "/v1/models";
+  req.query = {{"if_fits", "true"}};
+  req.authorization = std::string("Bearer ") + kToken;
+  req.content_type = "application/json";
+  std::set<int> gpus;
+  for (const char* name : {"a", "b"}) {
+    req.body = big_llm(name);
+    const HttpResponse r = node.handle(req);
+    ASSERT_EQ(r.status, 201) << r.body;
+    gpus.insert(json::parse(r.body)["gpu"].get<int>());
+  }
+  EXPECT_EQ(gpus, (std::set<int>{0, 1}));
+  req.body = big_llm("c");
+  const HttpResponse refused = node.handle(req);
+  EXPECT_EQ(refused.status, 409) << refused.body;
+
+  KubeRegistrarOptions ro;
+  ro.node = "node-a";
+  ro.resync_ms = 50;
+  ro.informer.retry_ms = 20;
+  KubeRegistrar registrar(node, kToken, api_client(api, dir), ro);
+  registrar.start();
+  api.add_pod("default", "cam0-1", {}, {{kModelAnnotation, testing::kCam0}}, "node-a");
+  const auto listed = [&] {
+    return json::parse(call_service(node, kToken, "GET", "/v1/models").body)["models"];
+  };
+  ASSERT_TRUE(wait_until([&] { return model_named(listed(), "cam0") != nullptr; }));
+  const json all = listed();
+  EXPECT_EQ((*model_named(all, "cam0"))["pod"]["name"], "cam0-1");
+  api.delete_pod("default", "cam0-1");
+  ASSERT_TRUE(wait_until([&] { return model_named(listed(), "cam0") == nullptr; }));
+  EXPECT_EQ(listed().size(), 2U);  // the models registered without a pod stay
+  registrar.stop();
+  node.stop();
 }
 
 }  // namespace

@@ -49,13 +49,7 @@ std::unique_ptr<NodeService> open_node(const std::filesystem::path& dir, std::si
 
 HttpResponse call(HttpHandler& h, const std::string& method, const std::string& path,
                   const std::string& body = "", bool auth = true) {
-  HttpRequest r;
-  r.method = method;
-  r.path = path;
-  r.body = body;
-  if (auth) r.authorization = std::string("Bearer ") + kToken;
-  if (!body.empty()) r.content_type = "application/json";
-  return h.handle(r);
+  return testing::call_service(h, auth ? kToken : "", method, path, body);
 }
 
 json body_of(const HttpResponse& r) { return json::parse(r.body, nullptr, false); }
