@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -175,11 +176,12 @@ void KubeClient::Watch::cancel() {
 }
 
 KubeAnswer KubeClient::watch(const std::string& path, Watch& watch,
-                             const std::function<bool(const json&)>& on_event) const {
+                             const std::function<bool(const json&)>& on_event,
+                             int silence_s) const {
   auto client = make_client(config_);
-  // The server ends a watch after its timeoutSeconds; a read time-out well beyond any a caller
-  // asks for only catches a connection that died silently.
-  set_timeouts(*client, config_.timeout_ms, 3600 * 1000);
+  // Reading nothing for silence_s: the connection died without a word (a node or a proxy
+  // gone); the caller watches again.
+  set_timeouts(*client, config_.timeout_ms, std::max(1, silence_s) * 1000);
   {
     std::lock_guard<std::mutex> lock(watch.impl_->mutex);
     if (watch.cancelled()) return KubeAnswer{0, json(), "cancelled"};
@@ -367,6 +369,8 @@ void KubeInformer::loop() {
           "watch=true&allowWatchBookmarks=true&" + kube_query("resourceVersion", *rv) +
           "&timeoutSeconds=" + std::to_string(options_.watch_timeout_s);
       std::string stream_error;
+      // The server ends the stream at timeoutSeconds: silence well past it is a dead connection.
+      const int silence_s = options_.watch_timeout_s + options_.silence_margin_s;
       const KubeAnswer a = client_.watch(path, watch_, [&](const json& event) {
         const std::string type = str(event, "type");
         const json& o = obj(event, "object");
@@ -404,7 +408,7 @@ void KubeInformer::loop() {
         }
         on_event_(e);
         return true;
-      });
+      }, silence_s);
       if (watch_.cancelled()) break;
       if (relist_now) break;
       if (!stream_error.empty() || !a.ok()) {

@@ -3,8 +3,11 @@
 // fixture (kube_api_fixture.h: shapes from k8s.io/api core/v1), serve's registration of its
 // node's annotated pods, and the extender's node table from the serve DaemonSet's pods.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -190,6 +193,45 @@ TEST(KubeInformer, RetriesAnApiServerThatRefusesAndSaysWhy) {
   EXPECT_NE(informer.last_error().find("401"), std::string::npos) << informer.last_error();
   EXPECT_FALSE(informer.synced());
   informer.stop();
+}
+
+// A watch whose connection goes silent (a node or a proxy that died without closing it) is
+// given up after the server's timeout plus the margin, and watched again.
+TEST(KubeInformer, ASilentWatchIsAbandonedAndWatchedAgain) {
+  TempDir dir;
+  httplib::Server server;
+  std::atomic<int> watches{0};
+  std::atomic<bool> done{false};
+  server.Get("/api/v1/nodes", [&](const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_param("watch")) {
+      res.set_content(R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"5"},)"
+                      R"("items":[]})",
+                      "application/json");
+      return;
+    }
+    ++watches;
+    // Headers, then nothing at all until the test ends.
+    res.set_chunked_content_provider("application/json", [&](std::size_t, httplib::DataSink&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return !done.load();
+    });
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  auto client = KubeClient::create({"http://127.0.0.1:" + std::to_string(port), "", "", 2000});
+  ASSERT_TRUE(client.ok());
+  KubeInformerOptions o;
+  o.path = "/api/v1/nodes";
+  o.watch_timeout_s = 1;
+  o.silence_margin_s = 1;
+  o.retry_ms = 20;
+  KubeInformer informer(*client, o, [](const KubeEvent&) {});
+  informer.start();
+  EXPECT_TRUE(wait_until([&] { return watches.load() >= 2; }, 15000)) << watches.load();
+  done = true;
+  informer.stop();
+  server.stop();
+  serving.join();
 }
 
 // -------------------------------------------------------------------------------------------

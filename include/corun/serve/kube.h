@@ -76,9 +76,12 @@ class KubeClient {
   /// @brief Runs a watch request (`path` with `watch=true` in its query) on `watch`, calling
   /// `on_event` with each event object ({"type", "object"}) as its line arrives, until the
   /// server ends the stream, `on_event` returns false or the watch is cancelled. The answer's
-  /// status is the HTTP status of the stream (200 for a stream that ran).
+  /// status is the HTTP status of the stream (200 for a stream that ran). `silence_s`: a
+  /// stream that sends nothing for this long is a dead connection (the server ends a watch at
+  /// its timeoutSeconds, so a caller passes a little more than the timeout it asked for).
   KubeAnswer watch(const std::string& path, Watch& watch,
-                   const std::function<bool(const nlohmann::json&)>& on_event) const;
+                   const std::function<bool(const nlohmann::json&)>& on_event,
+                   int silence_s = 3600) const;
 
   [[nodiscard]] const KubeConfig& config() const { return config_; }
 
@@ -103,6 +106,8 @@ struct KubeInformerOptions {
   /// The collection's path and its selectors ("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1").
   std::string path;
   int watch_timeout_s = 300;  ///< asked of the server per watch request (it ends the stream)
+  /// A watch silent for watch_timeout_s plus this is a dead connection: watched again.
+  int silence_margin_s = 30;
   int retry_ms = 1000;        ///< first wait after a failed list or watch; doubles up to max
   int max_retry_ms = 30000;
 };
