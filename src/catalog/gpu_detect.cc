@@ -30,13 +30,6 @@ constexpr std::array<GpuProductName, 7> kProductNames{{
     {"NVIDIA H100 PCIe", "h100-pcie", "NVIDIA's naming; not seen in a cited log"},
 }};
 
-std::string strip(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(first, last - first + 1));
-}
-
 std::string fixed2(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -48,7 +41,7 @@ std::string fixed2(double v) {
 std::span<const GpuProductName> gpu_product_names() { return kProductNames; }
 
 std::optional<std::string> catalog_device_for_gpu(std::string_view product) {
-  const std::string name = strip(product);
+  const std::string name(trim(product));
   for (const auto& p : kProductNames) {
     if (p.nvml_name == name) return std::string(p.device);
   }
@@ -77,7 +70,7 @@ Result<DetectedGpu> read_gpu_nvml(const std::string& library, unsigned index) {
     return Error("NVML: nvmlDeviceGetName failed for GPU " + std::to_string(index),
                  Error::Kind::kResource);
   }
-  g.name = strip(name.data());
+  g.name = trim(name.data());
   const auto memory =
       lib.symbol<nvml::Return (*)(nvml::Device, nvml::Memory*)>("nvmlDeviceGetMemoryInfo");
   nvml::Memory m{};

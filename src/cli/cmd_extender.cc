@@ -7,6 +7,7 @@
 #include "command.h"
 #include "common.h"
 #include "corun/core/atomic_file.h"
+#include "corun/core/strings.h"
 #include "corun/serve/extender.h"
 #include "corun/serve/server.h"
 
@@ -106,11 +107,7 @@ const bool registered = register_command({
         if (!f->serve_token_file.empty()) {
           auto token = read_file(f->serve_token_file);
           if (!token) return report_error(token.error().wrap("--serve-token-file"));
-          std::string t = *token;
-          while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) {
-            t.pop_back();
-          }
-          f->options.serve_token = t;
+          f->options.serve_token = trim(*token);
           if (f->options.serve_token.empty()) {
             return report_error(Error("--serve-token-file " + f->serve_token_file +
                                           ": the file is empty",

@@ -12,6 +12,7 @@
 #include "common.h"
 #include "corun/catalog/gpu_detect.h"
 #include "corun/core/atomic_file.h"
+#include "corun/core/strings.h"
 #include "corun/runtime/twin_source.h"
 #include "corun/serve/kube_registrar.h"
 #include "corun/serve/node_service.h"
@@ -24,19 +25,12 @@
 namespace corun::cli {
 namespace {
 
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  std::size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
-
 // The bearer token: from --token-file, or a fresh random one kept in STATE/token (mode 0600).
 Result<std::string> load_token(const std::string& token_file, const std::filesystem::path& state) {
   if (!token_file.empty()) {
     auto text = read_file(token_file);
     if (!text) return text.error().wrap("--token-file");
-    std::string t = trim(*text);
+    std::string t(trim(*text));
     if (t.size() < 16) return Error("--token-file: the token must have at least 16 characters");
     return t;
   }
@@ -44,7 +38,7 @@ Result<std::string> load_token(const std::string& token_file, const std::filesys
   if (std::filesystem::exists(path)) {
     auto text = read_file(path);
     if (!text) return text.error();
-    return trim(*text);
+    return std::string(trim(*text));
   }
   std::random_device rd;
   std::string t;

@@ -28,12 +28,6 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 // `[text](target)` starting at s[i] == '[': the text and target, and where it ends.
 bool parse_link(std::string_view s, std::size_t i, std::string_view& text, std::string_view& target,
                 std::size_t& end) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "corun/core/clock.h"
 #include "corun/core/strings.h"
 #include "corun/core/version.h"
 #include "corun/profile/sqlite_error.h"
@@ -167,15 +168,6 @@ std::string campaign_key(const CampaignSpec& spec, std::string_view workload_has
   std::snprintf(window, sizeof window, "%.17g", spec.window_s);
   return std::string(to_string(spec.plan)) + "|" + std::to_string(spec.seed) + "|" + spec.testbed +
          "|" + std::string(workload_hash) + "|" + window;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // Runs a write transaction; rolls back on failure so that nothing half-written stays.
@@ -341,7 +333,7 @@ Result<std::int64_t> Dataset::ensure_campaign(const CampaignSpec& spec, const Wo
     put.bind(9, version());
     put.bind(10, git_hash());
     put.bind(11, static_cast<std::int64_t>(kDatasetSchemaVersion));
-    put.bind(12, std::string_view(utc_now()));
+    put.bind(12, std::string_view(utc_now_rfc3339()));
     if (!put.ok() || put.step() != SQLITE_DONE)
       return sqlite_error(db_, path_, "creating the campaign");
   }

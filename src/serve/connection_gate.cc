@@ -37,7 +37,8 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
+// Optional white space around a header value: SP and HTAB only (RFC 9110 OWS).
+std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -62,7 +63,8 @@ std::vector<Field> fields_of(const std::string& buffered, std::size_t head_end) 
     const std::string_view line(buffered.data() + begin, eol - begin);
     const std::size_t colon = line.find(':');
     if (colon != std::string_view::npos) {
-      out.push_back({trim(line.substr(0, colon)), trim(line.substr(colon + 1)), begin, eol + 2});
+      out.push_back(
+          {trim_ows(line.substr(0, colon)), trim_ows(line.substr(colon + 1)), begin, eol + 2});
     }
     pos = eol;
   }

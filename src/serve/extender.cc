@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cmath>
 #include <future>
 #include <set>
 #include <string_view>
 #include <variant>
 
+#include "corun/core/clock.h"
 #include "corun/core/strings.h"
 #include "corun/serve/json_input.h"
 
@@ -558,11 +558,8 @@ HttpResponse Extender::bind(const HttpRequest& req) const {
   auto entry = entry_of(got.body);
   if (auto* e = std::get_if<BadRequest>(&entry)) return result(e->field + ": " + e->message);
   json model = std::move(std::get<json>(entry));
-  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
   model["pod"] = {{"namespace", pod.ns},    {"name", pod.name},       {"uid", pod.uid},
-                  {"scheduler", pod.scheduler}, {"checked", true}, {"reserved_unix_ms", now_ms}};
+                  {"scheduler", pod.scheduler}, {"checked", true}, {"reserved_unix_ms", unix_now_ms()}};
   const std::string name = model.value("name", std::string());
 
   // 1. Reserve: the node registers the model only if a plan still holds every SLA with it.

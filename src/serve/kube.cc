@@ -7,24 +7,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
+
+#include "corun/core/atomic_file.h"
+#include "corun/core/strings.h"
 
 namespace corun::serve {
 
 using nlohmann::json;
 
 namespace {
-
-std::string read_file_trimmed(const std::string& path, bool& ok) {
-  std::ifstream in(path);
-  ok = static_cast<bool>(in);
-  if (!ok) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 void set_timeouts(httplib::Client& c, int connect_ms, int read_ms) {
   c.set_connection_timeout(connect_ms / 1000, (connect_ms % 1000) * 1000);
@@ -101,13 +92,12 @@ Result<KubeClient> KubeClient::create(KubeConfig config) {
                  Error::Kind::kInvalidInput);
   }
   if (!config.token_file.empty()) {
-    bool ok = false;
-    const std::string token = read_file_trimmed(config.token_file, ok);
-    if (!ok) {
+    const auto text = read_file(config.token_file);
+    if (!text) {
       return Error("--kube-token-file " + config.token_file + ": cannot be read",
                    Error::Kind::kInvalidInput);
     }
-    if (token.empty()) {
+    if (trim(*text).empty()) {
       return Error("--kube-token-file " + config.token_file + ": the file is empty",
                    Error::Kind::kInvalidInput);
     }
@@ -124,8 +114,8 @@ Result<KubeClient> KubeClient::create(KubeConfig config) {
 
 std::string KubeClient::token() const {
   if (config_.token_file.empty()) return {};
-  bool ok = false;
-  return read_file_trimmed(config_.token_file, ok);
+  const auto text = read_file(config_.token_file);
+  return text ? std::string(trim(*text)) : std::string();
 }
 
 namespace {

@@ -1,9 +1,9 @@
 #include "corun/serve/kube_registrar.h"
 
 #include <cstdio>
-#include <ctime>
 #include <variant>
 
+#include "corun/core/clock.h"
 #include "corun/serve/extender.h"
 #include "corun/serve/json_input.h"
 #include "corun/serve/registry.h"
@@ -13,22 +13,6 @@ namespace corun::serve {
 using nlohmann::json;
 
 namespace {
-
-std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// RFC 3339 in UTC, to the second: the format of metav1.Time.
-std::string now_rfc3339() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string pod_name(const PodInfo& p) { return p.ns + "/" + p.name; }
 
@@ -98,7 +82,7 @@ HttpResponse KubeRegistrar::call(const std::string& method, const std::string& p
 void KubeRegistrar::event(const PodInfo& pod, const std::string& type, const std::string& reason,
                           const std::string& message) {
   // A core/v1 Event on the pod (what `kubectl describe pod` and `kubectl get events` show).
-  const std::string now = now_rfc3339();
+  const std::string now = utc_now_rfc3339();
   const json ev = {
       {"apiVersion", "v1"},
       {"kind", "Event"},
@@ -195,7 +179,7 @@ void KubeRegistrar::reconcile() {
   }
 
   // Models whose pod is gone from the node (deleted, ended, or a reservation that expired).
-  const std::int64_t now = now_unix_ms();
+  const std::int64_t now = unix_now_ms();
   for (const auto& [uid, held] : by_uid) {
     if (want.count(uid) != 0) continue;
     const json& ref = held.second;

@@ -512,7 +512,7 @@ HttpResponse Service::register_model(const RouteCall& call) {
   {
     MutexLock lock(state_mutex_);
     if (auto refused = registry_.admission_error(m.name)) return error(*refused);
-    with = registry_.workload(device_);
+    if (if_fits) with = registry_.workload(device_);
   }
   if (if_fits) {
     with.models.push_back(m);

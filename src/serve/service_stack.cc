@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "corun/core/clock.h"
 #include "corun/core/strings.h"
 #include "corun/serve/service.h"
 
@@ -34,12 +35,6 @@ Status check(const StackTelemetryOptions& o) {
 }
 
 namespace {
-
-std::int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 json issues_json(const std::vector<WindowIssue>& issues) {
   json out = json::array();
@@ -78,7 +73,7 @@ void Service::read_stack_window(const PromQuery& query) {
     current = in_force ? in_force->id : 0;
     same_plan = current > 0 && stack_plan_id_ == current;
     stack_plan_id_ = current;
-    workload = controller_->workload();
+    if (!options_.stack.dcgm_labels.empty()) workload = controller_->workload();
   }
   std::vector<WindowReading> readings;
   readings.reserve(models.size());
@@ -126,7 +121,7 @@ void Service::read_stack_window(const PromQuery& query) {
       StackStatus& st = stack_status_[m.name];
       std::vector<std::string> before;
       for (const auto& x : st.issues) before.emplace_back(to_string(x.quality));
-      st.at_unix_ms = unix_ms();
+      st.at_unix_ms = unix_now_ms();
       st.plan_id = current;
       st.latency_ms_mean = r.latency_ms_mean;
       st.rps = r.rps;

@@ -104,7 +104,8 @@ std::optional<int> parse_tokens(std::string_view s, std::string& why) {
   return static_cast<int>(v);
 }
 
-std::string_view trim(std::string_view s) {
+// Blanks around a CSV field, and the CR of a CRLF line end.
+std::string_view trim_field(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
     s.remove_suffix(1);
@@ -154,12 +155,12 @@ std::optional<DemandTrace> DemandTrace::parse(std::string_view text, const std::
   std::size_t pos = 0;
   while (pos < text.size()) {
     const std::size_t eol = std::min(text.find('\n', pos), text.size());
-    const std::string_view raw = trim(text.substr(pos, eol - pos));
+    const std::string_view raw = trim_field(text.substr(pos, eol - pos));
     pos = eol + 1;
     ++line;
     if (raw.empty()) continue;
     std::vector<std::string> fields = split(raw, ',');
-    for (auto& f : fields) f = std::string(trim(f));
+    for (auto& f : fields) f = std::string(trim_field(f));
     if (!header) {
       header = true;
       std::array<bool, 3> seen{false, false, false};

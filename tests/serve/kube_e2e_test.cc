@@ -25,6 +25,7 @@ namespace corun::serve {
 namespace {
 
 using nlohmann::json;
+using testing::big_llm;
 using testing::KubeApiFixture;
 using testing::raw_http;
 using testing::request;
@@ -90,29 +91,6 @@ class Child {
   std::filesystem::path log_;
 };
 
-bool skip_reason(std::string& why) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  why = "starts the corun binary; the sanitizer builds cover the in-process kube tests";
-  return true;
-#else
-  if (!std::filesystem::exists(CORUN_BINARY)) {
-    why = std::string("no binary at ") + CORUN_BINARY;
-    return true;
-  }
-  return false;
-#endif
-}
-
-// A 7B chat model at fp16 (15.2 GB of weights): one fits an RTX 3090's 24 GB, two do not.
-std::string big_llm(const std::string& name) {
-  return json({{"name", name},
-               {"model", "qwen2.5-7b"},
-               {"knobs", {{"precision", {"fp16"}}, {"request_concurrency", {1}}}},
-               {"demand", {{"rps", 0.2}, {"prompt_tokens", 256}, {"output_tokens", 64}}},
-               {"sla", {{"ttft_ms_p95", 30000}, {"tpot_ms_p95", 2000}}}})
-      .dump();
-}
-
 // The serve DaemonSet's pod on `node`: its container's port "http" is the hostPort the
 // extender reaches it at (deploy/kubernetes/serve-daemonset.yaml).
 json serve_pod(const std::string& node, int port) {
@@ -169,7 +147,7 @@ std::string bind(int port, const std::string& pod, const std::string& uid,
 
 TEST(KubeEndToEnd, NodesComeBindsReserveAndPodsGo) {
   std::string why;
-  if (skip_reason(why)) GTEST_SKIP() << why;
+  if (testing::binary_skip_reason(why)) GTEST_SKIP() << why;
   TempDir dir;
   KubeApiFixture api(kApiToken);
   std::ofstream(dir.file("api-token")) << kApiToken << "\n";

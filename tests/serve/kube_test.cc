@@ -23,24 +23,15 @@ namespace corun::serve {
 namespace {
 
 using nlohmann::json;
+using testing::big_llm;
 using testing::call_service;
 using testing::KubeApiFixture;
+using testing::reserve;
 using testing::TempDir;
 using testing::wait_until;
 
 constexpr const char* kToken = "kube-test-serve-token-0123456789";
 constexpr const char* kApiToken = "kube-test-api-token";
-
-// A 7B chat model at fp16: 15.2 GB of weights (7.6 B parameters x 2 bytes), so one fits the
-// RTX 3090's 24 GB and two do not, whatever their other knobs.
-std::string big_llm(const std::string& name) {
-  return json({{"name", name},
-               {"model", "qwen2.5-7b"},
-               {"knobs", {{"precision", {"fp16"}}, {"request_concurrency", {1}}}},
-               {"demand", {{"rps", 0.2}, {"prompt_tokens", 256}, {"output_tokens", 64}}},
-               {"sla", {{"ttft_ms_p95", 30000}, {"tpot_ms_p95", 2000}}}})
-      .dump();
-}
 
 std::unique_ptr<Service> open_service(const TempDir& dir) {
   ServiceOptions o;
@@ -79,30 +70,18 @@ TEST(ServeReservation, IfFitsRefusesAModelNoPlanHoldsAndKeepsTheOthers) {
   TempDir dir;
   auto s = open_service(dir);
   ASSERT_TRUE(s);
-  // The query as a transport hands it over (the path without it).
-  HttpRequest req;
-  req.method = "POST";
-  req.path = "/v1/models";
-  req.query = {{"if_fits", "true"}};
-  req.authorization = std::string("Bearer ") + kToken;
-  req.content_type = "application/json";
-  req.body = big_llm("a");
-  auto r = s->handle(req);
+  auto r = reserve(*s, kToken, big_llm("a"));
   ASSERT_EQ(r.status, 201) << r.body;
-  req.body = big_llm("b");
-  r = s->handle(req);
+  r = reserve(*s, kToken, big_llm("b"));
   EXPECT_EQ(r.status, 409) << r.body;
   const json err = json::parse(r.body)["error"];
   EXPECT_EQ(err["code"], "does_not_fit");
   EXPECT_NE(err["message"].get<std::string>().find("'b'"), std::string::npos) << err;
   EXPECT_EQ(models_of(*s).size(), 1U);
   // Without the reservation the model joins (a pod already running elsewhere's decision).
-  req.query.clear();
-  EXPECT_EQ(s->handle(req).status, 201);
+  EXPECT_EQ(call_service(*s, kToken, "POST", "/v1/models", big_llm("b")).status, 201);
   EXPECT_EQ(models_of(*s).size(), 2U);
-  req.query = {{"if_fits", "yes"}};
-  req.body = big_llm("c");
-  r = s->handle(req);
+  r = reserve(*s, kToken, big_llm("c"), "yes");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(json::parse(r.body)["error"]["field"], "if_fits");
   s->stop();
@@ -399,22 +378,14 @@ TEST(KubeRegistrarNode, ANodeOfTwoGpusRegistersReservesAndRemoves) {
   ASSERT_TRUE(opened.ok()) << opened.error().what();
   NodeService& node = **opened;
   // Two 7B models at fp16: one per GPU; a third fits neither, and its reservation is refused.
-  HttpRequest req;
-  req.method = "POST";
-  req.path = "/v1/models";
-  req.query = {{"if_fits", "true"}};
-  req.authorization = std::string("Bearer ") + kToken;
-  req.content_type = "application/json";
   std::set<int> gpus;
   for (const char* name : {"a", "b"}) {
-    req.body = big_llm(name);
-    const HttpResponse r = node.handle(req);
+    const HttpResponse r = reserve(node, kToken, big_llm(name));
     ASSERT_EQ(r.status, 201) << r.body;
     gpus.insert(json::parse(r.body)["gpu"].get<int>());
   }
   EXPECT_EQ(gpus, (std::set<int>{0, 1}));
-  req.body = big_llm("c");
-  const HttpResponse refused = node.handle(req);
+  const HttpResponse refused = reserve(node, kToken, big_llm("c"));
   EXPECT_EQ(refused.status, 409) << refused.body;
 
   KubeRegistrarOptions ro;

@@ -120,22 +120,9 @@ json wait_plan(int port, Pred pred) {
   return p;
 }
 
-bool skip_reason(std::string& why) {
-#if defined(__SANITIZE_ADDRESS__)
-  why = "starts the corun binary; the sanitizer build covers the in-process suite";
-  return true;
-#else
-  if (!std::filesystem::exists(CORUN_BINARY)) {
-    why = std::string("no binary at ") + CORUN_BINARY;
-    return true;
-  }
-  return false;
-#endif
-}
-
 TEST(ServeProcess, BreachReplansAndKill9RestartKeepsModelsAndPlan) {
   std::string why;
-  if (skip_reason(why)) GTEST_SKIP() << why;
+  if (testing::binary_skip_reason(why)) GTEST_SKIP() << why;
   TempDir dir;
   json models, plan;
   {
@@ -191,7 +178,7 @@ TEST(ServeProcess, BreachReplansAndKill9RestartKeepsModelsAndPlan) {
 // from the state alone with every model on its GPU.
 TEST(ServeProcess, ANodeWorkloadServesEachGpuAndSurvivesKill9) {
   std::string why;
-  if (skip_reason(why)) GTEST_SKIP() << why;
+  if (testing::binary_skip_reason(why)) GTEST_SKIP() << why;
   TempDir dir;
   const auto file = dir.path() / "node.yaml";
   std::ofstream(file) << "device: a100-80gb\n"
@@ -230,7 +217,7 @@ TEST(ServeProcess, ANodeWorkloadServesEachGpuAndSurvivesKill9) {
 
 TEST(ServeProcess, Kill9DuringLoadLosesNoAcknowledgedRegistrationOrPlan) {
   std::string why;
-  if (skip_reason(why)) GTEST_SKIP() << why;
+  if (testing::binary_skip_reason(why)) GTEST_SKIP() << why;
   TempDir dir;
   std::set<std::string> acked_models;
   std::map<std::int64_t, json> seen_plans;

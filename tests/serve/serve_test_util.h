@@ -150,6 +150,50 @@ inline std::string request(const std::string& method, const std::string& target,
   return r + "\r\n" + body;
 }
 
+#ifdef CORUN_BINARY
+/// Why a test that starts the corun binary is skipped: in a sanitizer build (which builds the
+/// in-process suites alone and covers them there) or when the binary is missing; false when it
+/// runs.
+inline bool binary_skip_reason(std::string& why) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  why = "starts the corun binary; the sanitizer build covers the in-process suite";
+  return true;
+#else
+  if (!std::filesystem::exists(CORUN_BINARY)) {
+    why = std::string("no binary at ") + CORUN_BINARY;
+    return true;
+  }
+  return false;
+#endif
+}
+#endif  // CORUN_BINARY
+
+/// A 7B chat model at fp16: 15.2 GB of weights (7.6 B parameters x 2 bytes), so one fits an
+/// RTX 3090's 24 GB and two do not, whatever their other knobs.
+inline std::string big_llm(const std::string& name) {
+  return nlohmann::json(
+             {{"name", name},
+              {"model", "qwen2.5-7b"},
+              {"knobs", {{"precision", {"fp16"}}, {"request_concurrency", {1}}}},
+              {"demand", {{"rps", 0.2}, {"prompt_tokens", 256}, {"output_tokens", 64}}},
+              {"sla", {{"ttft_ms_p95", 30000}, {"tpot_ms_p95", 2000}}}})
+      .dump();
+}
+
+/// POST /v1/models?if_fits=true with `entry`, in process: a reservation (the query as a
+/// transport hands it over, apart from the path).
+inline HttpResponse reserve(HttpHandler& h, const std::string& token, const std::string& entry,
+                            const std::string& if_fits = "true") {
+  HttpRequest r;
+  r.method = "POST";
+  r.path = "/v1/models";
+  r.query = {{"if_fits", if_fits}};
+  r.authorization = "Bearer " + token;
+  r.content_type = "application/json";
+  r.body = entry;
+  return h.handle(r);
+}
+
 /// Model entries used across the tests (catalog models; SLAs the sim can meet).
 inline const char* kCam0 =
     R"({"name":"cam0","model":"yolo11n","knobs":{"imgsz":[320,480,640],"skip_rate":[0,0.5]},)"

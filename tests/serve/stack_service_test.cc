@@ -66,7 +66,8 @@ struct Prometheus {
   }
 };
 
-std::unique_ptr<Service> open_service(const TempDir& dir) {
+std::unique_ptr<Service> open_service(
+    const TempDir& dir, const std::vector<std::pair<std::string, std::string>>& dcgm = {}) {
   ServiceOptions o;
   o.state_dir = dir.path();
   o.token = kToken;
@@ -75,6 +76,7 @@ std::unique_ptr<Service> open_service(const TempDir& dir) {
   // A poller that never fires within the test: the test reads the windows itself.
   o.stack.prometheus_url = "http://127.0.0.1:1";
   o.stack.read.window_s = 3600;
+  o.stack.dcgm_labels = dcgm;
   auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   EXPECT_TRUE(s.ok()) << s.error().what();
   return s.ok() ? std::move(*s) : nullptr;
@@ -228,17 +230,9 @@ TEST(StackTelemetry, ALoneFarWindowOfPostedTelemetryIsHeldUntilConfirmed) {
 // reported in /v1/plan and /metrics (UnexplainedLoadOptions: 25 %, 3 windows).
 TEST(StackTelemetry, GpuActivityThePlanDoesNotExplainIsReported) {
   TempDir dir;
-  ServiceOptions o;
-  o.state_dir = dir.path();
-  o.token = kToken;
-  o.solver = "exhaustive";
-  o.min_replan_interval_ms = 0;
-  o.stack.prometheus_url = "http://127.0.0.1:1";
-  o.stack.read.window_s = 3600;
-  o.stack.dcgm_labels = {{"gpu", "0"}};
-  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
-  ASSERT_TRUE(opened.ok()) << opened.error().what();
-  Service& s = **opened;
+  auto opened = open_service(dir, {{"gpu", "0"}});
+  ASSERT_TRUE(opened);
+  Service& s = *opened;
   ASSERT_EQ(call(s, "POST", "/v1/models", kChat).status, 201);
   ASSERT_TRUE(testing::settle(s, kToken));
   const auto gpu_with = [](double sm_active) {

@@ -32,6 +32,9 @@ std::string did_you_mean(std::string_view word, std::span<const std::string> can
 /// @brief Joins with a separator.
 std::string join(std::span<const std::string> parts, std::string_view sep);
 
+/// @brief `s` without the white space (std::isspace) at either end (a view into `s`).
+std::string_view trim(std::string_view s);
+
 /// @brief Splits on a single character; empty fields are kept.
 std::vector<std::string> split(std::string_view s, char sep);
 
