@@ -327,12 +327,19 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
       }
     }
     if (plan) {
-      // A window that paid a transition measured the swap, not the configuration: it counts
-      // on ground truth, and is not learned from (nor does its breach ask for a new plan).
+      // A window that paid a transition measured the swap, not the configuration; a window
+      // whose trace demand left the band around the demand the plan was made for measured
+      // another workload than the one predicted (telemetry tells the planner that demand at the
+      // next decision). Either counts on ground truth, and is not learned from (nor does its
+      // breach ask for a new plan).
       std::vector<ModelObservation> obs = observations(rec.measured, config);
       std::vector<ModelObservation> steady;
       for (const auto& o : obs) {
-        if (rec.in_transition[o.model] || swap_kernels) {
+        const bool other_demand =
+            !replay[o.model].empty() &&
+            demand_moved(now.models[o.model].demand, replay[o.model][step],
+                         options.trace_demand_band);
+        if (rec.in_transition[o.model] || swap_kernels || other_demand) {
           rec.breach[o.model] = measured_breach(now.models[o.model], o);
         } else {
           steady.push_back(o);

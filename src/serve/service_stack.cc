@@ -116,8 +116,28 @@ void Service::read_stack_window(const PromQuery& query) {
         up = false;
         down = r.issues.front().detail;
       }
-      // A window counts toward the plan in force only when that plan ran through all of it.
-      const bool learn = r.learnable && same_plan;
+      // The observed demand against the registered one: out of the band, the window measured
+      // another workload than the plan was predicted for. The band is at least 3 Poisson sds of
+      // the window's expected count.
+      const auto rr = rates(m, r);
+      double ratio = 0;
+      bool out = false;
+      if (r.learnable && rr) {
+        const double expected = rr->first * options_.stack.read.window_s;
+        const double band = std::max(options_.stack.demand_band, 3 / std::sqrt(expected));
+        ratio = rr->second / rr->first - 1;
+        out = std::abs(ratio) > band;
+      }
+      // A window counts toward the plan in force only when that plan ran through all of it,
+      // at the demand it was made for (as `corun run` learns no trace window out of its band).
+      const bool learn = r.learnable && same_plan && !out;
+      if (out) {
+        char detail[160];
+        std::snprintf(detail, sizeof detail,
+                      "observed %.3g/s against %.3g/s registered: not learned (a plan for another "
+                      "demand)", rr->second, rr->first);
+        r.issues.push_back({DataQuality::kDemandMoved, "", detail});
+      }
       StackStatus& st = stack_status_[m.name];
       std::vector<std::string> before;
       for (const auto& x : st.issues) before.emplace_back(to_string(x.quality));
@@ -146,17 +166,12 @@ void Service::read_stack_window(const PromQuery& query) {
       }
       // The observed demand follows the registered one with hysteresis: out of the band, on
       // one side, in demand_windows clean windows in a row (whichever plan ran: demand is not
-      // the plan's). The band is at least 3 Poisson sds of the window's expected count.
-      const auto rr = rates(m, r);
+      // the plan's).
       std::vector<double>& streak = demand_streak_[m.name];
       if (!r.learnable || !rr) {
         streak.clear();
         continue;
       }
-      const double expected = rr->first * options_.stack.read.window_s;
-      const double band = std::max(options_.stack.demand_band, 3 / std::sqrt(expected));
-      const double ratio = rr->second / rr->first - 1;
-      const bool out = std::abs(ratio) > band;
       const bool same_side = streak.empty() || (streak.back() > rr->first) == (ratio > 0);
       if (!out || !same_side) streak.clear();
       if (!out) continue;

@@ -31,6 +31,8 @@ std::string_view to_string(DataQuality q) {
       return "too_few_requests";
     case DataQuality::kOutlier:
       return "outlier";
+    case DataQuality::kDemandMoved:
+      return "demand_moved";
   }
   return "?";
 }

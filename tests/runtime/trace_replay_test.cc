@@ -105,6 +105,8 @@ class TraceReplay : public ::testing::Test {
     std::vector<Demand> met;
     std::vector<double> camera_fps;  // the camera's demand as the testbed met it
     std::vector<std::vector<std::string>> events;
+    std::vector<std::uint64_t> code_learned;  // the code model's learned windows, after each
+    std::vector<std::uint64_t> cam_learned;
     RunReport report;
   };
 
@@ -123,6 +125,8 @@ class TraceReplay : public ::testing::Test {
       seen.met.push_back(met.models[0].demand);
       seen.camera_fps.push_back(met.models[1].demand.fps);
       seen.events.push_back(iv.events);
+      seen.code_learned.push_back(iv.learning.at(0).observations);
+      seen.cam_learned.push_back(iv.learning.at(1).observations);
     };
     auto r = run_online(workload_, sim, std::make_unique<TwinSource>(), o);
     EXPECT_TRUE(r.ok()) << r.error().what();
@@ -167,6 +171,26 @@ TEST_F(TraceReplay, AMoveWithinTheBandIsNotTold) {
   }
   // The testbed meets the trace whatever the planner was told.
   for (std::size_t k = 0; k < 4; ++k) expect_demand(seen.met[k], kIntervals[k]);
+}
+
+TEST_F(TraceReplay, AWindowAtAnotherDemandThanPlannedIsNotLearned) {
+  // Band 20 %: every interval's demand is out of the band around the one its plan was made for
+  // (planned kInitial, then each interval's predecessor): 4 -> 6 rps, 6 -> kMinRps, kMinRps -> 8,
+  // 8 -> 2 rps. None of the code model's windows is learned; the camera's are.
+  const Seen seen = run();
+  ASSERT_EQ(seen.code_learned.size(), 4u);
+  EXPECT_EQ(seen.code_learned.back(), 0u);
+  EXPECT_GT(seen.cam_learned.back(), 0u);
+  // Band 150 %: interval 1 (planned kIntervals[0], met kMinRps at the same lengths, -100 % at
+  // most) is within it, and so is interval 2 (met 8 rps, 50/6: 33 %, 83 %, 80 %); interval 0
+  // (prompt +200 %) and interval 3 (prompt +233 %) are not. The code model learns at most those
+  // two windows (a window that paid a transition is not learned either), and learns none before
+  // interval 1.
+  const Seen wide = run(1.5);
+  ASSERT_EQ(wide.code_learned.size(), 4u);
+  EXPECT_EQ(wide.code_learned[0], 0u);
+  EXPECT_LE(wide.code_learned.back(), 2u);
+  EXPECT_EQ(wide.code_learned[3], wide.code_learned[2]);
 }
 
 TEST_F(TraceReplay, TheTestbedMeetsEachIntervalsTraceDemand) {

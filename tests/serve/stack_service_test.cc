@@ -137,6 +137,33 @@ TEST(StackTelemetry, AWindowWithTooFewRequestsIsReportedAndNotLearned) {
             std::string::npos);
 }
 
+TEST(StackTelemetry, AWindowAtAnotherDemandIsReportedAndNotLearned) {
+  TempDir dir;
+  auto s = open_service(dir);
+  ASSERT_TRUE(s);
+  ASSERT_EQ(call(*s, "POST", "/v1/models", kChat).status, 201);
+  ASSERT_TRUE(testing::settle(*s, kToken));
+  // 2 requests/s registered; a burst of 4.4 (+120 %, outside the 20 % band and the 3 Poisson
+  // sds of 60 requests, 39 %) with a TTFT 30 times the prediction: the queue of a burst, not an
+  // error of the plan's prediction at 2 requests/s.
+  const Prometheus burst = Prometheus::vllm(6000, 20, 4.4);
+  s->read_stack_window(burst.query());
+  s->read_stack_window(burst.query());
+  json t = plan_of(*s)["telemetry"]["models"]["chat"];
+  EXPECT_FALSE(t["learned"].get<bool>());
+  EXPECT_EQ(t["status"], "demand_moved");
+  EXPECT_EQ(json::parse(call(*s, "GET", "/v1/telemetry").body)["models"]["chat"]["samples"], 0);
+  EXPECT_NE(call(*s, "GET", "/metrics")
+                .body.find("corun_serve_telemetry_issue{model=\"chat\",status=\"demand_moved\"}"
+                           " 1"),
+            std::string::npos);
+  // Back at the registered demand (+15 %, inside the band), the window is learned.
+  s->read_stack_window(Prometheus::vllm(200, 20, 2.3).query());
+  t = plan_of(*s)["telemetry"]["models"]["chat"];
+  EXPECT_TRUE(t["learned"].get<bool>());
+  EXPECT_EQ(t["status"], "ok");
+}
+
 TEST(StackTelemetry, AnUnreachablePrometheusDegradesHealthNotThePlan) {
   TempDir dir;
   auto s = open_service(dir);

@@ -127,7 +127,9 @@ struct RunOptions {
   /// was last told (0: every change). A trace moves a little every interval,
   /// as a real stack's measured rate does (a 10 s count at 2 requests/s has a relative noise of
   /// 1/sqrt(20) = 22 %); re-planning for each move makes the horizon one interval and pays
-  /// transitions for noise. The testbed always meets the trace's own demand.
+  /// transitions for noise. The testbed always meets the trace's own demand. A window whose
+  /// trace demand is out of this band around the demand its plan was made for is not learned
+  /// from (it measured another workload than the one predicted; serve's `demand_moved`).
   double trace_demand_band = 0.2;
 };
 

@@ -28,10 +28,11 @@ enum class DataQuality {
   kStale,           ///< the newest sample of the model's series is older than the window
   kTooFewRequests,  ///< too few requests completed for a p95
   kOutlier,         ///< a value far outside the model's recent noise, not yet confirmed
+  kDemandMoved,     ///< the observed demand left the band around the registered one
 };
-inline constexpr std::size_t kDataQualityCount = 9;
+inline constexpr std::size_t kDataQualityCount = 10;
 /// @brief "unreachable", "query_error", "missing", "ambiguous", "not_finite", "counter_reset",
-/// "stale", "too_few_requests", "outlier".
+/// "stale", "too_few_requests", "outlier", "demand_moved".
 std::string_view to_string(DataQuality q);
 
 /// @brief One thing wrong with a window: what, of which metric ("" = the model), and the detail
