@@ -14,37 +14,13 @@
 #include <vector>
 
 #include "corun/catalog/embedded.h"
+#include "../core/temp_dir.h"
 
 namespace corun {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// A fresh temporary directory, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("corun-catalog-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  [[nodiscard]] const fs::path& path() const { return path_; }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-  }
-
- private:
-  fs::path path_;
-};
+using corun::testing::TempDir;
 
 std::string read(const fs::path& p) {
   std::ifstream in(p);

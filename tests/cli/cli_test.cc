@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../spec/malformed_cases.h"
+#include "../core/temp_dir.h"
 
 namespace corun {
 namespace {
@@ -23,10 +24,10 @@ struct RunResult {
   std::string err;
 };
 
+// The process's scratch directory, removed when the process exits.
 std::filesystem::path temp_dir() {
-  auto d = std::filesystem::temp_directory_path() / ("corun_cli_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d;
+  static const testing::TempDir dir("corun-cli-test");
+  return dir.path();
 }
 
 RunResult run(const std::string& args) {

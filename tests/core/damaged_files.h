@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "corun/core/rng.h"
+#include "temp_dir.h"
 
 namespace corun::testing {
 
@@ -38,27 +39,6 @@ inline void write_bytes(const std::filesystem::path& p, const std::string& bytes
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << bytes;
 }
-
-/// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& prefix) {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 /// Runs `sql` on the SQLite file at `path` (an alteration no corun version would write).
 /// Returns SQLite's error message, "" on success.

@@ -7,6 +7,7 @@
 #include "corun/core/rng.h"
 #include "corun/core/strings.h"
 #include "corun/core/yaml.h"
+#include "temp_dir.h"
 
 namespace corun {
 namespace {
@@ -85,9 +86,8 @@ TEST(Rng, UniformAndNormalHaveTheRightMoments) {
 }
 
 TEST(AtomicFile, WritesWholeFileAndLeavesNoTemporary) {
-  const auto dir = std::filesystem::temp_directory_path() / "corun_atomic_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::TempDir scratch("corun-atomic-test");
+  const std::filesystem::path& dir = scratch.path();
   const auto path = dir / "out.json";
   ASSERT_TRUE(write_file_atomic(path, "first").ok());
   ASSERT_TRUE(write_file_atomic(path, "second").ok());

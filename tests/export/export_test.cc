@@ -42,11 +42,13 @@
 #include "corun/export/knob_map.h"
 #include "corun/export/plan_input.h"
 #include "corun/space/space.h"
+#include "../core/temp_dir.h"
 
 namespace corun::exporting {
 namespace {
 
 namespace fs = std::filesystem;
+using corun::testing::TempDir;
 
 const fs::path kSource = CORUN_SOURCE_DIR;
 const fs::path kGolden = kSource / "tests/export/golden";
@@ -55,32 +57,6 @@ std::string read(const fs::path& p) {
   auto t = read_file(p);
   return t ? *t : std::string();
 }
-
-/// A fresh directory, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("corun-export-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-    return path_ / name;
-  }
-
- private:
-  fs::path path_;
-};
 
 ExportOptions test_options() {
   ExportOptions o;

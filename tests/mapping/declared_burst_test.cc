@@ -13,6 +13,7 @@
 #include "corun/mapping/executor.h"
 #include "corun/mapping/problem.h"
 #include "corun/mapping/scenario.h"
+#include "../core/temp_dir.h"
 
 namespace corun::mapping {
 namespace {
@@ -33,10 +34,10 @@ Workload workload(const std::string& path) {
   return *w;
 }
 
+// The process's scratch directory, removed when the process exits.
 fs::path temp_dir() {
-  const fs::path d = fs::temp_directory_path() / ("corun_burst_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  static const testing::TempDir dir("corun-burst-test");
+  return dir.path();
 }
 
 TEST(DeclaredBurst, RunsTheScenarioNamedRelativeToTheWorkloadWithEveryCallOnTheGpu) {

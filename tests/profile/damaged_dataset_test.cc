@@ -39,7 +39,7 @@ class DamagedDataset : public ::testing::Test {
                       (dir_ / "model.json").string()},
                      dir_ / "stderr.txt");
   }
-  corun::testing::ScratchDir scratch_{"corun-damaged-dataset"};
+  corun::testing::TempDir scratch_{"corun-damaged-dataset"};
   const fs::path& dir_ = scratch_.path();
 };
 

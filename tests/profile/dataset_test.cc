@@ -11,6 +11,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/core/version.h"
 #include "corun/profile/campaign.h"
+#include "../core/temp_dir.h"
 
 namespace corun::profile {
 namespace {
@@ -18,9 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_db(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("corun_profile_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  static const testing::TempDir scratch("corun-profile-test");  // removed at exit
+  const fs::path& dir = scratch.path();
   const fs::path p = dir / name;
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
   return p;

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "../core/temp_dir.h"
+
 namespace corun {
 namespace {
 
@@ -23,9 +25,8 @@ namespace fs = std::filesystem;
 constexpr int kBudget = 3000;  // a few seconds of the simulator: long enough to kill twice
 
 fs::path temp_db(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("corun_kill_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  static const testing::TempDir scratch("corun-kill-test");  // removed at exit
+  const fs::path& dir = scratch.path();
   const fs::path p = dir / name;
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
   return p;

@@ -514,6 +514,7 @@ TEST(Controller, DeterministicBySeed) {
 
 #include "corun/core/atomic_file.h"
 #include "corun/runtime/report.h"
+#include "../core/temp_dir.h"
 
 namespace corun {
 namespace {
@@ -523,8 +524,8 @@ TEST(Report, JsonAndHtmlCarryTheLedger) {
   SimTestbed sim;
   auto r = run(w, sim, 0.4, true);
   ASSERT_TRUE(r.ok());
-  const auto dir = std::filesystem::temp_directory_path() / "corun_report_test";
-  std::filesystem::remove_all(dir);
+  const testing::TempDir scratch("corun-report-test");
+  const std::filesystem::path dir = scratch.path() / "report";
   ASSERT_TRUE(write_report(*r, w, dir).ok());
   const auto j = nlohmann::json::parse(*read_file(dir / "report.json"));
   EXPECT_EQ(j["schema_version"], 2);

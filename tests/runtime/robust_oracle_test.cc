@@ -9,6 +9,7 @@
 #include "corun/runtime/online_run.h"
 #include "corun/runtime/twin_source.h"
 #include "corun/testbed/sim.h"
+#include "../core/temp_dir.h"
 
 namespace corun {
 namespace {
@@ -97,9 +98,8 @@ TEST(RobustOracle, ConditionsChangeTheReference) {
 TEST(OnlineLog, AResumedRunReadsItsIntervalsBackAndDecidesTheSame) {
   const Workload w = small();
   SimTestbed sim;
-  const auto dir = std::filesystem::temp_directory_path() / "corun_online_log_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::TempDir scratch("corun-online-log-test");
+  const std::filesystem::path& dir = scratch.path();
   auto run = [&](std::size_t* replayed) -> Result<RunReport> {
     auto log = OnlineLog::open(dir / "dataset.db", w, "text", "sim", 10, 42, 3);
     if (!log) return log.error();

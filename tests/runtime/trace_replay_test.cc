@@ -16,6 +16,7 @@
 #include "corun/runtime/twin_source.h"
 #include "corun/spec/workload.h"
 #include "corun/testbed/sim.h"
+#include "../core/temp_dir.h"
 
 namespace corun {
 namespace {
@@ -69,11 +70,6 @@ void expect_demand(const Demand& got, const Demand& want) {
 class TraceReplay : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("corun-replay-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     std::ofstream(dir_ / "small.csv") << kTrace;
     std::ofstream(dir_ / "w.yaml") << "device: l4\n"
                                       "models:\n"
@@ -93,10 +89,6 @@ class TraceReplay : public ::testing::Test {
     auto w = load_workload(dir_ / "w.yaml", Catalog::default_catalog());
     ASSERT_TRUE(w.ok()) << w.error().what();
     workload_ = std::move(*w);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
 
   // Per interval: the code model's demand in every decision made then, and the one the testbed met.
@@ -134,7 +126,8 @@ class TraceReplay : public ::testing::Test {
     return seen;
   }
 
-  fs::path dir_;
+  const testing::TempDir scratch_{"corun-replay"};
+  const fs::path& dir_ = scratch_.path();
   Workload workload_;
 };
 

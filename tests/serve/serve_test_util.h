@@ -1,6 +1,6 @@
 #pragma once
 
-// Helpers shared by the serve tests: temporary state directories and a raw HTTP/1.1 client
+// Helpers shared by the serve tests: temporary state directories (core/temp_dir.h) and a raw HTTP/1.1 client
 // (a socket, so that tests can send what no well-behaved client library would).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,31 +17,11 @@
 #include <thread>
 
 #include "corun/serve/service.h"
+#include "../core/temp_dir.h"
 
 namespace corun::serve::testing {
 
-/// A fresh directory under the system temp dir, removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("corun-serve-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-  /// @brief The path of `name` inside the directory, as a string.
-  [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using corun::testing::TempDir;
 
 /// One request handled in process (no socket) by `s`, with `token` as its bearer when not
 /// empty and a JSON content type when it has a body.

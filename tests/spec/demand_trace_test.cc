@@ -12,11 +12,13 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/spec/workload.h"
+#include "../core/temp_dir.h"
 
 namespace corun {
 namespace {
 
 namespace fs = std::filesystem;
+using corun::testing::TempDir;
 
 const std::string kHeader = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
 
@@ -29,33 +31,6 @@ std::string errors_of(const std::string& text) {
   EXPECT_FALSE(parse(text, diags).has_value()) << "accepted:\n" << text;
   return diags.to_error().what();
 }
-
-// A fresh directory under the system's temporary one, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("corun-trace-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_ / "data");
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  [[nodiscard]] const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-    return path_ / name;
-  }
-
- private:
-  fs::path path_;
-};
 
 TEST(DemandTrace, ReadsTheAzureFormatToTheHundredNanoseconds) {
   // The first rows of the committed excerpt: 37 µs apart, a day's timestamps at 100 ns.

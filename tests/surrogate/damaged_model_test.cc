@@ -23,7 +23,7 @@ const std::string kN2 = std::string(CORUN_SOURCE_DIR) + "/workloads/paper-n2.yam
 class DamagedModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    scratch_ = new corun::testing::ScratchDir("corun-damaged-model");
+    scratch_ = new corun::testing::TempDir("corun-damaged-model");
     dir_ = &scratch_->path();
     const std::string db = (*dir_ / "d.db").string();
     ok_ =
@@ -46,12 +46,12 @@ class DamagedModel : public ::testing::Test {
     return run_corun({"predict", model.string(), kN2, "--json"}, *dir_ / "stderr.txt");
   }
 
-  static corun::testing::ScratchDir* scratch_;
+  static corun::testing::TempDir* scratch_;
   static const fs::path* dir_;
   static bool ok_;
 };
 
-corun::testing::ScratchDir* DamagedModel::scratch_ = nullptr;
+corun::testing::TempDir* DamagedModel::scratch_ = nullptr;
 const fs::path* DamagedModel::dir_ = nullptr;
 bool DamagedModel::ok_ = false;
 

@@ -13,6 +13,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/core/rng.h"
 #include "corun/profile/campaign.h"
+#include "../core/temp_dir.h"
 
 namespace corun::surrogate {
 namespace {
@@ -274,10 +275,8 @@ TEST(Surrogate, PredictGivenRemembersCellsAndAgreesWithTheFullForests) {
 TEST(Surrogate, ModelFileRoundTripsAndIsVersioned) {
   const Data& d = data();
   const Surrogate s = fit(SurrogateKind::kMeanField, RegressorKind::kMlp);
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("corun_surrogate_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const auto path = dir / "model.json";
+  const testing::TempDir dir("corun-surrogate-test");
+  const auto path = dir.path() / "model.json";
   ASSERT_TRUE(s.save(path).ok());
   auto back = Surrogate::load(path);
   ASSERT_TRUE(back.ok()) << back.error().what();

@@ -15,17 +15,17 @@
 #include "corun/core/atomic_file.h"
 #include "corun/profile/campaign.h"
 #include "corun/surrogate/training.h"
+#include "../core/temp_dir.h"
 
 namespace corun::surrogate {
 namespace {
 
 namespace fs = std::filesystem;
 
+// The process's scratch directory, removed when the process exits.
 fs::path temp_dir() {
-  const fs::path d =
-      fs::temp_directory_path() / ("corun_training_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  static const testing::TempDir dir("corun-training-test");
+  return dir.path();
 }
 
 struct CliRun {
