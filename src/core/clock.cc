@@ -1,6 +1,7 @@
 #include "corun/core/clock.h"
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 
 namespace corun {
@@ -17,6 +18,18 @@ std::string utc_now_rfc3339() {
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string utc_now_rfc3339_ms() {
+  const std::int64_t ms = unix_now_ms();
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
   return buf;
 }
 

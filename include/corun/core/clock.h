@@ -15,4 +15,7 @@ std::int64_t unix_now_ms();
 /// Kubernetes' metav1.Time and of the dataset's timestamps.
 std::string utc_now_rfc3339();
 
+/// @brief The same to the millisecond ("2026-12-07T01:02:03.456Z"): when serve made a plan.
+std::string utc_now_rfc3339_ms();
+
 }  // namespace corun
