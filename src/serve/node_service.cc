@@ -164,45 +164,59 @@ std::optional<std::size_t> NodeService::gpu_of(const std::string& model) const {
   return it->second;
 }
 
+std::span<const NodeService::NodeRoute> NodeService::node_routes() {
+  using N = NodeService;
+  static const NodeRoute kTable[] = {
+      {"GET", "/healthz", &N::health},
+      {"GET", "/metrics", &N::metrics},
+      {"GET", "/v1/models", &N::list_models},
+      {"POST", "/v1/models", &N::register_model},
+      {"DELETE", "/v1/models/{name}", &N::remove_model},
+      {"GET", "/v1/telemetry", &N::get_telemetry},
+      {"POST", "/v1/telemetry", &N::post_telemetry},
+      {"GET", "/v1/plan", &N::get_plan},
+      {"GET", "/v1/plan/history", &N::get_history},
+      {"POST", "/v1/replan", &N::replan},
+      {"POST", "/v1/whatif", &N::whatif},
+      {"POST", "/v1/tools/place", &N::tools_place},
+      {"POST", "/v1/capacity", &N::capacity},
+  };
+  return kTable;
+}
+
 HttpResponse NodeService::route(const HttpRequest& req) {
-  const std::string& p = req.path;
-  const bool is_get = req.method == "GET";
-  const bool is_post = req.method == "POST";
-  if (p == "/healthz" && is_get) return health(req);
-  if (p == "/metrics" && is_get) return metrics(req);
-  if (p == "/v1/models" && is_get) return list_models(req);
-  if (p == "/v1/models" && is_post) return register_model(req);
-  if (p == "/v1/telemetry" && is_get) return get_telemetry(req);
-  if (p == "/v1/telemetry" && is_post) return post_telemetry(req);
-  if (p == "/v1/plan" && is_get) return get_plan(req);
-  if (p == "/v1/plan/history" && is_get) return get_history(req);
-  if (p == "/v1/replan" && is_post) return replan(req);
-  if (p == "/v1/whatif" && is_post) return whatif(req);
-  if (p == "/v1/tools/place" && is_post) return tools_place(req);
-  if (p == "/v1/capacity" && is_post) return capacity(req);
-  constexpr std::string_view kModel = "/v1/models/";
-  if (p.size() > kModel.size() && p.compare(0, kModel.size(), kModel) == 0) {
-    const std::string rest = p.substr(kModel.size());
-    const std::string name = rest.substr(0, rest.find('/'));
-    if (req.method == "DELETE" && rest == name && units_.front()->authorised(req)) {
-      MutexLock mutate(mutate_mutex_);
-      const auto k = gpu_of(name);
-      HttpResponse r = forward(k.value_or(0), req);
-      if (k && ok_status(r.status)) {
-        MutexLock lock(where_mutex_);
-        where_.erase(name);
-      }
-      return r;
+  std::string path = req.path;
+  if (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto found = lookup_route(Service::routes(), req.method, path);
+  // No row (an unknown path, a method the path does not allow): GPU 0 answers, as every GPU
+  // would.
+  if (found.route == nullptr) return forward(0, req);
+  const Route<Service>& row = *found.route;
+  for (const NodeRoute& r : node_routes()) {
+    if (r.method == row.method && r.pattern == row.pattern) {
+      return (this->*r.handler)(RouteCall{req, found.captured, nlohmann::json()});
     }
-    // An unknown model: GPU 0 answers (404), as it answers any malformed model path.
-    return forward(gpu_of(name).value_or(0), req);
   }
-  // Everything else (the OpenAPI document, unknown paths, wrong methods): GPU 0 answers, as
-  // every GPU would.
+  // A model's route goes to its GPU; an unknown model to GPU 0, which answers 404.
+  if (!found.captured.empty()) return forward(gpu_of(found.captured).value_or(0), req);
   return forward(0, req);
 }
 
-HttpResponse NodeService::capacity(const HttpRequest& req) {
+HttpResponse NodeService::remove_model(const RouteCall& call) {
+  const HttpRequest& req = call.request;
+  const auto k = gpu_of(call.name);
+  if (!units_.front()->authorised(req)) return forward(k.value_or(0), req);  // its GPU's 401
+  MutexLock mutate(mutate_mutex_);
+  HttpResponse r = forward(gpu_of(call.name).value_or(0), req);
+  if (ok_status(r.status)) {
+    MutexLock lock(where_mutex_);
+    where_.erase(call.name);
+  }
+  return r;
+}
+
+HttpResponse NodeService::capacity(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   // GPU 0 answers for the node: with no `models` in the body, the models of every GPU (their
   // pins set aside: the answer is a new node's).
   json body = json::object();
@@ -289,7 +303,8 @@ std::variant<NodeService::Placement, HttpResponse> NodeService::place(
   return out;
 }
 
-HttpResponse NodeService::register_model(const HttpRequest& req) {
+HttpResponse NodeService::register_model(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   Service& first = *units_.front();
   if (!first.authorised(req)) return forward(0, req);  // 401, before any planning
   auto read = read_entry(req);
@@ -317,7 +332,8 @@ HttpResponse NodeService::register_model(const HttpRequest& req) {
   return json_response(r.status, out);
 }
 
-HttpResponse NodeService::whatif(const HttpRequest& req) {
+HttpResponse NodeService::whatif(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   auto read = read_entry(req);
   if (auto* r = std::get_if<HttpResponse>(&read)) return *r;
   const Entry& entry = std::get<Entry>(read);
@@ -345,7 +361,8 @@ HttpResponse NodeService::whatif(const HttpRequest& req) {
   return json_response(200, out);
 }
 
-HttpResponse NodeService::post_telemetry(const HttpRequest& req) {
+HttpResponse NodeService::post_telemetry(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   Service& first = *units_.front();
   if (!first.authorised(req)) return forward(0, req);
   auto parsed = first.parse_body(req);
@@ -383,7 +400,8 @@ HttpResponse NodeService::post_telemetry(const HttpRequest& req) {
   return json_response(202, out);
 }
 
-HttpResponse NodeService::list_models(const HttpRequest& req) {
+HttpResponse NodeService::list_models(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   json models = json::array();
   for (std::size_t k = 0; k < units_.size(); ++k) {
     HttpResponse r = forward(k, req);
@@ -399,7 +417,8 @@ HttpResponse NodeService::list_models(const HttpRequest& req) {
   return json_response(200, {{"models", models}, {"gpus", units_.size()}});
 }
 
-HttpResponse NodeService::get_telemetry(const HttpRequest& req) {
+HttpResponse NodeService::get_telemetry(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   json models = json::object();
   json flush;
   for (std::size_t k = 0; k < units_.size(); ++k) {
@@ -418,7 +437,8 @@ HttpResponse NodeService::get_telemetry(const HttpRequest& req) {
   return json_response(200, {{"models", models}, {"flush_interval_ms", flush}});
 }
 
-HttpResponse NodeService::get_plan(const HttpRequest& req) {
+HttpResponse NodeService::get_plan(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   json units = json::array();
   json models = json::object();
   json learning = json::object();
@@ -459,7 +479,8 @@ HttpResponse NodeService::get_plan(const HttpRequest& req) {
                              {"units", units}});
 }
 
-HttpResponse NodeService::get_history(const HttpRequest& req) {
+HttpResponse NodeService::get_history(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   json units = json::array();
   for (std::size_t k = 0; k < units_.size(); ++k) {
     HttpResponse r = forward(k, req);  // GPU 0 answers a bad query first
@@ -471,7 +492,8 @@ HttpResponse NodeService::get_history(const HttpRequest& req) {
   return json_response(200, {{"gpus", units}});
 }
 
-HttpResponse NodeService::replan(const HttpRequest& req) {
+HttpResponse NodeService::replan(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   json units = json::array();
   int status = 202;
   for (std::size_t k = 0; k < units_.size(); ++k) {
@@ -485,7 +507,8 @@ HttpResponse NodeService::replan(const HttpRequest& req) {
   return json_response(status, {{"requested", true}, {"gpus", units}});
 }
 
-HttpResponse NodeService::tools_place(const HttpRequest& req) {
+HttpResponse NodeService::tools_place(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   HttpRequest r = req;
   std::size_t k = 0;
   if (const auto it = r.query.find("gpu"); it != r.query.end()) {
@@ -508,7 +531,8 @@ HttpResponse NodeService::tools_place(const HttpRequest& req) {
   return json_response(out.status, a);
 }
 
-HttpResponse NodeService::health(const HttpRequest& req) {
+HttpResponse NodeService::health(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   json units = json::array();
   std::size_t models = 0;
   for (std::size_t k = 0; k < units_.size(); ++k) {
@@ -522,7 +546,8 @@ HttpResponse NodeService::health(const HttpRequest& req) {
       200, {{"status", "ok"}, {"gpus", units_.size()}, {"models", models}, {"units", units}});
 }
 
-HttpResponse NodeService::metrics(const HttpRequest& req) {
+HttpResponse NodeService::metrics(const RouteCall& call) {
+  const HttpRequest& req = call.request;
   // Each GPU's exposition with a gpu label on every sample, families kept together (the text
   // format wants a family's samples in one group, under one HELP and TYPE).
   std::vector<std::string> order;

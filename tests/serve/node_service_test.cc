@@ -177,6 +177,37 @@ TEST(NodeService, BadRequestsAreRefusedBeforeAnythingChanges) {
   EXPECT_EQ(t["chat"]["gpu"], 1);
 }
 
+TEST(NodeService, ResolvesRequestsAgainstTheServicesRouteTable) {
+  // Every row of the node's own handling names a row of the one API table.
+  for (const auto& n : NodeService::node_routes()) {
+    SCOPED_TRACE(std::string(n.method) + " " + std::string(n.pattern));
+    bool found = false;
+    for (const auto& r : Service::routes()) {
+      found = found || (r.method == n.method && r.pattern == n.pattern);
+    }
+    EXPECT_TRUE(found);
+  }
+  TempDir dir;
+  auto node = open_node(dir.path(), 2);
+  ASSERT_TRUE(node);
+  ASSERT_EQ(call(*node, "POST", "/v1/models", with(kCam0, {{"gpu", 1}}).dump()).status, 201);
+  // A trailing slash is the same route, as on one GPU: the node's list (GPU 1's model).
+  const json models = body_of(call(*node, "GET", "/v1/models/"))["models"];
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0]["gpu"], 1);
+  // A model's route goes to its GPU, with or without the slash.
+  EXPECT_EQ(call(*node, "GET", "/v1/models/cam0/").status, 200);
+  // A method the path does not allow, and an unknown path: answered as one GPU answers.
+  auto r = call(*node, "PATCH", "/v1/models");
+  EXPECT_EQ(r.status, 405) << r.body;
+  EXPECT_EQ(call(*node, "GET", "/v1/nothing").status, 404);
+  // A removal without the token is its GPU's 401, and changes nothing.
+  EXPECT_EQ(call(*node, "DELETE", "/v1/models/cam0", "", false).status, 401);
+  EXPECT_EQ(call(*node, "GET", "/v1/models/cam0").status, 200);
+  EXPECT_EQ(call(*node, "DELETE", "/v1/models/cam0").status, 200);
+  EXPECT_EQ(call(*node, "GET", "/v1/models/cam0").status, 404);
+}
+
 TEST(NodeService, ModelsStayOnTheirGpuAcrossARestart) {
   TempDir dir;
   {

@@ -6,7 +6,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "corun/core/result.h"
 #include "corun/runtime/predictor_source.h"
 #include "corun/serve/http.h"
+#include "corun/serve/router.h"
 #include "corun/serve/service.h"
 
 namespace corun::serve {
@@ -55,6 +58,19 @@ class NodeService final : public HttpHandler {
   HttpResponse transport_error(int status, const std::string& path, const std::string& reason,
                                const std::string& field) override;
 
+  /// @brief The node's own handling of a row of Service::routes(), named by its method and
+  /// pattern. A request resolves against Service::routes() (one table: what a GPU answers, the
+  /// node answers); a row listed here runs the node's handler, any other row goes to the GPU of
+  /// the model its {name} names (GPU 0 for an unknown one, which answers 404), and a request no
+  /// row matches goes to GPU 0, which answers it as every GPU would (404, 405, the OpenAPI
+  /// document).
+  struct NodeRoute {
+    std::string_view method;
+    std::string_view pattern;
+    HttpResponse (NodeService::*handler)(const RouteCall&);
+  };
+  static std::span<const NodeRoute> node_routes();
+
   [[nodiscard]] std::size_t gpus() const { return units_.size(); }
   /// @brief GPU k's service.
   [[nodiscard]] Service& unit(std::size_t k) { return *units_.at(k); }
@@ -85,18 +101,19 @@ class NodeService final : public HttpHandler {
   std::variant<std::optional<std::size_t>, HttpResponse> take_pin(nlohmann::json& entry) const;
   std::optional<std::size_t> gpu_of(const std::string& model) const;
 
-  HttpResponse register_model(const HttpRequest& req);
-  HttpResponse whatif(const HttpRequest& req);
-  HttpResponse capacity(const HttpRequest& req);
-  HttpResponse post_telemetry(const HttpRequest& req);
-  HttpResponse list_models(const HttpRequest& req);
-  HttpResponse get_telemetry(const HttpRequest& req);
-  HttpResponse get_plan(const HttpRequest& req);
-  HttpResponse get_history(const HttpRequest& req);
-  HttpResponse replan(const HttpRequest& req);
-  HttpResponse tools_place(const HttpRequest& req);
-  HttpResponse health(const HttpRequest& req);
-  HttpResponse metrics(const HttpRequest& req);
+  HttpResponse register_model(const RouteCall& call);
+  HttpResponse whatif(const RouteCall& call);
+  HttpResponse capacity(const RouteCall& call);
+  HttpResponse post_telemetry(const RouteCall& call);
+  HttpResponse list_models(const RouteCall& call);
+  HttpResponse get_telemetry(const RouteCall& call);
+  HttpResponse get_plan(const RouteCall& call);
+  HttpResponse get_history(const RouteCall& call);
+  HttpResponse replan(const RouteCall& call);
+  HttpResponse tools_place(const RouteCall& call);
+  HttpResponse health(const RouteCall& call);
+  HttpResponse metrics(const RouteCall& call);
+  HttpResponse remove_model(const RouteCall& call);
 
   std::vector<std::unique_ptr<Service>> units_;
   /// Serialises registrations and removals: a name is unique across the GPUs, and a placement

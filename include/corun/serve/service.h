@@ -170,13 +170,15 @@ class Service final : public HttpHandler {
   /// 4xx handle() would answer for it.
   [[nodiscard]] std::variant<nlohmann::json, ApiError> parse_body(const HttpRequest& req) const;
 
+  /// @brief The API: one row per (method, path pattern); routing, authentication, body parsing
+  /// and the request metrics' labels all derive from it, and a node of GPUs (NodeService)
+  /// resolves its requests against it too.
+  static std::span<const Route<Service>> routes();
+
  private:
   Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store);
   Status restore(const StoredState& st, std::unique_ptr<PredictorSource> source);
 
-  /// The API: one row per (method, path pattern); routing, authentication, body parsing and
-  /// the request metrics' labels all derive from it.
-  static std::span<const Route<Service>> routes();
   HttpResponse route(const HttpRequest& req, std::string_view& label);
   HttpResponse error(const ApiError& e) const { return error_response(e); }
   // A state write that failed (serve/api_error.h storage_error), logged with its cause.
