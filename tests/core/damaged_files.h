@@ -3,13 +3,8 @@
 // Helpers for the damaged-state tests of the files corun writes (surrogate.json, dataset.db,
 // serve.db): damaged copies of a file's bytes, and the corun binary run in a child process,
 // optionally under a file-size limit that makes every write past it fail as on a full disk.
-#include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -21,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.h"
 #include "corun/core/rng.h"
 #include "temp_dir.h"
 
@@ -103,49 +99,35 @@ inline ChildResult run_corun(const std::vector<std::string>& args,
   ChildResult r;
   std::filesystem::remove(err_file);
   if (!ready_file.empty()) std::filesystem::remove(ready_file);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-    const int null = ::open("/dev/null", O_WRONLY);
-    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (null >= 0) ::dup2(null, 1);
-    if (err >= 0) ::dup2(err, 2);
-    if (file_size_limit > 0) {
-      ::signal(SIGXFSZ, SIG_IGN);
-      const rlimit lim{file_size_limit, file_size_limit};
-      ::setrlimit(RLIMIT_FSIZE, &lim);
-    }
-    std::vector<char*> argv;
-    std::string binary = CORUN_BINARY;
-    argv.push_back(binary.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
+  std::vector<std::string> argv = {CORUN_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildOptions options;
+  options.stdout_path = "/dev/null";
+  options.stderr_path = err_file;
+  options.file_size_limit = file_size_limit;
+  ChildProcess child(std::move(argv), options);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(deadline_s));
-  int status = 0;
   for (;;) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    if (!child.running()) break;
     if (!ready_file.empty() && std::filesystem::exists(ready_file) &&
         std::filesystem::file_size(ready_file) > 0) {
       r.ready = true;
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, &status, 0);
+      child.stop(SIGTERM);
       break;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
+      child.stop(SIGKILL);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (WIFEXITED(status) && !r.ready) r.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status) && !r.ready) r.signal = WTERMSIG(status);
+  if (!r.ready) {
+    const ExitStatus status = child.wait();
+    r.code = status.code;
+    r.signal = status.signal;
+  }
   r.err = read_bytes(err_file);
   return r;
 }

@@ -3,12 +3,7 @@
 // successes and errors, validate against the schema the document gives for their status).
 #include "corun/serve/openapi.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
@@ -21,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../core/child_process.h"
 #include "../serve/serve_test_util.h"
 #include "corun/spec/knobs.h"
 #include "schema_check.h"
@@ -392,20 +388,13 @@ class Server {
     const auto token = dir / "token";
     const auto port_file = dir / "port";
     std::ofstream(token) << kToken << "\n";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int fd = ::open((dir / "serve.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      const std::string st = (dir / "state").string(), pf = port_file.string(), tf = token.string();
-      ::execl(CORUN_BINARY, CORUN_BINARY, "serve", "--state", st.c_str(), "--port", "0",
-              "--port-file", pf.c_str(), "--token-file", tf.c_str(), "--solver", "greedy",
-              "--min-replan-ms", "20", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    testing::ChildOptions options;
+    options.stdout_path = options.stderr_path = dir / "serve.log";
+    process_ =
+        testing::ChildProcess({CORUN_BINARY, "serve", "--state", (dir / "state").string(), "--port",
+                               "0", "--port-file", port_file.string(), "--token-file",
+                               token.string(), "--solver", "greedy", "--min-replan-ms", "20"},
+                              options);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
       std::ifstream in(port_file);
@@ -413,19 +402,12 @@ class Server {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  ~Server() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-  }
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   [[nodiscard]] int port() const { return port_; }
 
  private:
-  pid_t pid_ = -1;
+  testing::ChildProcess process_;
   int port_ = 0;
 };
 

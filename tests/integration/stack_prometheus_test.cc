@@ -14,8 +14,6 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +24,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../core/child_process.h"
 #include "../serve/serve_test_util.h"
 #include "corun/catalog/catalog.h"
 #include "corun/core/strings.h"
@@ -35,8 +34,6 @@
 #include "corun/serve/openapi.h"
 #include "corun/serve/service.h"
 #include "corun/testbed/sim.h"
-
-extern char** environ;
 
 namespace corun::serve {
 namespace {
@@ -232,25 +229,17 @@ class PrometheusProcess {
                           << "scrape_configs:\n  - job_name: stack\n    scrape_interval: 250ms\n"
                           << "    static_configs:\n      - targets: ['127.0.0.1:"
                           << exporter_port << "']\n";
-    const std::string a1 = "--config.file=" + config.string();
-    const std::string a2 = "--storage.tsdb.path=" + (dir / "tsdb").string();
-    const std::string a3 = "--web.listen-address=127.0.0.1:" + std::to_string(port_);
-    const std::string a4 = "--log.level=warn";
-    const char* argv[] = {"prometheus", a1.c_str(), a2.c_str(), a3.c_str(), a4.c_str(), nullptr};
-    if (posix_spawnp(&pid_, "prometheus", nullptr, nullptr, const_cast<char* const*>(argv),
-                     environ) != 0) {
-      pid_ = -1;
-    }
+    // Found in PATH; its output is the test's.
+    process_ = corun::testing::ChildProcess(
+        {"prometheus", "--config.file=" + config.string(),
+         "--storage.tsdb.path=" + (dir / "tsdb").string(),
+         "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"});
   }
-  ~PrometheusProcess() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
+  // Stopped as a service is (it gets to close its database), not killed.
+  ~PrometheusProcess() { process_.stop(SIGTERM); }
   PrometheusProcess(const PrometheusProcess&) = delete;
   PrometheusProcess& operator=(const PrometheusProcess&) = delete;
-  [[nodiscard]] bool started() const { return pid_ > 0; }
+  [[nodiscard]] bool started() const { return process_.started(); }
   [[nodiscard]] int port() const { return port_; }
   [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
@@ -267,7 +256,7 @@ class PrometheusProcess {
   }
 
  private:
-  pid_t pid_ = -1;
+  corun::testing::ChildProcess process_;
   int port_ = 0;
 };
 

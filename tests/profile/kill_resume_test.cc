@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -15,12 +13,16 @@
 #include <thread>
 #include <vector>
 
+#include "../core/child_process.h"
 #include "../core/temp_dir.h"
 
 namespace corun {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ChildOptions;
+using testing::ChildProcess;
+using testing::ExitStatus;
 
 constexpr int kBudget = 3000;  // a few seconds of the simulator: long enough to kill twice
 
@@ -32,23 +34,19 @@ fs::path temp_db(const std::string& name) {
   return p;
 }
 
-pid_t spawn_profile(const fs::path& db) {
+// The children's output goes nowhere: the datasets they write are what is checked.
+ChildOptions quiet() {
+  ChildOptions o;
+  o.stdout_path = o.stderr_path = "/dev/null";
+  return o;
+}
+
+ChildProcess spawn_profile(const fs::path& db) {
   const std::string workload = std::string(CORUN_SOURCE_DIR) + "/workloads/paper-n4.yaml";
   const std::string budget = std::to_string(kBudget);
-  std::vector<std::string> args = {CORUN_BINARY, "profile",  workload,   "--plan",
-                                   "meanfield",  "--budget", budget,     "--seed",
-                                   "7",          "--out",    db.string()};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  return ChildProcess({CORUN_BINARY, "profile", workload, "--plan", "meanfield", "--budget", budget,
+                       "--seed", "7", "--out", db.string()},
+                      quiet());
 }
 
 // Runs a query on a read-only connection; every value as text (REALs with 17 digits so that
@@ -98,26 +96,20 @@ long count(const fs::path& db, const std::string& table) {
 // Starts a campaign and SIGKILLs it once `at_least` samples are stored. Returns the number of
 // samples stored at the kill, or -1 if the process ended by itself first.
 long run_and_kill(const fs::path& db, long at_least) {
-  const pid_t pid = spawn_profile(db);
+  ChildProcess profile = spawn_profile(db);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  int status = 0;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return -1;
+    if (!profile.running()) return -1;
     if (count(db, "samples") >= at_least) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  const ExitStatus status = profile.stop(SIGKILL);
+  EXPECT_TRUE(status.signal == SIGKILL);
   return count(db, "samples");
 }
 
-int run_to_end(const fs::path& db) {
-  const pid_t pid = spawn_profile(db);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+// The exit code, -1 when it did not exit by itself.
+int run_to_end(const fs::path& db) { return spawn_profile(db).wait().code; }
 
 std::string dataset_dump(const fs::path& db) {
   return query(db,
@@ -157,20 +149,9 @@ TEST(KillResume, SigkillMidCampaignThenRerunEqualsUninterruptedRun) {
 // `corun run` killed with SIGKILL mid-timeline and rerun with the same arguments reads the
 // intervals it had measured back from its dataset and reaches the same report as an uninterrupted
 // run: the same plans, the same measurements, the same learning.
-pid_t spawn_run(const fs::path& workload, const fs::path& out) {
-  std::vector<std::string> args = {CORUN_BINARY, "run", workload.string(), "--quiet", "--out",
-                                   out.string()};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+ChildProcess spawn_run(const fs::path& workload, const fs::path& out) {
+  return ChildProcess({CORUN_BINARY, "run", workload.string(), "--quiet", "--out", out.string()},
+                      quiet());
 }
 
 std::string online_dump(const fs::path& db) {
@@ -201,31 +182,22 @@ TEST(KillResume, SigkillMidRunThenRerunEqualsUninterruptedRun) {
   }
   const fs::path killed = dir / "killed";
   const fs::path clean = dir / "clean";
-  const pid_t pid = spawn_run(workload, killed);
+  ChildProcess run = spawn_run(workload, killed);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  int status = 0;
-  bool ended = false;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      ended = true;
-      break;
-    }
+    if (!run.running()) break;
     const std::string n = query(killed / "dataset.db", "SELECT COUNT(*) FROM samples");
     if (!n.empty() && std::stol(n) >= 20) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (!ended) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-  }
+  run.stop(SIGKILL);  // nothing to kill if it ended by itself
   const std::string n = query(killed / "dataset.db", "SELECT COUNT(*) FROM samples");
   const long stored = n.empty() ? 0 : std::stol(n);
   EXPECT_GT(stored, 0);
   // Rerun to the end, and an uninterrupted run elsewhere.
   for (const fs::path& out : {killed, clean}) {
-    const pid_t p = spawn_run(workload, out);
-    ::waitpid(p, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) <= 1) << out;
+    const ExitStatus status = spawn_run(workload, out).wait();
+    ASSERT_TRUE(status.exited() && status.code <= 1) << out;
   }
   const std::string a = online_dump(killed / "dataset.db");
   const std::string b = online_dump(clean / "dataset.db");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "../core/child_process.h"
 #include "../core/damaged_files.h"
 #include "corun/catalog/catalog.h"
 #include "corun/runtime/twin_source.h"
@@ -186,23 +187,21 @@ TEST(DamagedServeState, ARowThatIsNotJsonNamesTheFileAndTheRow) {
 // Runs `child` in a forked process whose files may not grow past `limit_bytes` (RLIMIT_FSIZE,
 // SIGXFSZ ignored: a write past it fails with EFBIG as on a full disk) and returns the report
 // it wrote ("" when the child failed before writing one).
-std::string report_of_child_under_file_limit(const std::filesystem::path& dir, rlim_t limit_bytes,
+std::string report_of_child_under_file_limit(const std::filesystem::path& dir,
+                                             std::uint64_t limit_bytes,
                                              const std::function<std::string()>& child) {
   const auto report = dir / "child.txt";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::signal(SIGXFSZ, SIG_IGN);
-    const rlimit lim{limit_bytes, limit_bytes};
-    ::setrlimit(RLIMIT_FSIZE, &lim);
-    const std::string text = child();
-    if (text.empty()) ::_exit(20);
-    corun::testing::write_bytes(report, text);
-    ::_exit(0);
-  }
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return "";
-  }
+  corun::testing::ChildOptions options;
+  options.file_size_limit = limit_bytes;
+  auto process = corun::testing::ChildProcess::fork_and_run(
+      [&] {
+        const std::string text = child();
+        if (text.empty()) return 20;
+        corun::testing::write_bytes(report, text);
+        return 0;
+      },
+      options);
+  if (process.wait().code != 0) return "";
   return corun::testing::read_bytes(report);
 }
 

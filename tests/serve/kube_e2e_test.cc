@@ -5,18 +5,14 @@
 // binds, the other's bind fails; a failed Binding's registration is rolled back; a deleted
 // pod's model is removed; a bad annotation is a Warning event. Bounded: every wait has a
 // deadline, and every child is killed and reaped.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "../core/child_process.h"
 #include "corun/serve/extender.h"
 #include "kube_api_fixture.h"
 #include "serve_test_util.h"
@@ -24,6 +20,8 @@
 namespace corun::serve {
 namespace {
 
+using corun::testing::ChildOptions;
+using corun::testing::ChildProcess;
 using nlohmann::json;
 using testing::big_llm;
 using testing::KubeApiFixture;
@@ -44,49 +42,30 @@ class Child {
     log_ = dir / (name + ".log");
     args.insert(args.begin(), CORUN_BINARY);
     args.insert(args.end(), {"--port", "0", "--port-file", port_file.string()});
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(CORUN_BINARY, argv.data());
-      ::_exit(127);
-    }
+    ChildOptions options;
+    options.stdout_path = options.stderr_path = log_;
+    process_ = ChildProcess(std::move(args), options);
+    // Until it wrote its port, or ended first.
     wait_until(
         [&] {
           std::ifstream in(port_file);
-          int status = 0;
-          if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-            pid_ = -1;
-            return true;
-          }
+          if (!process_.running()) return true;
           return static_cast<bool>(in >> port_) && port_ > 0;
         },
         30000);
   }
-  ~Child() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
   [[nodiscard]] int port() const { return port_; }
-  [[nodiscard]] bool running() const { return pid_ > 0 && port_ > 0; }
+  // It wrote its port and had not ended before.
+  [[nodiscard]] bool running() const { return port_ > 0 && !process_.exit_status(); }
   [[nodiscard]] std::string log() const {
     std::ifstream in(log_);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   }
 
  private:
-  pid_t pid_ = -1;
+  ChildProcess process_;
   int port_ = 0;
   std::filesystem::path log_;
 };

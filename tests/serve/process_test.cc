@@ -1,12 +1,8 @@
 // End-to-end tests of the real `corun serve` binary as a subprocess: register, breach,
 // re-plan, kill -9, restart; and a kill -9 in the middle of load that must lose nothing that
 // was acknowledged. Bounded: every wait has a deadline and every child is reaped.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,11 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include "../core/child_process.h"
 #include "serve_test_util.h"
 
 namespace corun::serve {
 namespace {
 
+using corun::testing::ChildOptions;
+using corun::testing::ChildProcess;
 using nlohmann::json;
 using testing::kCam0;
 using testing::kCam1;
@@ -44,59 +43,38 @@ class ServerProcess {
     std::filesystem::remove(port_file_);
     std::ofstream(token_file) << kToken << "\n";
     log_ = dir / "serve.log";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      std::vector<std::string> args = {
-          CORUN_BINARY, "serve",       "--state",           state.string(), "--port",
-          "0",          "--port-file", port_file_.string(), "--token-file", token_file.string(),
-          "--solver",   solver,        "--min-replan-ms",   "50",           "--flush-ms",
-          "200"};
-      args.insert(args.end(), extra.begin(), extra.end());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(CORUN_BINARY, argv.data());
-      ::_exit(127);
-    }
+    std::vector<std::string> args = {
+        CORUN_BINARY, "serve",       "--state",           state.string(), "--port",
+        "0",          "--port-file", port_file_.string(), "--token-file", token_file.string(),
+        "--solver",   solver,        "--min-replan-ms",   "50",           "--flush-ms",
+        "200"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ChildOptions options;
+    options.stdout_path = options.stderr_path = log_;
+    process_ = ChildProcess(std::move(args), options);
     // Wait for the port file (written after bind), at most 30 s.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
       std::ifstream in(port_file_);
       if (in >> port_ && port_ > 0) break;
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }
+      if (!process_.running()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  ~ServerProcess() { kill9(); }
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   [[nodiscard]] int port() const { return port_; }
-  [[nodiscard]] bool running() const { return pid_ > 0 && port_ > 0; }
+  // It wrote its port and has been neither seen ended nor killed since.
+  [[nodiscard]] bool running() const { return port_ > 0 && !process_.exit_status(); }
   [[nodiscard]] std::string log() const {
     std::ifstream in(log_);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   }
-  void kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  void kill9() { process_.stop(SIGKILL); }
 
  private:
-  pid_t pid_ = -1;
+  ChildProcess process_;
   int port_ = 0;
   std::filesystem::path port_file_;
   std::filesystem::path log_;
