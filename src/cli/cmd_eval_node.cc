@@ -142,7 +142,7 @@ const bool registered = register_command({
       sub.add_option("--solver", f->solver, "per-unit solver for large unit problems")
           ->capture_default_str();
       add_seed_flag(sub, f->seed, "the search and the first measurement");
-      sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
+      add_threads_flag(sub, f->threads, "the solver");
       sub.add_option("--repeats", f->repeats, "measurements per plan (seeds seed, seed+1, ...)")
           ->check(CLI::Range(1, 100))
           ->capture_default_str();

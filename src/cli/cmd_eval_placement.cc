@@ -150,7 +150,7 @@ const bool registered = register_command({
       auto json = std::make_shared<bool>(false);
       auto random = std::make_shared<int>(0);
       auto random_seed = std::make_shared<std::uint64_t>(1);
-      auto threads = std::make_shared<int>(1);
+      auto threads = std::make_shared<int>(mapping::EvalOptions{}.threads);
       auto html = std::make_shared<std::string>();
       auto tolerance = std::make_shared<double>(0.01);
       auto testbed_name = std::make_shared<std::string>("sim");
@@ -161,8 +161,7 @@ const bool registered = register_command({
           ->check(CLI::Range(0, 100000));
       sub.add_option("--random-seed", *random_seed, "first seed of the generated scenarios");
       sub.add_option("--device", *device, "device of generated scenarios");
-      sub.add_option("--threads", *threads, "scenarios evaluated in parallel (builtin only)")
-          ->check(CLI::Range(1, 256));
+      add_threads_flag(sub, *threads, "the scenarios evaluated in parallel (builtin only)");
       sub.add_option("--tolerance", *tolerance, "optimal = within this fraction of the oracle")
           ->check(CLI::Range(0.0, 1.0));
       sub.add_option("--html", *html,

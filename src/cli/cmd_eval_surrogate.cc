@@ -123,8 +123,7 @@ const bool registered = register_command({
           ->check(CLI::Range(0.1, 3600.0))
           ->capture_default_str();
       sub.add_option("--testbed", f->testbed, testbed_help())->capture_default_str();
-      sub.add_option("--threads", f->threads, "worker threads (0: all cores)")
-          ->check(CLI::Range(0, 256));
+      add_threads_flag(sub, f->threads, "the campaigns' workers (0: every core)", 0);
       sub.add_flag("--no-onboarding", f->no_onboarding, "skip the onboarding evaluation");
       sub.add_option("--markdown", f->markdown,
                      "write the results document (and its SVG plots next to it)");

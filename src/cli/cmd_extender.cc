@@ -22,7 +22,7 @@ const bool registered = register_command({
       struct Flags {
         std::vector<std::string> nodes;
         std::string host = "127.0.0.1", port_file;
-        int port = 8888, threads = 8;
+        int port = 8888, threads = kDefaultHttpThreads;
         serve::ExtenderOptions options;
         bool kube_discovery = false;
         KubeFlags kube;
@@ -55,9 +55,7 @@ const bool registered = register_command({
                      "file holding the nodes' corun serve token (the Secret corun-token): the "
                      "bind verb registers the pod's model with it");
       add_listen_flags(sub, f->host, f->port, f->port_file);
-      sub.add_option("--threads", f->threads, "HTTP worker threads")
-          ->check(CLI::Range(2, 256))
-          ->capture_default_str();
+      add_threads_flag(sub, f->threads, "the HTTP server's workers", 2);
       sub.add_option("--node-timeout-ms", f->options.node_timeout_ms,
                      "time a node has to answer its what-if before it counts as unreachable")
           ->check(CLI::Range(1, 600000))

@@ -238,7 +238,7 @@ const bool registered = register_command({
           ->capture_default_str();
       add_seed_flag(sub, f->seed, "the solver and the measurement");
       add_node_search_flags(sub, *f);
-      sub.add_option("--threads", f->threads, "solver threads")->capture_default_str();
+      add_threads_flag(sub, f->threads, "the solver");
       sub.add_option("--testbed", f->testbed,
                      "testbed for re-profiling changed demands and for --measure")
           ->capture_default_str();

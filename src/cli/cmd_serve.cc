@@ -173,7 +173,7 @@ const bool registered = register_command({
       struct Flags {
         std::string state, host = "127.0.0.1", port_file, token_file, device = "rtx3090", workload,
                            solver = "ga", catalog, surrogate;
-        int port = 8080, threads = 8, flush_ms = 1000, min_replan_ms = 200;
+        int port = 8080, threads = kDefaultHttpThreads, flush_ms = 1000, min_replan_ms = 200;
         std::size_t gpus = 0;  // 0 = not given
         std::uint64_t seed = kDefaultSeed;
         double margin = 0.1;
@@ -215,9 +215,7 @@ const bool registered = register_command({
       sub.add_option("--margin", f->margin, "latency margin of the twin predictor")
           ->check(CLI::Range(0.0, 5.0))
           ->capture_default_str();
-      sub.add_option("--threads", f->threads, "HTTP worker threads")
-          ->check(CLI::Range(2, 256))
-          ->capture_default_str();
+      add_threads_flag(sub, f->threads, "the HTTP server's workers", 2);
       sub.add_option("--max-body", f->max_body, "largest request body, bytes")
           ->check(CLI::Range(1024, 16 * 1024 * 1024))
           ->capture_default_str();

@@ -220,6 +220,12 @@ CLI::Option* add_seed_flag(CLI::App& sub, std::uint64_t& seed, const std::string
       ->capture_default_str();
 }
 
+CLI::Option* add_threads_flag(CLI::App& sub, int& threads, const std::string& what, int min) {
+  return sub.add_option("--threads", threads, "threads for " + what)
+      ->check(CLI::Range(min, 256))
+      ->capture_default_str();
+}
+
 void KubeFlags::add(CLI::App& sub) {
   sub.add_option("--kube-api", api,
                  "the Kubernetes API server (http(s)://HOST[:PORT]); default in a pod: the "

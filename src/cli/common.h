@@ -99,6 +99,16 @@ inline constexpr std::uint64_t kDefaultSeed = 1;
 /// draws (`what`: "the solver and the twin") and that a seed gives one result.
 CLI::Option* add_seed_flag(CLI::App& sub, std::uint64_t& seed, const std::string& what);
 
+/// @brief The compute threads (solver, profiling and evaluation workers) of a verb unless
+/// --threads says otherwise: the cores of the smallest machine corun is built and tested on.
+inline constexpr int kDefaultThreads = 2;
+/// @brief The HTTP workers of `corun serve` and `corun extender` unless --threads says otherwise.
+inline constexpr int kDefaultHttpThreads = 8;
+
+/// @brief Adds --threads, the one declaration every verb shares: its help says what runs on
+/// them (`what`: "the solver"); at least `min` (0 where 0 means every core), at most 256.
+CLI::Option* add_threads_flag(CLI::App& sub, int& threads, const std::string& what, int min = 1);
+
 /// @brief How a verb reaches the Kubernetes API: in the cluster (the pod's service account), or
 /// `--kube-api URL` with `--kube-token-file` (and `--kube-ca-file` for https) from outside.
 struct KubeFlags {

@@ -32,7 +32,7 @@ std::string predicted_headline(const ModelSpec& m, const Predicted& p);
 struct PlanFlags {
   std::string file, model, solver = "ga", testbed = "sim", catalog;
   std::uint64_t seed = kDefaultSeed;
-  int threads = 2;
+  int threads = kDefaultThreads;
   double window_s = 10;
   bool json = false;
   std::string screen = NodePlanOptions{}.screen;  ///< the node search's screening solver

@@ -36,7 +36,7 @@ struct SurrogateFlags {
   std::string regressor = kDefaultRegressor;
   std::uint64_t seed = kDefaultSeed;
   std::uint64_t budget = 0;
-  int threads = 2;
+  int threads = kDefaultThreads;
   double confidence = 0.9999;
   bool unconstrained = false;
 
@@ -53,7 +53,7 @@ struct SurrogateFlags {
                    "one-sided confidence of the SLA margins (the error model's upper bound)")
         ->check(CLI::Range(0.5, 0.999999))
         ->capture_default_str();
-    sub.add_option("--threads", threads, "solver threads")->capture_default_str();
+    add_threads_flag(sub, threads, "the solver and the profiling");
   }
 
   /// @brief The regressor named by --regressor, or an error naming the flag.
