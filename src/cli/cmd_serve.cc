@@ -358,6 +358,8 @@ const bool registered = register_command({
         so.on_plan.timeout_ms = f->on_plan_timeout_ms;
         so.stack.prometheus_url = f->prometheus;
         so.stack.read.window_s = *window;
+        // SLAs are judged per telemetry window: a swap that breaches loses whole windows.
+        if (!f->prometheus.empty()) so.transitions.window_s = *window;
         so.stack.read.min_requests = f->min_requests;
         if (!f->dcgm.empty()) {
           if (f->prometheus.empty()) {

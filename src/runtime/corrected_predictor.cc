@@ -208,6 +208,14 @@ class CorrectedAggregate final : public AggregatePredictor {
     const std::size_t d = agg_->aggregate_dims();
     return flat_.apply(m, l, others[d], agg_->predict_given(m, l, others.first(d)));
   }
+  // A load outside the plan adds nothing to the co-runners' load the corrections were learned
+  // on: they stay those of the plan's own co-runners.
+  bool cotenant(double sm, double bw, std::span<float> out) const override {
+    const std::size_t d = agg_->aggregate_dims();
+    if (out.size() <= d || !agg_->cotenant(sm, bw, out.first(d))) return false;
+    out[d] = 0;
+    return true;
+  }
 
  private:
   std::shared_ptr<const Predictor> base_;

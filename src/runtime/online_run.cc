@@ -164,7 +164,10 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
   // The planner never sees drift events.
   Workload planner = w;
   std::erase_if(planner.timeline.events, [](const TimelineEvent& e) { return !e.planner_visible(); });
-  Controller controller(planner, std::move(source), options.controller);
+  // SLAs are judged per interval: a swap that breaches loses whole intervals.
+  ControllerOptions controller_options = options.controller;
+  if (w.timeline.interval_s > 0) controller_options.transitions.window_s = w.timeline.interval_s;
+  Controller controller(planner, std::move(source), controller_options);
 
   std::unique_ptr<BackgroundRefit> refit;
   const std::size_t refit_every = options.controller.learning.refit_every;

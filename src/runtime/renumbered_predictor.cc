@@ -63,6 +63,9 @@ class RenumberedAggregate final : public AggregatePredictor {
                                         std::span<const float> others) const override {
     return agg_->predict_given(m, map_(m, l), others);
   }
+  bool cotenant(double sm, double bw, std::span<float> out) const override {
+    return agg_->cotenant(sm, bw, out);
+  }
 
  private:
   std::shared_ptr<const Predictor> inner_;

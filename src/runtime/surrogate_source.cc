@@ -13,6 +13,7 @@
 #include "corun/core/rng.h"
 #include "corun/core/stats.h"
 #include "corun/profile/dataset.h"
+#include "corun/surrogate/cotenant.h"
 
 namespace corun {
 
@@ -88,11 +89,13 @@ bool same_demand(const Demand& a, const Demand& b) { return a == b; }
 
 }  // namespace
 
-SurrogatePredictor::SurrogatePredictor(CompiledSurrogate compiled, const surrogate::Totals& extra)
+SurrogatePredictor::SurrogatePredictor(CompiledSurrogate compiled, const surrogate::Totals& extra,
+                                       std::optional<Device> device)
     : compiled_(std::move(compiled)),
       extra_(extra),
       has_extra_(extra.count != 0 || extra.sm != 0 || extra.bw != 0 || extra.vram_gb != 0 ||
                  extra.power_w != 0 || extra.occupancy != 0),
+      device_(std::move(device)),
       pool_(std::make_unique<Pool>()) {}
 
 SurrogatePredictor::~SurrogatePredictor() = default;
@@ -135,6 +138,18 @@ void SurrogatePredictor::contribution(std::size_t m, std::int32_t l, std::span<f
   out[3] = static_cast<float>(t.vram_gb);
   out[4] = static_cast<float>(t.power_w);
   out[5] = static_cast<float>(t.occupancy);
+}
+
+bool SurrogatePredictor::cotenant(double sm, double bw, std::span<float> out) const {
+  if (!device_ || out.size() < kAggregateDims) return false;
+  const surrogate::Totals t = surrogate::cotenant_totals(*device_, Interference{sm, bw});
+  out[0] = static_cast<float>(t.count);
+  out[1] = static_cast<float>(t.sm);
+  out[2] = static_cast<float>(t.bw);
+  out[3] = static_cast<float>(t.vram_gb);
+  out[4] = static_cast<float>(t.power_w);
+  out[5] = static_cast<float>(t.occupancy);
+  return true;
 }
 
 Predicted SurrogatePredictor::predict_given(std::size_t m, std::int32_t l,
@@ -208,7 +223,7 @@ Result<std::unique_ptr<Predictor>> SurrogateSource::predictor_for(const Workload
     }
   }
   return std::unique_ptr<Predictor>(
-      std::make_unique<SurrogatePredictor>(std::move(*compiled), options_.burst));
+      std::make_unique<SurrogatePredictor>(std::move(*compiled), options_.burst, current.device));
 }
 
 std::string SurrogateSource::describe() const {

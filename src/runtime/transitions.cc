@@ -75,8 +75,8 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
   // to stop it), a model arrived, or the plan in force no longer holds a model's SLA as
   // predicted now. For them the dwell and the hysteresis band do not hold; the cost still does.
   std::vector<bool> needed(n, pricing_.needed);
+  JointConfig now = from;
   {
-    JointConfig now = from;
     bool arrival = false;
     for (std::size_t m = 0; m < n; ++m) {
       if (!active[m]) now[m] = kAbsent;
@@ -94,6 +94,42 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
       }
     }
   }
+  // Whether the plan in force keeps every SLA it holds as predicted while a new copy's start-up
+  // kernels keep `share` of the SMs and DRAM bandwidth busy (a make-before-break swap): each
+  // model predicted with that load added to its co-runners' aggregate, as the tool-burst guard
+  // predicts a burst. Memoised per share (one per stack); holds when the predictor cannot
+  // express such a load.
+  const auto* agg = dynamic_cast<const AggregatePredictor*>(&predictor);
+  std::vector<std::pair<double, bool>> swap_holds;
+  auto holds_during_swap = [&](double share) {
+    for (const auto& [s, h] : swap_holds) {
+      if (s == share) return h;
+    }
+    bool h = true;
+    const std::size_t d = agg != nullptr ? agg->aggregate_dims() : 0;
+    std::vector<float> load(d, 0.0f), mine(d), total(d, 0.0f), others(d);
+    if (agg != nullptr && agg->cotenant(share, share, load)) {
+      std::vector<std::vector<float>> contrib(n);
+      for (std::size_t m = 0; m < n; ++m) {
+        if (now[m] == kAbsent) continue;
+        contrib[m].assign(d, 0.0f);
+        agg->contribution(m, now[m], contrib[m]);
+        for (std::size_t i = 0; i < d; ++i) total[i] += contrib[m][i];
+      }
+      for (std::size_t m = 0; m < n && h; ++m) {
+        if (now[m] == kAbsent) continue;
+        const Margin& g = margins[m][static_cast<std::size_t>(now[m])];
+        for (std::size_t i = 0; i < d; ++i) others[i] = total[i] - contrib[m][i];
+        // A model that misses its SLA already loses its windows whether or not a swap runs:
+        // only one the swap's load pushes past it counts against the swap.
+        if (sla_excess(w.models[m], agg->predict_given(m, now[m], others), g) > 0) continue;
+        for (std::size_t i = 0; i < d; ++i) others[i] += load[i];
+        h = sla_excess(w.models[m], agg->predict_given(m, now[m], others), g) <= 0;
+      }
+    }
+    swap_holds.emplace_back(share, h);
+    return h;
+  };
   double held = 0;     // VRAM of the plan in force
   double serving = 0;  // utility per second of everyone in it, which a swap's kernels slow
   for (std::size_t m = 0; m < n; ++m) {
@@ -126,6 +162,12 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
       // After a break: the model's own seconds without service and of warm-up. Under
       // make-before-break: the share of the GPU its new copy's kernels take from everyone.
       double lost = t.make_before_break ? t.swap_gpu_seconds() * serving : t.downtime_s * value;
+      if (t.make_before_break && t.swap_kernel_s() > 0 && !holds_during_swap(t.start_gpu_share)) {
+        // A swap that pushes a model of the plan in force past its SLA loses every window its
+        // kernels touch (a window that breaches earns nothing, as the evaluation counts it).
+        const double win = options_.transitions.window_s;
+        lost = std::max(lost, std::ceil(t.swap_kernel_s() / win) * win * serving);
+      }
       if (!t.make_before_break && rate > 0 && t.warmup_slowdown > 1) {
         lost += t.warmup_requests / rate * (1 - 1 / t.warmup_slowdown) * value;
       }

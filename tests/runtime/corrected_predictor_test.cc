@@ -48,6 +48,11 @@ class TestAggregate final : public AggregatePredictor {
     p.throughput = (100.0f + 10.0f * static_cast<float>(l)) / slow;
     return p;
   }
+  // A load outside the plan: its SM share, as the one dimension.
+  bool cotenant(double sm, double, std::span<float> out) const override {
+    out[0] = static_cast<float>(sm);
+    return true;
+  }
 };
 
 // The same predictions behind the plain interface: the corrected predictor's other form.
@@ -229,6 +234,43 @@ TEST(CorrectedPredictor, CorrectionsOfNothingLearnedLeaveTheBaseAsItIs) {
   corrected->predict(configs, 200, got);
   base->predict(configs, 200, want);
   expect_same_bits(got, want);
+}
+
+// A load outside the plan (a swap's start-up kernels) goes through the corrections as the base
+// expresses it, adding nothing to the co-runners' load they were learned on; a base that cannot
+// express one makes the corrected predictor say so too.
+TEST(CorrectedPredictor, ALoadOutsideThePlanIsTheBasesAndNoCoRunnersLoad) {
+  auto table = std::make_shared<const CorrectionTable>(learned_table(3, 20));
+  const auto corrected = make_corrected(std::make_shared<TestAggregate>(), table);
+  const auto* agg = dynamic_cast<const AggregatePredictor*>(corrected.get());
+  ASSERT_NE(agg, nullptr);
+  ASSERT_EQ(agg->aggregate_dims(), 2u);
+  std::vector<float> out(2, -1.0f);
+  ASSERT_TRUE(agg->cotenant(0.25, 0.5, out));
+  EXPECT_FLOAT_EQ(out[0], 0.25f);
+  EXPECT_FLOAT_EQ(out[1], 0.0f);
+}
+
+// A predictor whose aggregate has no unit for a load outside the plan.
+class Opaque final : public AggregatePredictor {
+ public:
+  [[nodiscard]] std::size_t models() const override { return kModels; }
+  [[nodiscard]] std::size_t aggregate_dims() const override { return 1; }
+  void contribution(std::size_t, std::int32_t, std::span<float> out) const override { out[0] = 1; }
+  [[nodiscard]] Predicted predict_given(std::size_t, std::int32_t,
+                                        std::span<const float>) const override {
+    return {};
+  }
+};
+
+TEST(CorrectedPredictor, ABaseThatCannotExpressALoadOutsideThePlanSaysSo) {
+  auto table = std::make_shared<const CorrectionTable>(learned_table(3, 20));
+  const auto corrected = make_corrected(std::make_shared<Opaque>(), table);
+  const auto* agg = dynamic_cast<const AggregatePredictor*>(corrected.get());
+  ASSERT_NE(agg, nullptr);
+  std::vector<float> out(2, -1.0f);
+  EXPECT_FALSE(agg->cotenant(0.25, 0.5, out));
+  EXPECT_EQ(out, std::vector<float>(2, -1.0f));
 }
 
 }  // namespace

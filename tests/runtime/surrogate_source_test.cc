@@ -12,6 +12,7 @@
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
 #include "corun/profile/campaign.h"
+#include "corun/surrogate/cotenant.h"
 
 namespace corun {
 namespace {
@@ -281,6 +282,33 @@ TEST_P(Monotone, ABurstIsTheSamePredictionAtAHigherAggregate) {
   ASSERT_TRUE(ex.ok() && exact.ok());
   EXPECT_TRUE(exact->stats.proved_optimal);
   EXPECT_NEAR(exact->utility, ex->utility, 1e-9 * std::max(1.0, ex->utility));
+}
+
+// A load outside the plan (a make-before-break swap's start-up kernels) in the aggregate's units:
+// one more co-runner of that SM share and bandwidth (surrogate::cotenant_totals), which only a
+// predictor that knows its GPU can express.
+TEST(SurrogatePredictor, ExpressesALoadOutsideThePlanOnlyWhenItKnowsTheGpu) {
+  const Workload w = three_models();
+  const surrogate::Surrogate s = fitted(w, surrogate::RegressorKind::kGbdt, true);
+  auto bare_c = surrogate::CompiledSurrogate::compile(s, w);
+  auto gpu_c = surrogate::CompiledSurrogate::compile(s, w);
+  ASSERT_TRUE(bare_c.ok() && gpu_c.ok());
+  const SurrogatePredictor bare(std::move(*bare_c));
+  std::vector<float> out(bare.aggregate_dims(), -1.0f);
+  EXPECT_FALSE(bare.cotenant(0.2, 0.3, out));
+  EXPECT_EQ(out, std::vector<float>(bare.aggregate_dims(), -1.0f));
+
+  const SurrogatePredictor p(std::move(*gpu_c), {}, w.device);
+  ASSERT_TRUE(p.cotenant(0.2, 0.3, out));
+  const surrogate::Totals t = surrogate::cotenant_totals(w.device, {0.2, 0.3});
+  const std::vector<double> want = {t.count, t.sm, t.bw, t.vram_gb, t.power_w, t.occupancy};
+  ASSERT_EQ(out.size(), want.size());
+  for (std::size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(out[k], static_cast<float>(want[k]));
+  // One co-runner holding a fifth of the SMs, no VRAM, busy throughout (cotenant.h).
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_FLOAT_EQ(out[1], 0.2f);
+  EXPECT_EQ(out[3], 0.0f);
+  EXPECT_EQ(out[5], 1.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Regressors, Monotone,

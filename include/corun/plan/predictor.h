@@ -55,6 +55,16 @@ class AggregatePredictor : public Predictor {
   /// @brief Metrics of model `m` in configuration `l` when the others add up to `others`.
   [[nodiscard]] virtual Predicted predict_given(std::size_t m, std::int32_t l,
                                                 std::span<const float> others) const = 0;
+  /// @brief The contribution of a load outside the plan that keeps `sm` of the SMs and `bw` of
+  /// the achievable DRAM bandwidth busy (a new copy's start-up kernels during a
+  /// make-before-break swap), in the units of contribution(); false when this predictor's
+  /// aggregate cannot express one (then `out` is untouched).
+  virtual bool cotenant(double sm, double bw, std::span<float> out) const {
+    (void)sm;
+    (void)bw;
+    (void)out;
+    return false;
+  }
 
   /// @brief Default batched prediction through contribution() and predict_given().
   void predict(std::span<const std::int32_t> configs, std::size_t rows,

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,8 +32,11 @@ namespace corun {
 /// stays an AggregatePredictor with the same monotonicity (a constant shift of every input).
 class SurrogatePredictor final : public AggregatePredictor {
  public:
+  /// @param device the GPU the workload runs on: with it, cotenant() expresses a load outside
+  /// the plan (surrogate::cotenant_totals); without, it cannot.
   explicit SurrogatePredictor(surrogate::CompiledSurrogate compiled,
-                              const surrogate::Totals& extra = {});
+                              const surrogate::Totals& extra = {},
+                              std::optional<Device> device = std::nullopt);
   ~SurrogatePredictor() override;
 
   [[nodiscard]] std::size_t models() const override { return compiled_.models(); }
@@ -43,6 +48,7 @@ class SurrogatePredictor final : public AggregatePredictor {
   void contribution(std::size_t m, std::int32_t l, std::span<float> out) const override;
   [[nodiscard]] Predicted predict_given(std::size_t m, std::int32_t l,
                                         std::span<const float> others) const override;
+  bool cotenant(double sm, double bw, std::span<float> out) const override;
 
   [[nodiscard]] const surrogate::CompiledSurrogate& compiled() const { return compiled_; }
 
@@ -52,6 +58,7 @@ class SurrogatePredictor final : public AggregatePredictor {
   surrogate::CompiledSurrogate compiled_;
   surrogate::Totals extra_;
   bool has_extra_ = false;
+  std::optional<Device> device_;
   std::unique_ptr<Pool> pool_;
 };
 

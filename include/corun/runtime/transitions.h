@@ -34,6 +34,11 @@ struct TransitionOptions {
   /// expm1(hysteresis_sd × noise sd), so that a bound moving within the noise of the windows
   /// that taught it does not flip a plan back and forth.
   double hysteresis_sd = 1;
+  /// The length of the windows SLAs are judged over, in seconds (check = (0, 3600]): a
+  /// make-before-break swap whose new copy's start-up kernels would, as predicted, push a model
+  /// of the plan in force past its SLA costs every model's utility over each window the kernels
+  /// touch, instead of their GPU-seconds. corun run sets it to the workload's interval.
+  double window_s = 10;
 };
 
 }  // namespace corun

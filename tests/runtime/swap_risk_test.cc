@@ -1,0 +1,173 @@
+// The risk of a make-before-break swap, priced by the transition-aware planner: while the new
+// copy starts, its kernels share the GPU with the plan in force (catalog/actuation.yaml:
+// start_gpu_s, start_gpu_share). When that load, as predicted, pushes a model of the plan in
+// force past its SLA, the swap costs every model's utility over each window its kernels touch
+// (a window that breaches earns nothing), not just their GPU-seconds. A closed-form predictor
+// whose numbers are worked out by hand below.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "corun/catalog/catalog.h"
+#include "corun/plan/objective.h"
+#include "corun/plan/predictor.h"
+#include "corun/runtime/controller.h"
+#include "corun/space/transition.h"
+#include "corun/spec/workload.h"
+
+namespace corun {
+namespace {
+
+// Two cameras, each at imgsz 320 or 640. The aggregate is one number, the SM share the others
+// keep busy: a camera adds 0.1 at 320 and 0.3 at 640. Latency = 10 ms (320) or 20 ms (640)
+// times 1 + 2 x others. A load outside the plan adds its SM share (when `expresses`).
+class TwoCameras final : public AggregatePredictor {
+ public:
+  TwoCameras(const Workload& w, bool expresses) : w_(w), expresses_(expresses) {}
+  [[nodiscard]] std::size_t models() const override { return w_.models.size(); }
+  [[nodiscard]] std::size_t aggregate_dims() const override { return 1; }
+  void contribution(std::size_t m, std::int32_t l, std::span<float> out) const override {
+    out[0] = big(m, l) ? 0.3f : 0.1f;
+  }
+  [[nodiscard]] Predicted predict_given(std::size_t m, std::int32_t l,
+                                        std::span<const float> others) const override {
+    Predicted p;
+    p.latency_ms_p95 = (big(m, l) ? 20.0f : 10.0f) * (1 + 2 * others[0]);
+    p.throughput = static_cast<float>(w_.models[m].demand.fps);
+    return p;
+  }
+  bool cotenant(double sm, double, std::span<float> out) const override {
+    if (!expresses_) return false;
+    out[0] = static_cast<float>(sm);
+    return true;
+  }
+
+ private:
+  [[nodiscard]] bool big(std::size_t m, std::int32_t l) const {
+    return w_.models[m].settings(static_cast<std::size_t>(l)).imgsz == 640;
+  }
+  Workload w_;
+  bool expresses_;
+};
+
+class TwoCamerasSource final : public PredictorSource {
+ public:
+  explicit TwoCamerasSource(bool expresses) : expresses_(expresses) {}
+  [[nodiscard]] std::string describe() const override { return "two cameras"; }
+  Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override {
+    return std::unique_ptr<Predictor>(std::make_unique<TwoCameras>(current, expresses_));
+  }
+  std::vector<double> margins(const Workload& current) override {
+    return std::vector<double>(current.models.size(), 0.0);
+  }
+  ErrorPriors priors(const Workload& current) override {
+    ErrorPriors p(current.models.size());
+    for (auto& m : p) m.fill(ErrorPrior{0, 0.01, 0.01, 0.01, 0.01});
+    return p;
+  }
+  LoadTable loads(const Workload& current) override {
+    LoadTable t;
+    for (const auto& m : current.models) t.emplace_back(m.local_config_count(), 0.0f);
+    return t;
+  }
+
+ private:
+  bool expresses_;
+};
+
+// cam's SLA starts at 20 ms: at 640 it would take 20 x (1 + 2 x 0.1) = 24 ms, so both run at
+// 320 (12 ms each). cam2's SLA is 20 ms throughout: at 640 it would take 32 ms.
+Workload cameras(const std::string& cam2_sla = "20") {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: cam
+    model: yolo11n
+    knobs: {imgsz: [320, 640]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 20}
+  - name: cam2
+    model: yolo11n
+    knobs: {imgsz: [320, 640]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: )" + cam2_sla + R"(}
+)", "cameras.yaml", Catalog::default_catalog());
+  EXPECT_TRUE(w.ok()) << w.error().what();
+  return std::move(w).value();
+}
+
+// What cam at 640 instead of 320 earns per window, and what every model earns now.
+struct Values {
+  double gain = 0;
+  double serving = 0;
+};
+Values values(const Workload& w) {
+  const ModelSpec& cam = w.models[0];
+  Settings small = cam.settings(0), large = cam.settings(1);
+  if (small.imgsz != 320) std::swap(small, large);
+  Values v;
+  v.gain = cam.weight * (config_quality(cam, large) - config_quality(cam, small));
+  for (const ModelSpec& m : w.models) v.serving += m.weight * config_quality(m, small);
+  return v;
+}
+
+// The imgsz cam runs at after its SLA is relaxed to 50 ms (then 640 takes 24 ms, and cam2
+// 10 x (1 + 2 x 0.3) = 16 ms beside it: the better plan holds).
+int relaxed_imgsz(bool expresses, double horizon_s, const std::string& cam2_sla = "20") {
+  const Workload w = cameras(cam2_sla);
+  ControllerOptions o;
+  o.solver = "exhaustive";
+  o.learning.enabled = false;
+  o.admission.enabled = false;
+  o.transitions.horizon_s = horizon_s;
+  o.transitions.window_s = 10;
+  o.transitions.hysteresis_sd = 0;  // no band: the change is judged at its predicted throughput
+  Controller c(w, std::make_unique<TwoCamerasSource>(expresses), o);
+  auto first = c.replan("start");
+  EXPECT_TRUE(first.ok() && first->has_value());
+  if (!first.ok() || !first->has_value()) return 0;
+  EXPECT_EQ(w.models[0].settings(static_cast<std::size_t>((*first)->config[0])).imgsz, 320);
+  c.advance_to(600);
+  TimelineEvent relax;
+  relax.kind = TimelineEvent::Kind::kSla;
+  relax.model = 0;
+  relax.sla.latency_ms_p95 = 50;
+  c.apply(relax);
+  auto next = c.replan("event");
+  EXPECT_TRUE(next.ok()) << (next.ok() ? "" : next.error().what());
+  const auto plan = c.plan();
+  return plan ? w.models[0].settings(static_cast<std::size_t>(plan->config[0])).imgsz : 0;
+}
+
+TEST(SwapRisk, ASwapWhoseKernelsWouldBreachACoRunnerPaysItsWindows) {
+  const Workload w = cameras();
+  // cam's change is a Triton reload, made before the old copy breaks (both fit in 24 GB): its
+  // new copy's kernels run for start_gpu_s at start_gpu_share of the GPU.
+  const ModelSpec& cam = w.models[0];
+  Settings small = cam.settings(0), large = cam.settings(1);
+  if (small.imgsz != 320) std::swap(small, large);
+  const ModelTransition t =
+      model_transition(ActuationTable::builtin(), w.device, cam, small, large);
+  ASSERT_EQ(t.action, Actuation::kReload);
+  const double share = t.start_gpu_share;
+  const double kernel_s = std::min(t.start_gpu_s, t.downtime_s);
+  ASSERT_GT(share, 0.25);  // cam2 during the swap: 10 x (1 + 2 x (0.1 + share)) > 20 ms
+  ASSERT_GT(kernel_s, 0.0);
+  ASSERT_LE(kernel_s, 10.0);  // one window
+  // The swap's price, in utility seconds: its GPU-seconds x serving when nobody breaches, one
+  // whole window x serving when cam2 would. A horizon between the two, on a log scale, makes
+  // the change worth its GPU-seconds but not the window it would lose.
+  const Values v = values(w);
+  ASSERT_GT(v.gain, 0.0);
+  const double cheap = kernel_s * share * v.serving;
+  const double window = 10 * v.serving;
+  const double horizon_s = std::sqrt(cheap * window) / v.gain;
+  EXPECT_EQ(relaxed_imgsz(false, horizon_s), 640);  // the load is invisible: the change is made
+  EXPECT_EQ(relaxed_imgsz(true, horizon_s), 320);   // it would breach cam2: kept
+  // cam2 held to 11 ms misses it at 12 ms already, swap or not: the swap is not charged for it.
+  EXPECT_EQ(relaxed_imgsz(true, horizon_s, "11"), 640);
+}
+
+}  // namespace
+}  // namespace corun
