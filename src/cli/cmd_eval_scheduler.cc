@@ -402,6 +402,11 @@ const bool registered = register_command({
                                 f->surrogate.regressor +
                                 (f->surrogate.unconstrained ? " --unconstrained" : "") +
                                 " --seed " + std::to_string(f->surrogate.seed) + " --json";
+          // Flags that change the rows, when not at their defaults.
+          if (f->transitions != "aware") command += " --transitions " + f->transitions;
+          if (f->learning.options.explore_sd > 0) {
+            command += " --explore " + format_number(f->learning.options.explore_sd);
+          }
           // The references a run skips change the document: say so in its command.
           if (f->no_oracle) command += " --no-oracle";
           if (f->no_exhaustive) command += " --no-exhaustive";
