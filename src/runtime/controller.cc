@@ -36,6 +36,9 @@ Controller::Controller(Workload w, std::unique_ptr<PredictorSource> source,
   CORUN_CHECK(source_ != nullptr);
   const Status admission = check(options_.admission);
   CORUN_CHECK_MSG(admission.ok(), admission.ok() ? "" : admission.error().message().c_str());
+  const Status transitions = check(options_.transitions);
+  CORUN_CHECK_MSG(transitions.ok(),
+                  transitions.ok() ? "" : transitions.error().message().c_str());
   auto solver = make_solver(options_.solver);
   CORUN_CHECK_MSG(solver.ok(), "the controller's solver name is checked by its callers");
   solver_ = std::move(*solver);

@@ -129,9 +129,10 @@ void SurrogatePredictor::predict(std::span<const std::int32_t> configs, std::siz
 
 std::size_t SurrogatePredictor::aggregate_dims() const { return kAggregateDims; }
 
-void SurrogatePredictor::contribution(std::size_t m, std::int32_t l, std::span<float> out) const {
-  CORUN_CHECK(out.size() >= kAggregateDims && l >= 0);
-  const surrogate::Totals t = compiled_.contribution(m, static_cast<std::size_t>(l));
+namespace {
+
+// Totals as the aggregate vector of contribution() (the order predict_given() reads back).
+void write_aggregate(const surrogate::Totals& t, std::span<float> out) {
   out[0] = static_cast<float>(t.count);
   out[1] = static_cast<float>(t.sm);
   out[2] = static_cast<float>(t.bw);
@@ -140,15 +141,16 @@ void SurrogatePredictor::contribution(std::size_t m, std::int32_t l, std::span<f
   out[5] = static_cast<float>(t.occupancy);
 }
 
+}  // namespace
+
+void SurrogatePredictor::contribution(std::size_t m, std::int32_t l, std::span<float> out) const {
+  CORUN_CHECK(out.size() >= kAggregateDims && l >= 0);
+  write_aggregate(compiled_.contribution(m, static_cast<std::size_t>(l)), out);
+}
+
 bool SurrogatePredictor::cotenant(double sm, double bw, std::span<float> out) const {
   if (!device_ || out.size() < kAggregateDims) return false;
-  const surrogate::Totals t = surrogate::cotenant_totals(*device_, Interference{sm, bw});
-  out[0] = static_cast<float>(t.count);
-  out[1] = static_cast<float>(t.sm);
-  out[2] = static_cast<float>(t.bw);
-  out[3] = static_cast<float>(t.vram_gb);
-  out[4] = static_cast<float>(t.power_w);
-  out[5] = static_cast<float>(t.occupancy);
+  write_aggregate(surrogate::cotenant_totals(*device_, Interference{sm, bw}), out);
   return true;
 }
 

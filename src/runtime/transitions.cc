@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <utility>
 
 #include "controller_state.h"
@@ -16,6 +17,27 @@
 namespace corun {
 
 using detail::sla_targets;
+
+Status check(const TransitionOptions& o) {
+  auto bad = [](const char* field, const char* why) {
+    return Error(std::string("transitions.") + field + ": " + why, Error::Kind::kInvalidInput);
+  };
+  if (!(o.horizon_s >= 0 && o.horizon_s <= 1e6)) return bad("horizon_s", "must be in [0, 1e6]");
+  if (!(o.default_horizon_s > 0 && o.default_horizon_s <= 1e6)) {
+    return bad("default_horizon_s", "must be in (0, 1e6]");
+  }
+  if (!(o.min_horizon_s > 0 && o.min_horizon_s <= 1e6)) {
+    return bad("min_horizon_s", "must be in (0, 1e6]");
+  }
+  if (!(o.min_dwell_s >= 0 && o.min_dwell_s <= 1e6)) {
+    return bad("min_dwell_s", "must be in [0, 1e6]");
+  }
+  if (!(o.hysteresis_sd >= 0 && o.hysteresis_sd <= 10)) {
+    return bad("hysteresis_sd", "must be in [0, 10]");
+  }
+  if (!(o.window_s > 0 && o.window_s <= 3600)) return bad("window_s", "must be in (0, 3600]");
+  return {};
+}
 
 double Controller::horizon_locked() const {
   const TransitionOptions& o = options_.transitions;
@@ -107,7 +129,7 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
     }
     bool h = true;
     const std::size_t d = agg != nullptr ? agg->aggregate_dims() : 0;
-    std::vector<float> load(d, 0.0f), mine(d), total(d, 0.0f), others(d);
+    std::vector<float> load(d, 0.0f), total(d, 0.0f), others(d);
     if (agg != nullptr && agg->cotenant(share, share, load)) {
       std::vector<std::vector<float>> contrib(n);
       for (std::size_t m = 0; m < n; ++m) {

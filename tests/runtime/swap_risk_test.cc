@@ -169,5 +169,17 @@ TEST(SwapRisk, ASwapWhoseKernelsWouldBreachACoRunnerPaysItsWindows) {
   EXPECT_EQ(relaxed_imgsz(true, horizon_s, "11"), 640);
 }
 
+TEST(SwapRisk, TransitionOptionsDefaultsPassTheirOwnCheckAndABadFieldIsNamed) {
+  EXPECT_TRUE(check(TransitionOptions{}).ok());
+  TransitionOptions o;
+  o.window_s = 0;  // a swap's windows would be infinitely many
+  ASSERT_FALSE(check(o).ok());
+  EXPECT_NE(check(o).error().message().find("transitions.window_s"), std::string::npos);
+  o = {};
+  o.hysteresis_sd = -1;
+  ASSERT_FALSE(check(o).ok());
+  EXPECT_NE(check(o).error().message().find("hysteresis_sd"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace corun

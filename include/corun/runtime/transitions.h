@@ -1,5 +1,7 @@
 #pragma once
 
+#include "corun/core/result.h"
+
 namespace corun {
 
 /// @brief How the planner prices a change of the plan in force (docs/scheduler.md,
@@ -40,5 +42,9 @@ struct TransitionOptions {
   /// touch, instead of their GPU-seconds. corun run sets it to the workload's interval.
   double window_s = 10;
 };
+
+/// @brief Checks every field of `o` against its declared range; the error names the field
+/// ("transitions.window_s: ...").
+Status check(const TransitionOptions& o);
 
 }  // namespace corun
