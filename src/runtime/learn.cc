@@ -53,6 +53,137 @@ void Controller::learn_locked(std::size_t m, const LearningSample& s) {
   }
 }
 
+/// Which models changed in a window, and which way: several together is a change of the GPU
+/// (everyone's shared error moves), one alone a change of its configuration.
+struct Controller::WindowChanges {
+  std::vector<int> changed;  // per model: +1 slower, -1 faster than its learned error, 0 same
+  int up = 0, down = 0, reporting = 0;
+  int down_whole = 0, reporting_whole = 0;  // of them, models that run all of their demand
+  // A model's first window has no shared error to tell its configuration's apart from.
+  std::vector<bool> first_window;
+
+  [[nodiscard]] TargetLearner::ChangeHint hint_for(std::size_t m) const {
+    using Hint = TargetLearner::ChangeHint;
+    if (changed[m] == 0 || reporting < 2 || first_window[m]) return Hint::kUnknown;
+    const int together = changed[m] > 0 ? up : down;
+    return together >= 2 && 2 * together >= reporting ? Hint::kShared : Hint::kConfig;
+  }
+};
+
+Controller::WindowChanges Controller::window_changes_locked(std::span<const ModelObservation> obs,
+                                                            const Decision& d) const {
+  const std::size_t n = workload_.models.size();
+  WindowChanges c;
+  c.changed.assign(n, 0);
+  if (options_.learning.enabled) {
+    for (const ModelObservation& o : obs) {
+      if (o.model >= n || d.config[o.model] == kAbsent || o.local != d.config[o.model]) continue;
+      const ModelState& l = *model_state_[o.model];
+      if (!l.ready) continue;
+      ++c.reporting;
+      const double u =
+          std::isfinite(o.others_load) ? o.others_load : others_load_locked(o.model, d.config);
+      for (Target t : sla_targets(workload_.models[o.model])) {
+        const std::size_t k = static_cast<std::size_t>(t);
+        const double y = log_ratio(o.measured[k], field(d.base[o.model], t));
+        if (!l.target[k].is_change(o.local, u, y)) continue;
+        c.changed[o.model] = y > l.target[k].predict(o.local, u).mean ? 1 : -1;
+        break;
+      }
+      if (c.changed[o.model] > 0) ++c.up;
+      if (c.changed[o.model] < 0) ++c.down;
+      // The evidence that the GPU became faster comes from models served whole: a shed model
+      // runs near its capacity, where a window's latency swings without any change of the GPU.
+      if (o.model < d.admitted.size() && d.admitted[o.model] < 1) continue;
+      ++c.reporting_whole;
+      if (c.changed[o.model] < 0) ++c.down_whole;
+    }
+  }
+  c.first_window.assign(n, false);
+  for (std::size_t m = 0; m < n; ++m) {
+    const TargetLearner& t =
+        model_state_[m]->target[static_cast<std::size_t>(primary_target(workload_.models[m]))];
+    c.first_window[m] = t.observations() == 0;
+  }
+  return c;
+}
+
+LearningSample Controller::sample_locked(const ModelObservation& o, const Decision& d,
+                                         const WindowChanges& changes) {
+  const std::size_t m = o.model;
+  const ModelSpec& spec = workload_.models[m];
+  LearningSample s;
+  s.model = spec.name;
+  s.model_key = model_state_[m]->key;
+  s.local = o.local;
+  s.others_load = std::isfinite(o.others_load) ? o.others_load : others_load_locked(m, d.config);
+  s.hint = changes.hint_for(m);
+  s.reopen = std::exchange(model_state_[m]->reopened, false);
+  s.breach = measured_breach(spec, o);
+  s.share = m < d.admitted.size() ? d.admitted[m] : 1.0;
+  s.measured = o.measured;
+  for (Target t : surrogate::kAllTargets) {
+    const std::size_t k = static_cast<std::size_t>(t);
+    s.log_ratio[k] = log_ratio(o.measured[k], field(d.base[m], t));
+  }
+  if (m < d.admitted.size() && d.admitted[m] < 1 &&
+      overloaded(spec, d.admitted[m], o, options_.admission)) {
+    // An admitted share its model could not keep up with: the queue grew through the window
+    // and its latencies with it. That says the share was too large, not how wrong the
+    // steady-state prediction is: learning it would inflate every later prediction.
+    for (Target t : sla_targets(spec)) s.log_ratio[static_cast<std::size_t>(t)] = NAN;
+  }
+  for (Target t : sla_targets(spec)) {
+    const double v = o.measured[static_cast<std::size_t>(t)];
+    const float p = field(d.predicted[m], t);
+    if (std::isfinite(v) && usable_prediction(p)) {
+      s.under_prediction = std::max(s.under_prediction, v / p);
+    }
+  }
+  const Target pt = primary_target(spec);
+  const double v = o.measured[static_cast<std::size_t>(pt)];
+  const float p = field(d.predicted[m], pt);
+  if (std::isfinite(v) && usable_prediction(p)) s.error = v / p - 1;
+  return s;
+}
+
+void Controller::probe_paused_when_gpu_faster_locked(const Decision& d,
+                                                     const WindowChanges& changes,
+                                                     ObservationResult& r) {
+  const std::size_t n = workload_.models.size();
+  // The GPU became faster for most models at once (a co-tenant left, a power cap was lifted):
+  // the ceilings breaches left on shed models were measured on a slower GPU, and a paused model
+  // — never measured, so never corrected — may fit now. As a circuit breaker's half-open state,
+  // each paused model runs one probe window at the smallest share; what it measures decides.
+  if (!options_.learning.enabled || changes.down_whole < 2 ||
+      2 * changes.down_whole < changes.reporting_whole || d.admitted.size() != n) {
+    return;
+  }
+  for (std::size_t m = 0; m < n; ++m) {
+    if (d.admitted[m] >= 1 || !workload_.models[m].active) continue;
+    model_state_[m]->admission.gpu_faster();
+    if (!r.replan) {
+      r.replan = true;
+      r.reason = "faster GPU";
+    }
+  }
+}
+
+bool Controller::learning_moved_a_bound_locked(const Decision& d) const {
+  const std::size_t n = workload_.models.size();
+  const double step = std::log1p(options_.learning.replan_bound_change);
+  for (std::size_t m = 0; m < n; ++m) {
+    // Models run best effort count too: what was learned may make their SLA holdable again.
+    if (d.config[m] == kAbsent || !model_state_[m]->ready) continue;
+    for (Target t : sla_targets(workload_.models[m])) {
+      const double before = planned_log_bound_[m * kTargetCount + static_cast<std::size_t>(t)];
+      if (!std::isfinite(before)) continue;
+      if (std::abs(planned_log_bound_locked(m, d.config[m], t) - before) > step) return true;
+    }
+  }
+  return false;
+}
+
 ObservationResult Controller::observe(std::span<const ModelObservation> obs, std::int64_t plan_id,
                                       std::vector<LearningSample>* samples) {
   MutexLock lock(mutex_);
@@ -65,48 +196,7 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
   }
   const Decision& d = *plan_;
   std::vector<ModelObservation> window;
-  // Which models changed in this window, and which way: several together is a change of the
-  // GPU (everyone's shared error moves), one alone a change of its configuration.
-  std::vector<int> changed(n, 0);
-  int up = 0, down = 0, reporting = 0;
-  int down_whole = 0, reporting_whole = 0;  // of them, models that run all of their demand
-  if (options_.learning.enabled) {
-    for (const ModelObservation& o : obs) {
-      if (o.model >= n || d.config[o.model] == kAbsent || o.local != d.config[o.model]) continue;
-      const ModelState& l = *model_state_[o.model];
-      if (!l.ready) continue;
-      ++reporting;
-      const double u =
-          std::isfinite(o.others_load) ? o.others_load : others_load_locked(o.model, d.config);
-      for (Target t : sla_targets(workload_.models[o.model])) {
-        const std::size_t k = static_cast<std::size_t>(t);
-        const double y = log_ratio(o.measured[k], field(d.base[o.model], t));
-        if (!l.target[k].is_change(o.local, u, y)) continue;
-        changed[o.model] = y > l.target[k].predict(o.local, u).mean ? 1 : -1;
-        break;
-      }
-      if (changed[o.model] > 0) ++up;
-      if (changed[o.model] < 0) ++down;
-      // The evidence that the GPU became faster comes from models served whole: a shed model
-      // runs near its capacity, where a window's latency swings without any change of the GPU.
-      if (o.model < d.admitted.size() && d.admitted[o.model] < 1) continue;
-      ++reporting_whole;
-      if (changed[o.model] < 0) ++down_whole;
-    }
-  }
-  // A model's first window has no shared error to tell its configuration's apart from.
-  std::vector<bool> first_window(n, false);
-  for (std::size_t m = 0; m < n; ++m) {
-    const TargetLearner& t =
-        model_state_[m]->target[static_cast<std::size_t>(primary_target(workload_.models[m]))];
-    first_window[m] = t.observations() == 0;
-  }
-  auto hint_for = [&](std::size_t m) {
-    using Hint = TargetLearner::ChangeHint;
-    if (changed[m] == 0 || reporting < 2 || first_window[m]) return Hint::kUnknown;
-    const int together = changed[m] > 0 ? up : down;
-    return together >= 2 && 2 * together >= reporting ? Hint::kShared : Hint::kConfig;
-  };
+  const WindowChanges changes = window_changes_locked(obs, d);
   for (const ModelObservation& o : obs) {
     if (o.model >= n || d.config[o.model] == kAbsent || o.local != d.config[o.model]) {
       ++r.stale;
@@ -114,38 +204,7 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     }
     const std::size_t m = o.model;
     const ModelSpec& spec = workload_.models[m];
-    LearningSample s;
-    s.model = spec.name;
-    s.model_key = model_state_[m]->key;
-    s.local = o.local;
-    s.others_load = std::isfinite(o.others_load) ? o.others_load : others_load_locked(m, d.config);
-    s.hint = hint_for(m);
-    s.reopen = std::exchange(model_state_[m]->reopened, false);
-    s.breach = measured_breach(spec, o);
-    s.share = m < d.admitted.size() ? d.admitted[m] : 1.0;
-    s.measured = o.measured;
-    for (Target t : surrogate::kAllTargets) {
-      const std::size_t k = static_cast<std::size_t>(t);
-      s.log_ratio[k] = log_ratio(o.measured[k], field(d.base[m], t));
-    }
-    if (m < d.admitted.size() && d.admitted[m] < 1 &&
-        overloaded(spec, d.admitted[m], o, options_.admission)) {
-      // An admitted share its model could not keep up with: the queue grew through the window
-      // and its latencies with it. That says the share was too large, not how wrong the
-      // steady-state prediction is: learning it would inflate every later prediction.
-      for (Target t : sla_targets(spec)) s.log_ratio[static_cast<std::size_t>(t)] = NAN;
-    }
-    for (Target t : sla_targets(spec)) {
-      const double v = o.measured[static_cast<std::size_t>(t)];
-      const float p = field(d.predicted[m], t);
-      if (std::isfinite(v) && usable_prediction(p)) {
-        s.under_prediction = std::max(s.under_prediction, v / p);
-      }
-    }
-    const Target pt = primary_target(spec);
-    const double v = o.measured[static_cast<std::size_t>(pt)];
-    const float p = field(d.predicted[m], pt);
-    if (std::isfinite(v) && usable_prediction(p)) s.error = v / p - 1;
+    const LearningSample s = sample_locked(o, d, changes);
     learn_locked(m, s);
     if (m < d.admitted.size() && d.admitted[m] > 0 && d.admitted[m] < 1) {
       const bool failed_test =
@@ -169,40 +228,15 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
       r.reason = "breach " + spec.name;
     }
   }
-  // The GPU became faster for most models at once (a co-tenant left, a power cap was lifted):
-  // the ceilings breaches left on shed models were measured on a slower GPU, and a paused model
-  // — never measured, so never corrected — may fit now. As a circuit breaker's half-open state,
-  // each paused model runs one probe window at the smallest share; what it measures decides.
-  if (options_.learning.enabled && down_whole >= 2 && 2 * down_whole >= reporting_whole &&
-      d.admitted.size() == n) {
-    for (std::size_t m = 0; m < n; ++m) {
-      if (d.admitted[m] >= 1 || !workload_.models[m].active) continue;
-      model_state_[m]->admission.gpu_faster();
-      if (!r.replan) {
-        r.replan = true;
-        r.reason = "faster GPU";
-      }
-    }
-  }
+  probe_paused_when_gpu_faster_locked(d, changes, r);
   if (!window.empty()) {
     recent_->windows.emplace_back(d.config, std::move(window));
     if (recent_->windows.size() > kRecentWindows) recent_->windows.pop_front();
   }
-  if (options_.learning.enabled && !r.replan && planned_log_bound_.size() == n * kTargetCount) {
-    const double step = std::log1p(options_.learning.replan_bound_change);
-    for (std::size_t m = 0; m < n && !r.replan; ++m) {
-      // Models run best effort count too: what was learned may make their SLA holdable again.
-      if (d.config[m] == kAbsent || !model_state_[m]->ready) continue;
-      for (Target t : sla_targets(workload_.models[m])) {
-        const double before = planned_log_bound_[m * kTargetCount + static_cast<std::size_t>(t)];
-        if (!std::isfinite(before)) continue;
-        if (std::abs(planned_log_bound_locked(m, d.config[m], t) - before) > step) {
-          r.replan = true;
-          r.reason = "learning";
-          break;
-        }
-      }
-    }
+  if (options_.learning.enabled && !r.replan && planned_log_bound_.size() == n * kTargetCount &&
+      learning_moved_a_bound_locked(d)) {
+    r.replan = true;
+    r.reason = "learning";
   }
   if (r.replan) {
     due_ = true;

@@ -113,8 +113,7 @@ Result<std::unique_ptr<OnlineLog>> OnlineLog::open(const std::filesystem::path& 
                                                    const Workload& w,
                                                    std::string_view workload_text,
                                                    std::string_view testbed, double window_s,
-                                                   std::uint64_t run_key,
-                                                   std::uint64_t intervals) {
+                                                   std::uint64_t run_key, std::uint64_t intervals) {
   auto ds = profile::Dataset::open(dataset, profile::Dataset::Mode::kCreate);
   if (!ds) return ds.error();
   const profile::CampaignSpec spec{profile::Plan::kOnline, run_key, std::string(testbed), window_s};
@@ -147,6 +146,296 @@ Status OnlineLog::store(std::uint64_t step, const JointConfig& config, std::uint
 // ---------------------------------------------------------------------------------------------
 // The loop
 
+namespace {
+
+/// One run of the online loop: the state that lives across intervals, and each interval's
+/// steps in the order they happen (events, trace demands, refit, decision, transitions,
+/// measurement, judgement and learning).
+class OnlineLoop {
+ public:
+  OnlineLoop(const Workload& w, const Testbed& testbed, const RunOptions& options,
+             Controller& controller, RunReport& report)
+      : w_(w),
+        testbed_(testbed),
+        options_(options),
+        controller_(controller),
+        report_(report),
+        n_(w.models.size()),
+        interval_(w.timeline.interval_s > 0 ? w.timeline.interval_s : 10),
+        ledger_(n_) {}
+
+  /// Opens the background refit when the run asks for one and the source has a fit to refit.
+  Status open_refit() {
+    if (options_.refit_dataset.empty() || refit_every() == 0 ||
+        !options_.controller.learning.enabled || controller_.fitted() == nullptr) {
+      return {};
+    }
+    auto r = BackgroundRefit::open(
+        options_.refit_dataset,
+        options_.catalog != nullptr ? *options_.catalog : Catalog::default_catalog(),
+        *controller_.fitted());
+    if (!r) return r.error();
+    refit_ = std::move(*r);
+    return {};
+  }
+
+  /// Trace demands: per model, the demand of each interval as the testbed meets it. The planner
+  /// is told an interval's demand only once the interval has ended, as telemetry would tell it.
+  void read_traces(std::size_t steps) {
+    replay_.assign(n_, {});
+    told_.assign(n_, Demand{});  // the trace demand the planner was last told
+    for (std::size_t m = 0; m < n_; ++m) {
+      if (!w_.models[m].trace) continue;
+      replay_[m] = w_.models[m].trace->intervals(interval_, steps);
+      told_[m] = w_.models[m].demand;
+    }
+  }
+
+  /// Runs interval `step` and appends its record to the report.
+  Status run_interval(std::uint64_t step) {
+    IntervalRecord rec;
+    rec.t_s = static_cast<double>(step) * interval_;
+    controller_.advance_to(rec.t_s);
+    apply_due_events(rec);
+    tell_trace_demands(rec, step);
+    rec.conditions = conditions_;
+    if (auto s = adopt_finished_refit(rec, step); !s.ok()) return s;
+    const Workload now = controller_.workload();
+    // What the testbed meets: this interval's trace demands, which the planner has not seen.
+    std::optional<Workload> replayed;
+    for (std::size_t m = 0; m < n_; ++m) {
+      if (replay_[m].empty()) continue;
+      if (!replayed) replayed = now;
+      replayed->models[m].demand = replay_[m][step];
+    }
+    const Workload& truth = replayed ? *replayed : now;
+    if (auto s = decide_when_due(rec, now, step); !s.ok()) return s;
+    const auto plan = controller_.plan();
+    const JointConfig config = config_in_force(rec, now, plan.get());
+    MeasureOptions mo(interval_, 0, conditions_, true);
+    charge_transitions(rec, config, mo);
+    if (plan) record_plan(rec, now, config, *plan);
+    // What runs: the plan's refused shares never reach the testbed; utility still counts
+    // against the whole demand, so the refused share earns nothing.
+    const Workload runs = admitted_workload(truth, rec.admitted);
+    const std::uint64_t seed = derive_seed(options_.controller.seed, {kIntervalStream, step});
+    if (auto s = measure(rec, runs, config, mo, seed, step); !s.ok()) return s;
+    judge(rec, truth, now, config, plan.get(), step);
+    rec.learning = controller_.learning_state();
+    feed_refit(runs, config, rec, mo, seed, step);
+    if (options_.on_interval) options_.on_interval(rec, truth);
+    report_.intervals.push_back(std::move(rec));
+    return {};
+  }
+
+ private:
+  std::size_t refit_every() const { return options_.controller.learning.refit_every; }
+
+  /// Applies the events due at the interval's start: workload events to the controller, drift
+  /// events to the testbed's conditions only (the planner never sees drift).
+  void apply_due_events(IntervalRecord& rec) {
+    while (next_event_ < w_.timeline.events.size() &&
+           w_.timeline.events[next_event_].at_s <= rec.t_s + 1e-9) {
+      const TimelineEvent& e = w_.timeline.events[next_event_++];
+      if (e.planner_visible()) {
+        rec.events.push_back(controller_.apply(e));
+      } else {
+        rec.drift.push_back(conditions_.apply(e));
+      }
+    }
+  }
+
+  /// Tells the planner the previous interval's trace demand of each model whose demand left the
+  /// band around what it was last told, as a demand event.
+  void tell_trace_demands(IntervalRecord& rec, std::uint64_t step) {
+    for (std::size_t m = 0; m < n_ && step > 0; ++m) {
+      if (replay_[m].empty() ||
+          !demand_moved(told_[m], replay_[m][step - 1], options_.trace_demand_band)) {
+        continue;
+      }
+      TimelineEvent e;
+      e.at_s = rec.t_s;
+      e.kind = TimelineEvent::Kind::kDemand;
+      e.model = m;
+      e.demand = told_[m] = replay_[m][step - 1];
+      e.line = w_.models[m].line;
+      rec.events.push_back(controller_.apply(e));
+    }
+  }
+
+  /// Adopts a background refit started at least two intervals ago once it has finished.
+  Status adopt_finished_refit(IntervalRecord& rec, std::uint64_t step) {
+    if (!refit_ || !refit_->running() || step < refit_started_ + 2) return {};
+    auto s = refit_->wait();
+    if (s && *s) {
+      if (auto st = controller_.adopt(std::move(**s)); !st.ok()) return st.error().wrap("refit");
+      rec.refit = true;
+      ++report_.refits;
+    } else if (s) {
+      // The run goes on with the fit it has; the failure is reported, not swallowed.
+      rec.refit_error = (*s).error().what();
+      ++report_.refit_failures;
+    }
+    return {};
+  }
+
+  /// Asks the controller for a decision when one is due (or none is in force yet).
+  Status decide_when_due(IntervalRecord& rec, const Workload& now, std::uint64_t step) {
+    const bool any_active = std::any_of(now.models.begin(), now.models.end(),
+                                        [](const ModelSpec& m) { return m.active; });
+    if (!any_active || (!controller_.replan_due() && controller_.plan())) return {};
+    rec.reason = step == 0 ? std::string("start") : controller_.due_reason();
+    auto d = controller_.replan(rec.reason);
+    if (!d) return d.error().wrap("at t=" + format_number(rec.t_s));
+    if (*d) {
+      rec.replanned = true;
+      rec.decision_ms = (*d)->decision_ms;
+      rec.measure_ms = (*d)->measure_ms;
+      rec.evaluated = (*d)->stats.evaluated;
+    }
+    return {};
+  }
+
+  /// The plan's configuration of the active models, recorded with the transition from the
+  /// previous interval's, which the ledger starts paying.
+  JointConfig config_in_force(IntervalRecord& rec, const Workload& now, const Decision* plan) {
+    JointConfig config(n_, kAbsent);
+    if (plan) config = plan->config;
+    for (std::size_t m = 0; m < n_; ++m) {
+      if (!now.models[m].active) config[m] = kAbsent;
+    }
+    rec.plan = config;
+    rec.plan_changed = rec.replanned && config != last_plan_;
+    if (config != last_plan_ && last_plan_.size() == n_) {
+      rec.transition = joint_transition(ActuationTable::builtin(), now, last_plan_, config);
+      ledger_.begin(rec.transition);
+    }
+    last_plan_ = config;
+    return config;
+  }
+
+  /// What this window pays of the transitions under way.
+  void charge_transitions(IntervalRecord& rec, const JointConfig& config, MeasureOptions& mo) {
+    mo.transitions = ledger_.next_window(config, interval_);
+    rec.in_transition.assign(n_, false);
+    rec.outage_s.assign(n_, 0.0);
+    for (const TransitionCharge& c : mo.transitions) {
+      rec.in_transition[c.model] = true;
+      rec.outage_s[c.model] = c.outage_s;
+      rec.swap_gpu_s = std::max(rec.swap_gpu_s, c.swap_gpu_s);
+    }
+  }
+
+  /// Copies the decision in force and its predicted utility into the record.
+  void record_plan(IntervalRecord& rec, const Workload& now, const JointConfig& config,
+                   const Decision& plan) {
+    rec.decision = plan.id;
+    rec.predicted = plan.predicted;
+    rec.margins = plan.margins;
+    rec.feasible = plan.feasible;
+    for (const auto& why : plan.infeasible) rec.infeasible.push_back(why.message());
+    rec.admitted = plan.admitted;
+    for (std::size_t m = 0; m < n_; ++m) {
+      if (config[m] != kAbsent) {
+        rec.predicted_utility += model_utility(now, m, config[m], rec.predicted[m]);
+      }
+    }
+  }
+
+  /// Measures the interval on the testbed, or reads it back from the run's log, and stores it.
+  Status measure(IntervalRecord& rec, const Workload& runs, const JointConfig& config,
+                 MeasureOptions& mo, std::uint64_t seed, std::uint64_t step) {
+    std::optional<Measurement> stored;
+    if (options_.log != nullptr) stored = options_.log->find(step, config);
+    if (stored) {
+      rec.measured = std::move(*stored);
+      rec.replayed = true;
+      ++report_.replayed;
+    } else {
+      mo.seed = seed;
+      rec.measured = testbed_.measure(runs, config, mo);
+      if (options_.log != nullptr) {
+        if (auto st = options_.log->store(step, config, seed, rec.measured); !st.ok()) {
+          return st.error().wrap("storing interval " + std::to_string(step));
+        }
+      }
+    }
+    // A testbed that runs its transitions for real measured their downtime: it replaces the
+    // charged seconds (a real restart can end before or after its modelled outage).
+    for (const auto& mm : rec.measured.models) {
+      if (mm.downtime_s && mm.model < n_) rec.outage_s[mm.model] = *mm.downtime_s;
+    }
+    return {};
+  }
+
+  /// Counts the measured utility and breaches on ground truth, and lets the controller learn
+  /// from the windows that measured the plan's configuration at the plan's demand.
+  void judge(IntervalRecord& rec, const Workload& truth, const Workload& now,
+             const JointConfig& config, const Decision* plan, std::uint64_t step) {
+    const bool swap_kernels = rec.swap_gpu_s > 0;  // a new copy's start ran beside everyone
+    rec.breach.assign(n_, false);
+    for (const auto& mm : rec.measured.models) {
+      if (config[mm.model] != kAbsent && mm.ok()) {
+        rec.measured_utility += model_utility(truth, mm.model, config[mm.model], as_predicted(mm));
+      }
+    }
+    if (!plan) return;
+    // A window that paid a transition measured the swap, not the configuration; a window
+    // whose trace demand left the band around the demand the plan was made for measured
+    // another workload than the one predicted (telemetry tells the planner that demand at the
+    // next decision). Either counts on ground truth, and is not learned from (nor does its
+    // breach ask for a new plan).
+    std::vector<ModelObservation> obs = observations(rec.measured, config);
+    std::vector<ModelObservation> steady;
+    for (const auto& o : obs) {
+      const bool other_demand = !replay_[o.model].empty() &&
+                                demand_moved(now.models[o.model].demand, replay_[o.model][step],
+                                             options_.trace_demand_band);
+      if (rec.in_transition[o.model] || swap_kernels || other_demand) {
+        rec.breach[o.model] = measured_breach(now.models[o.model], o);
+      } else {
+        steady.push_back(o);
+      }
+    }
+    const auto r = controller_.observe(steady, plan->id);
+    for (std::size_t m = 0; m < n_; ++m) {
+      if (!rec.in_transition[m] && !swap_kernels && m < r.breach.size()) {
+        rec.breach[m] = r.breach[m];
+      }
+    }
+  }
+
+  /// Gives the background refit a window that measured the plan (a window of a swap measured
+  /// the swap), and starts a refit once enough are pending.
+  void feed_refit(const Workload& runs, const JointConfig& config, const IntervalRecord& rec,
+                  const MeasureOptions& mo, std::uint64_t seed, std::uint64_t step) {
+    if (!refit_ || !mo.transitions.empty()) return;
+    refit_->add(runs, config, rec.measured, seed);
+    if (!refit_->running() && refit_->pending() >= refit_every()) {
+      refit_->start();
+      refit_started_ = step;
+    }
+  }
+
+  const Workload& w_;
+  const Testbed& testbed_;
+  const RunOptions& options_;
+  Controller& controller_;
+  RunReport& report_;
+  const std::size_t n_;
+  const double interval_;
+  std::unique_ptr<BackgroundRefit> refit_;
+  std::uint64_t refit_started_ = 0;
+  Conditions conditions_;
+  std::size_t next_event_ = 0;
+  JointConfig last_plan_;
+  TransitionLedger ledger_;  // transitions under way: what each window pays of them
+  std::vector<std::vector<Demand>> replay_;
+  std::vector<Demand> told_;
+};
+
+}  // namespace
+
 Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
                              std::unique_ptr<PredictorSource> source, const RunOptions& options) {
   if (auto s = make_solver(options.controller.solver); !s) return s.error();
@@ -163,208 +452,22 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
 
   // The planner never sees drift events.
   Workload planner = w;
-  std::erase_if(planner.timeline.events, [](const TimelineEvent& e) { return !e.planner_visible(); });
+  std::erase_if(planner.timeline.events,
+                [](const TimelineEvent& e) { return !e.planner_visible(); });
   // SLAs are judged per interval: a swap that breaches loses whole intervals.
   ControllerOptions controller_options = options.controller;
   if (w.timeline.interval_s > 0) controller_options.transitions.window_s = w.timeline.interval_s;
   Controller controller(planner, std::move(source), controller_options);
 
-  std::unique_ptr<BackgroundRefit> refit;
-  const std::size_t refit_every = options.controller.learning.refit_every;
-  if (!options.refit_dataset.empty() && refit_every > 0 && options.controller.learning.enabled &&
-      controller.fitted() != nullptr) {
-    auto r = BackgroundRefit::open(
-        options.refit_dataset,
-        options.catalog != nullptr ? *options.catalog : Catalog::default_catalog(),
-        *controller.fitted());
-    if (!r) return r.error();
-    refit = std::move(*r);
-  }
-  std::uint64_t refit_started = 0;
-
-  const std::size_t n = w.models.size();
+  OnlineLoop loop(w, testbed, options, controller, report);
+  if (auto s = loop.open_refit(); !s.ok()) return s.error();
   const double interval = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
   const double duration = w.timeline.duration_s > 0 ? w.timeline.duration_s : interval;
-  Conditions conditions;
-  std::size_t next_event = 0;
-  JointConfig last_plan;
-  // Transitions under way: what each window pays of them.
-  TransitionLedger ledger(n);
-  const ActuationTable& actuation = ActuationTable::builtin();
-  // Trace demands: per model, the demand of each interval as the testbed meets it. The planner
-  // is told an interval's demand only once the interval has ended, as telemetry would tell it.
   std::size_t steps = 0;
   while (static_cast<double>(steps) * interval < duration - 1e-9) ++steps;
-  std::vector<std::vector<Demand>> replay(n);
-  std::vector<Demand> told(n);  // the trace demand the planner was last told
-  for (std::size_t m = 0; m < n; ++m) {
-    if (!w.models[m].trace) continue;
-    replay[m] = w.models[m].trace->intervals(interval, steps);
-    told[m] = w.models[m].demand;
-  }
-
-  for (std::uint64_t step = 0; static_cast<double>(step) * interval < duration - 1e-9; ++step) {
-    IntervalRecord rec;
-    rec.t_s = static_cast<double>(step) * interval;
-    controller.advance_to(rec.t_s);
-    while (next_event < w.timeline.events.size() &&
-           w.timeline.events[next_event].at_s <= rec.t_s + 1e-9) {
-      const TimelineEvent& e = w.timeline.events[next_event++];
-      if (e.planner_visible()) {
-        rec.events.push_back(controller.apply(e));
-      } else {
-        rec.drift.push_back(conditions.apply(e));
-      }
-    }
-    for (std::size_t m = 0; m < n && step > 0; ++m) {
-      if (replay[m].empty() ||
-          !demand_moved(told[m], replay[m][step - 1], options.trace_demand_band)) {
-        continue;
-      }
-      TimelineEvent e;
-      e.at_s = rec.t_s;
-      e.kind = TimelineEvent::Kind::kDemand;
-      e.model = m;
-      e.demand = told[m] = replay[m][step - 1];
-      e.line = w.models[m].line;
-      rec.events.push_back(controller.apply(e));
-    }
-    rec.conditions = conditions;
-    if (refit && refit->running() && step >= refit_started + 2) {
-      auto s = refit->wait();
-      if (s && *s) {
-        if (auto st = controller.adopt(std::move(**s)); !st.ok()) return st.error().wrap("refit");
-        rec.refit = true;
-        ++report.refits;
-      } else if (s) {
-        // The run goes on with the fit it has; the failure is reported, not swallowed.
-        rec.refit_error = (*s).error().what();
-        ++report.refit_failures;
-      }
-    }
-    const Workload now = controller.workload();
-    // What the testbed meets: this interval's trace demands, which the planner has not seen.
-    std::optional<Workload> replayed;
-    for (std::size_t m = 0; m < n; ++m) {
-      if (replay[m].empty()) continue;
-      if (!replayed) replayed = now;
-      replayed->models[m].demand = replay[m][step];
-    }
-    const Workload& truth = replayed ? *replayed : now;
-    const bool any_active =
-        std::any_of(now.models.begin(), now.models.end(), [](const ModelSpec& m) { return m.active; });
-    if (any_active && (controller.replan_due() || !controller.plan())) {
-      rec.reason = step == 0 ? std::string("start") : controller.due_reason();
-      auto d = controller.replan(rec.reason);
-      if (!d) return d.error().wrap("at t=" + format_number(rec.t_s));
-      if (*d) {
-        rec.replanned = true;
-        rec.decision_ms = (*d)->decision_ms;
-        rec.measure_ms = (*d)->measure_ms;
-        rec.evaluated = (*d)->stats.evaluated;
-      }
-    }
-    const auto plan = controller.plan();
-    JointConfig config(n, kAbsent);
-    if (plan) config = plan->config;
-    for (std::size_t m = 0; m < n; ++m) {
-      if (!now.models[m].active) config[m] = kAbsent;
-    }
-    rec.plan = config;
-    rec.plan_changed = rec.replanned && config != last_plan;
-    if (config != last_plan && last_plan.size() == n) {
-      rec.transition = joint_transition(actuation, now, last_plan, config);
-      ledger.begin(rec.transition);
-    }
-    last_plan = config;
-    // What this window pays of the transitions under way.
-    MeasureOptions mo(interval, 0, conditions, true);
-    mo.transitions = ledger.next_window(config, interval);
-    rec.in_transition.assign(n, false);
-    rec.outage_s.assign(n, 0.0);
-    for (const TransitionCharge& c : mo.transitions) {
-      rec.in_transition[c.model] = true;
-      rec.outage_s[c.model] = c.outage_s;
-      rec.swap_gpu_s = std::max(rec.swap_gpu_s, c.swap_gpu_s);
-    }
-    const bool swap_kernels = rec.swap_gpu_s > 0;  // a new copy's start ran beside everyone
-    if (plan) {
-      rec.decision = plan->id;
-      rec.predicted = plan->predicted;
-      rec.margins = plan->margins;
-      rec.feasible = plan->feasible;
-      for (const auto& why : plan->infeasible) rec.infeasible.push_back(why.message());
-      rec.admitted = plan->admitted;
-      for (std::size_t m = 0; m < n; ++m) {
-        if (config[m] != kAbsent) rec.predicted_utility += model_utility(now, m, config[m], rec.predicted[m]);
-      }
-    }
-    // What runs: the plan's refused shares never reach the testbed; utility still counts
-    // against the whole demand, so the refused share earns nothing.
-    const Workload runs = admitted_workload(truth, rec.admitted);
-    const std::uint64_t seed = derive_seed(options.controller.seed, {kIntervalStream, step});
-    std::optional<Measurement> stored;
-    if (options.log != nullptr) stored = options.log->find(step, config);
-    if (stored) {
-      rec.measured = std::move(*stored);
-      rec.replayed = true;
-      ++report.replayed;
-    } else {
-      mo.seed = seed;
-      rec.measured = testbed.measure(runs, config, mo);
-      if (options.log != nullptr) {
-        if (auto st = options.log->store(step, config, seed, rec.measured); !st.ok()) {
-          return st.error().wrap("storing interval " + std::to_string(step));
-        }
-      }
-    }
-    // A testbed that runs its transitions for real measured their downtime: it replaces the
-    // charged seconds (a real restart can end before or after its modelled outage).
-    for (const auto& mm : rec.measured.models) {
-      if (mm.downtime_s && mm.model < n) rec.outage_s[mm.model] = *mm.downtime_s;
-    }
-    rec.breach.assign(n, false);
-    for (const auto& mm : rec.measured.models) {
-      if (config[mm.model] != kAbsent && mm.ok()) {
-        rec.measured_utility += model_utility(truth, mm.model, config[mm.model], as_predicted(mm));
-      }
-    }
-    if (plan) {
-      // A window that paid a transition measured the swap, not the configuration; a window
-      // whose trace demand left the band around the demand the plan was made for measured
-      // another workload than the one predicted (telemetry tells the planner that demand at the
-      // next decision). Either counts on ground truth, and is not learned from (nor does its
-      // breach ask for a new plan).
-      std::vector<ModelObservation> obs = observations(rec.measured, config);
-      std::vector<ModelObservation> steady;
-      for (const auto& o : obs) {
-        const bool other_demand =
-            !replay[o.model].empty() &&
-            demand_moved(now.models[o.model].demand, replay[o.model][step],
-                         options.trace_demand_band);
-        if (rec.in_transition[o.model] || swap_kernels || other_demand) {
-          rec.breach[o.model] = measured_breach(now.models[o.model], o);
-        } else {
-          steady.push_back(o);
-        }
-      }
-      const auto r = controller.observe(steady, plan->id);
-      for (std::size_t m = 0; m < n; ++m) {
-        if (!rec.in_transition[m] && !swap_kernels && m < r.breach.size()) {
-          rec.breach[m] = r.breach[m];
-        }
-      }
-    }
-    rec.learning = controller.learning_state();
-    if (refit && mo.transitions.empty()) {  // a window of a swap measured the swap
-      refit->add(runs, config, rec.measured, seed);
-      if (!refit->running() && refit->pending() >= refit_every) {
-        refit->start();
-        refit_started = step;
-      }
-    }
-    if (options.on_interval) options.on_interval(rec, truth);
-    report.intervals.push_back(std::move(rec));
+  loop.read_traces(steps);
+  for (std::uint64_t step = 0; step < steps; ++step) {
+    if (auto s = loop.run_interval(step); !s.ok()) return s.error();
   }
   report.source_measurements = controller.source_measurements();
   return report;

@@ -18,6 +18,93 @@ namespace corun {
 
 using detail::sla_targets;
 
+namespace {
+
+/// Which models need a change: a measured breach asked for the decision (`breach`: every model
+/// may move to stop it), an `active` model arrived, or the plan in force (`now`, absent for
+/// inactive models) no longer holds a model's SLA as predicted now. For them the dwell and the
+/// hysteresis band do not hold; the cost still does.
+std::vector<bool> models_needing_change(const Workload& w, const Predictor& predictor,
+                                        const std::vector<bool>& active, const JointConfig& now,
+                                        const MarginTable& margins, bool breach) {
+  const std::size_t n = w.models.size();
+  std::vector<bool> needed(n, breach);
+  bool arrival = false;
+  for (std::size_t m = 0; m < n; ++m) {
+    if (active[m] && now[m] == kAbsent) arrival = true;
+  }
+  if (arrival) {
+    needed.assign(n, true);
+    return needed;
+  }
+  std::vector<Predicted> pred(n);
+  predictor.predict(now, 1, pred);
+  for (std::size_t m = 0; m < n; ++m) {
+    if (now[m] == kAbsent) continue;
+    const Margin& g = margins[m][static_cast<std::size_t>(now[m])];
+    if (sla_excess(w.models[m], pred[m], g) > 0) needed[m] = true;
+  }
+  return needed;
+}
+
+/// Whether the plan in force keeps every SLA it holds as predicted while a new copy's start-up
+/// kernels keep `share` of the SMs and DRAM bandwidth busy (a make-before-break swap): each
+/// model predicted with that load added to its co-runners' aggregate, as the tool-burst guard
+/// predicts a burst. Memoised per share (one per stack); holds when the predictor cannot
+/// express such a load.
+class SwapRisk {
+ public:
+  SwapRisk(const Workload& w, const Predictor& predictor, const JointConfig& now,
+           const MarginTable& margins)
+      : w_(w),
+        agg_(dynamic_cast<const AggregatePredictor*>(&predictor)),
+        now_(now),
+        margins_(margins) {}
+
+  bool holds(double share) {
+    for (const auto& [s, h] : memo_) {
+      if (s == share) return h;
+    }
+    const bool h = holds_uncached(share);
+    memo_.emplace_back(share, h);
+    return h;
+  }
+
+ private:
+  bool holds_uncached(double share) const {
+    const std::size_t n = w_.models.size();
+    const std::size_t d = agg_ != nullptr ? agg_->aggregate_dims() : 0;
+    std::vector<float> load(d, 0.0f), total(d, 0.0f), others(d);
+    if (agg_ == nullptr || !agg_->cotenant(share, share, load)) return true;
+    std::vector<std::vector<float>> contrib(n);
+    for (std::size_t m = 0; m < n; ++m) {
+      if (now_[m] == kAbsent) continue;
+      contrib[m].assign(d, 0.0f);
+      agg_->contribution(m, now_[m], contrib[m]);
+      for (std::size_t i = 0; i < d; ++i) total[i] += contrib[m][i];
+    }
+    for (std::size_t m = 0; m < n; ++m) {
+      if (now_[m] == kAbsent) continue;
+      const Margin& g = margins_[m][static_cast<std::size_t>(now_[m])];
+      for (std::size_t i = 0; i < d; ++i) others[i] = total[i] - contrib[m][i];
+      // A model that misses its SLA already loses its windows whether or not a swap runs:
+      // only one the swap's load pushes past it counts against the swap.
+      if (sla_excess(w_.models[m], agg_->predict_given(m, now_[m], others), g) > 0) continue;
+      for (std::size_t i = 0; i < d; ++i) others[i] += load[i];
+      if (sla_excess(w_.models[m], agg_->predict_given(m, now_[m], others), g) > 0) return false;
+    }
+    return true;
+  }
+
+  const Workload& w_;
+  const AggregatePredictor* agg_;
+  const JointConfig& now_;
+  const MarginTable& margins_;
+  std::vector<std::pair<double, bool>> memo_;
+};
+
+}  // namespace
+
 Status check(const TransitionOptions& o) {
   auto bad = [](const char* field, const char* why) {
     return Error(std::string("transitions.") + field + ": " + why, Error::Kind::kInvalidInput);
@@ -93,65 +180,13 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
   const std::size_t n = w.models.size();
   const JointConfig& from = pricing_.from;
   const ActuationTable& table = ActuationTable::builtin();
-  // Which models need a change: a measured breach asked for the decision (every model may move
-  // to stop it), a model arrived, or the plan in force no longer holds a model's SLA as
-  // predicted now. For them the dwell and the hysteresis band do not hold; the cost still does.
-  std::vector<bool> needed(n, pricing_.needed);
   JointConfig now = from;
-  {
-    bool arrival = false;
-    for (std::size_t m = 0; m < n; ++m) {
-      if (!active[m]) now[m] = kAbsent;
-      if (active[m] && now[m] == kAbsent) arrival = true;
-    }
-    if (arrival) {
-      needed.assign(n, true);
-    } else {
-      std::vector<Predicted> pred(n);
-      predictor.predict(now, 1, pred);
-      for (std::size_t m = 0; m < n; ++m) {
-        if (now[m] == kAbsent) continue;
-        const Margin& g = margins[m][static_cast<std::size_t>(now[m])];
-        if (sla_excess(w.models[m], pred[m], g) > 0) needed[m] = true;
-      }
-    }
+  for (std::size_t m = 0; m < n; ++m) {
+    if (!active[m]) now[m] = kAbsent;
   }
-  // Whether the plan in force keeps every SLA it holds as predicted while a new copy's start-up
-  // kernels keep `share` of the SMs and DRAM bandwidth busy (a make-before-break swap): each
-  // model predicted with that load added to its co-runners' aggregate, as the tool-burst guard
-  // predicts a burst. Memoised per share (one per stack); holds when the predictor cannot
-  // express such a load.
-  const auto* agg = dynamic_cast<const AggregatePredictor*>(&predictor);
-  std::vector<std::pair<double, bool>> swap_holds;
-  auto holds_during_swap = [&](double share) {
-    for (const auto& [s, h] : swap_holds) {
-      if (s == share) return h;
-    }
-    bool h = true;
-    const std::size_t d = agg != nullptr ? agg->aggregate_dims() : 0;
-    std::vector<float> load(d, 0.0f), total(d, 0.0f), others(d);
-    if (agg != nullptr && agg->cotenant(share, share, load)) {
-      std::vector<std::vector<float>> contrib(n);
-      for (std::size_t m = 0; m < n; ++m) {
-        if (now[m] == kAbsent) continue;
-        contrib[m].assign(d, 0.0f);
-        agg->contribution(m, now[m], contrib[m]);
-        for (std::size_t i = 0; i < d; ++i) total[i] += contrib[m][i];
-      }
-      for (std::size_t m = 0; m < n && h; ++m) {
-        if (now[m] == kAbsent) continue;
-        const Margin& g = margins[m][static_cast<std::size_t>(now[m])];
-        for (std::size_t i = 0; i < d; ++i) others[i] = total[i] - contrib[m][i];
-        // A model that misses its SLA already loses its windows whether or not a swap runs:
-        // only one the swap's load pushes past it counts against the swap.
-        if (sla_excess(w.models[m], agg->predict_given(m, now[m], others), g) > 0) continue;
-        for (std::size_t i = 0; i < d; ++i) others[i] += load[i];
-        h = sla_excess(w.models[m], agg->predict_given(m, now[m], others), g) <= 0;
-      }
-    }
-    swap_holds.emplace_back(share, h);
-    return h;
-  };
+  const std::vector<bool> needed =
+      models_needing_change(w, predictor, active, now, margins, pricing_.needed);
+  SwapRisk swap_risk(w, predictor, now, margins);
   double held = 0;     // VRAM of the plan in force
   double serving = 0;  // utility per second of everyone in it, which a swap's kernels slow
   for (std::size_t m = 0; m < n; ++m) {
@@ -184,7 +219,7 @@ void Controller::price_transitions(const Workload& w, const Predictor& predictor
       // After a break: the model's own seconds without service and of warm-up. Under
       // make-before-break: the share of the GPU its new copy's kernels take from everyone.
       double lost = t.make_before_break ? t.swap_gpu_seconds() * serving : t.downtime_s * value;
-      if (t.make_before_break && t.swap_kernel_s() > 0 && !holds_during_swap(t.start_gpu_share)) {
+      if (t.make_before_break && t.swap_kernel_s() > 0 && !swap_risk.holds(t.start_gpu_share)) {
         // A swap that pushes a model of the plan in force past its SLA loses every window its
         // kernels touch (a window that breaches earns nothing, as the evaluation counts it).
         const double win = options_.transitions.window_s;

@@ -229,6 +229,21 @@ class Controller {
   void ensure_learners_locked(const Workload& w, const ErrorPriors& priors, ModelStates& learners)
       CORUN_REQUIRES(mutex_);
   void learn_locked(std::size_t m, const LearningSample& s) CORUN_REQUIRES(mutex_);
+  /// The steps of observe() (learn.cc): which models' errors moved in a window and which way;
+  /// the learning sample of one observation of the plan in force; whether most models found
+  /// the GPU faster (paused models then probe); whether learning moved a bound a decision
+  /// planned on.
+  struct WindowChanges;
+  [[nodiscard]] WindowChanges window_changes_locked(std::span<const ModelObservation> obs,
+                                                    const Decision& d) const
+      CORUN_REQUIRES(mutex_);
+  [[nodiscard]] LearningSample sample_locked(const ModelObservation& o, const Decision& d,
+                                             const WindowChanges& changes)
+      CORUN_REQUIRES(mutex_);
+  void probe_paused_when_gpu_faster_locked(const Decision& d, const WindowChanges& changes,
+                                           ObservationResult& r) CORUN_REQUIRES(mutex_);
+  [[nodiscard]] bool learning_moved_a_bound_locked(const Decision& d) const
+      CORUN_REQUIRES(mutex_);
   [[nodiscard]] double planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const
       CORUN_REQUIRES(mutex_);
 
