@@ -71,6 +71,184 @@ AgentAction protect_corunners(const Observation& o) {
   return a;
 }
 
+/// What the agent judges probes against: the observation and the current mapping's standing.
+struct CurrentView {
+  const Observation& o;
+  const Mapping& cur;
+  bool ample;   ///< vram_ample(o)
+  bool cur_ok;  ///< the current mapping ran, and never failed
+  double base;  ///< its mean makespan; +infinity unless cur_ok
+
+  /// @brief Whether a probe can possibly pay off, judged from the observation alone.
+  [[nodiscard]] bool useful(const ProbeRequest& p) const {
+    const auto v = o.apply(p);
+    if (!v) return false;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      if ((*v)[i] == cur[i]) continue;
+      // With ample VRAM, gpu_now and gpu_queue are the same schedule: stay on gpu_queue.
+      if (ample && (*v)[i] == Placement::kGpuNow) return false;
+      // A tool whose standalone time on its new side already exceeds the current makespan
+      // cannot be part of a faster mapping (contention only slows it further).
+      const NodeView& n = o.nodes[i];
+      const double own = on_gpu((*v)[i]) ? n.gpu_ms.value_or(0) : n.cpu_ms;
+      if (std::isfinite(base) && own > 1.1 * base) return false;
+    }
+    if (const MappingStat* s = o.find_mapping(*v); s && s->failures > 0) return false;
+    // Predicted to break a co-running model's SLA: excluded, however fast.
+    if (const MappingStat* s = o.find_mapping(*v); s && !s->protects_corunners()) return false;
+    return true;
+  }
+};
+
+/// @brief Sorts the useful probes the monitor hints at into unmeasured (or stale) and noisy.
+void sort_hinted_probes(const CurrentView& v, std::vector<ProbeRequest>* unmeasured,
+                        std::vector<ProbeRequest>* noisy) {
+  for (const auto& h : v.o.hints) {
+    if (!h.probe || !v.useful(*h.probe)) continue;
+    if (h.kind == Hint::Kind::kNoisy) {
+      noisy->push_back(*h.probe);
+    } else {
+      unmeasured->push_back(*h.probe);
+    }
+  }
+}
+
+/// @brief The noisy comparisons that might be improvements.
+std::vector<ProbeRequest> worth_remeasuring(const Observation& o,
+                                            const std::vector<ProbeRequest>& noisy) {
+  std::vector<ProbeRequest> worth;
+  for (const auto& p : noisy) {
+    for (const auto& s : o.probes) {
+      if (s.probe == p && s.delta_ms.mean < 0) worth.push_back(p);
+    }
+  }
+  return worth;
+}
+
+/// @brief The best significant improvement among measured, never-failing variants (null when
+/// none), with its score in `best_score`.
+const ProbeStat* best_improvement(const CurrentView& v, const std::vector<ProbeRequest>& noisy,
+                                  double min_gain, double* best_score) {
+  const Observation& o = v.o;
+  const ProbeStat* best = nullptr;
+  for (const auto& s : o.probes) {
+    if (!v.useful(s.probe) || s.failures > 0) continue;
+    const MappingStat* ms = o.find_mapping(s.variant);
+    if (ms && ms->proposals > 0) continue;  // been there: only noise can lead back
+    bool is_noisy = false;
+    for (const auto& p : noisy) is_noisy = is_noisy || p == s.probe;
+    double score = 0;
+    if (v.cur_ok) {
+      if (s.delta_ms.n == 0 || is_noisy) continue;
+      score = s.delta_ms.mean;
+      // gpu_now -> gpu_queue that costs nothing measurable is taken too: a gpu_now that only
+      // succeeds because of lucky timing would fail under other conditions.
+      const bool safer = s.probe.kind == ProbeRequest::Kind::kMove &&
+                         v.cur[s.probe.node] == Placement::kGpuNow &&
+                         s.probe.to == Placement::kGpuQueue;
+      if (safer && score <= min_gain * v.base) {
+        score = std::min(score, -min_gain * v.base);
+      }
+      if (score > -min_gain * v.base) continue;
+    } else {
+      // The current mapping failed: any variant that ran beats it; rank by its own mean.
+      if (!ms || ms->makespan_ms.n == 0) continue;
+      score = ms->makespan_ms.mean;
+    }
+    if (!best || score < *best_score) {
+      best = &s;
+      *best_score = score;
+    }
+  }
+  return best;
+}
+
+/// @brief Adds probe p to the joint moves when it is useful, not yet measured against the
+/// current mapping, and not the same variant as one already added.
+void consider(const CurrentView& v, const ProbeRequest& p, std::vector<ProbeRequest>* pairs) {
+  if (!v.useful(p)) return;
+  const auto m = v.o.apply(p);
+  for (const auto& s : v.o.probes) {
+    if (s.variant == *m) return;  // already measured against the current mapping
+  }
+  for (const auto& q : *pairs) {
+    if (*v.o.apply(q) == *m) return;
+  }
+  pairs->push_back(p);
+}
+
+/// @brief Every GPU tool of `v` on gpu_now.
+Mapping eager(Mapping v) {
+  for (auto& pl : v) {
+    if (pl == Placement::kGpuQueue) pl = Placement::kGpuNow;
+  }
+  return v;
+}
+
+/// @brief (3) The eager flavour of the current split and of every single move, and each
+/// failed eager variant repaired by queueing the tools that ran out of VRAM.
+void consider_queue_disciplines(const CurrentView& cv, std::vector<ProbeRequest>* pairs) {
+  const Observation& o = cv.o;
+  const Mapping& cur = cv.cur;
+  auto variant = [](Mapping v) { return ProbeRequest::of(std::move(v)); };
+  consider(cv, variant(eager(cur)), pairs);
+  for (std::size_t i = 0; i < o.nodes.size(); ++i) {
+    for (auto pl : o.nodes[i].options) {
+      if (pl == cur[i]) continue;
+      Mapping v = cur;
+      v[i] = pl;
+      v = eager(std::move(v));
+      if (pl == Placement::kGpuQueue) v[i] = pl;  // keep the move itself
+      consider(cv, variant(std::move(v)), pairs);
+    }
+  }
+  for (const auto& s : o.probes) {
+    if (s.failures == 0) continue;
+    const MappingStat* ms = o.find_mapping(s.variant);
+    if (!ms) continue;
+    Mapping v = s.variant;
+    bool changed = false;
+    for (auto k : ms->failed_nodes) {
+      if (v[k] == Placement::kGpuNow) {
+        v[k] = Placement::kGpuQueue;
+        changed = true;
+      }
+    }
+    if (changed) consider(cv, variant(std::move(v)), pairs);
+  }
+}
+
+/// @brief The joint moves that single ones cannot express, for when no single move or swap
+/// helps.
+std::vector<ProbeRequest> joint_moves(const CurrentView& v) {
+  const Observation& o = v.o;
+  // (1) A tool and its DAG successor moved together (a chain where moving either alone only
+  //     shifts the wait). (2) A move that failed for lack of VRAM, repaired by moving another
+  //     GPU tool to the CPU to make room.
+  std::vector<ProbeRequest> pairs;
+  for (std::size_t j = 0; j < o.nodes.size(); ++j) {
+    for (std::size_t i : o.nodes[j].after) {
+      for (auto pl : o.nodes[j].options) {
+        consider(v, ProbeRequest::pair(i, pl, j, pl), &pairs);
+      }
+    }
+  }
+  for (const auto& s : o.probes) {
+    if (s.failures == 0 || s.probe.kind != ProbeRequest::Kind::kMove) continue;
+    for (std::size_t j = 0; j < o.nodes.size(); ++j) {
+      if (j != s.probe.node && on_gpu(v.cur[j])) {
+        consider(v, ProbeRequest::pair(s.probe.node, s.probe.to, j, Placement::kCpu), &pairs);
+      }
+    }
+  }
+  // (3) Under a VRAM budget the queue discipline matters as much as the side: a tool moved
+  //     onto the GPU can block the FIFO for the small ones behind it. For every single move
+  //     (and for the current split), try the eager flavour (every GPU tool on gpu_now), and
+  //     repair each eager variant that failed by queueing the tools that ran out of VRAM.
+  if (!v.ample) consider_queue_disciplines(v, &pairs);
+  return pairs;
+}
+
 }  // namespace
 
 Result<AgentAction> BuiltinAgent::act(const Observation& o) {
@@ -89,37 +267,11 @@ Result<AgentAction> BuiltinAgent::act(const Observation& o) {
       o.current_stat && o.current_stat->makespan_ms.n > 0 && o.current_stat->failures == 0;
   const double base =
       cur_ok ? o.current_stat->makespan_ms.mean : std::numeric_limits<double>::infinity();
-
-  // Whether a probe can possibly pay off, judged from the observation alone.
-  auto useful = [&](const ProbeRequest& p) {
-    const auto v = o.apply(p);
-    if (!v) return false;
-    for (std::size_t i = 0; i < v->size(); ++i) {
-      if ((*v)[i] == cur[i]) continue;
-      // With ample VRAM, gpu_now and gpu_queue are the same schedule: stay on gpu_queue.
-      if (ample && (*v)[i] == Placement::kGpuNow) return false;
-      // A tool whose standalone time on its new side already exceeds the current makespan
-      // cannot be part of a faster mapping (contention only slows it further).
-      const NodeView& n = o.nodes[i];
-      const double own = on_gpu((*v)[i]) ? n.gpu_ms.value_or(0) : n.cpu_ms;
-      if (std::isfinite(base) && own > 1.1 * base) return false;
-    }
-    if (const MappingStat* s = o.find_mapping(*v); s && s->failures > 0) return false;
-    // Predicted to break a co-running model's SLA: excluded, however fast.
-    if (const MappingStat* s = o.find_mapping(*v); s && !s->protects_corunners()) return false;
-    return true;
-  };
+  const CurrentView v{o, cur, ample, cur_ok, base};
 
   std::vector<ProbeRequest> unmeasured;
   std::vector<ProbeRequest> noisy;
-  for (const auto& h : o.hints) {
-    if (!h.probe || !useful(*h.probe)) continue;
-    if (h.kind == Hint::Kind::kNoisy) {
-      noisy.push_back(*h.probe);
-    } else {
-      unmeasured.push_back(*h.probe);
-    }
-  }
+  sort_hinted_probes(v, &unmeasured, &noisy);
   if (!unmeasured.empty()) {
     a.probes = unmeasured;
     a.reason = "measure " + std::to_string(unmeasured.size()) +
@@ -127,12 +279,7 @@ Result<AgentAction> BuiltinAgent::act(const Observation& o) {
     return a;
   }
   // Re-measure only the noisy comparisons that might be improvements.
-  std::vector<ProbeRequest> worth;
-  for (const auto& p : noisy) {
-    for (const auto& s : o.probes) {
-      if (s.probe == p && s.delta_ms.mean < 0) worth.push_back(p);
-    }
-  }
+  const std::vector<ProbeRequest> worth = worth_remeasuring(o, noisy);
   if (!worth.empty()) {
     a.probes = worth;
     a.reason =
@@ -141,37 +288,8 @@ Result<AgentAction> BuiltinAgent::act(const Observation& o) {
   }
 
   // Choose the best significant improvement among measured, never-failing variants.
-  const ProbeStat* best = nullptr;
   double best_score = 0;
-  for (const auto& s : o.probes) {
-    if (!useful(s.probe) || s.failures > 0) continue;
-    const MappingStat* ms = o.find_mapping(s.variant);
-    if (ms && ms->proposals > 0) continue;  // been there: only noise can lead back
-    bool is_noisy = false;
-    for (const auto& p : noisy) is_noisy = is_noisy || p == s.probe;
-    double score = 0;
-    if (cur_ok) {
-      if (s.delta_ms.n == 0 || is_noisy) continue;
-      score = s.delta_ms.mean;
-      // gpu_now -> gpu_queue that costs nothing measurable is taken too: a gpu_now that only
-      // succeeds because of lucky timing would fail under other conditions.
-      const bool safer = s.probe.kind == ProbeRequest::Kind::kMove &&
-                         cur[s.probe.node] == Placement::kGpuNow &&
-                         s.probe.to == Placement::kGpuQueue;
-      if (safer && score <= options_.min_gain * base) {
-        score = std::min(score, -options_.min_gain * base);
-      }
-      if (score > -options_.min_gain * base) continue;
-    } else {
-      // The current mapping failed: any variant that ran beats it; rank by its own mean.
-      if (!ms || ms->makespan_ms.n == 0) continue;
-      score = ms->makespan_ms.mean;
-    }
-    if (!best || score < best_score) {
-      best = &s;
-      best_score = score;
-    }
-  }
+  const ProbeStat* best = best_improvement(v, noisy, options_.min_gain, &best_score);
   if (best) {
     a.mapping = best->variant;
     a.reason =
@@ -181,74 +299,7 @@ Result<AgentAction> BuiltinAgent::act(const Observation& o) {
   }
 
   // No single move or swap helps: try the joint moves that single ones cannot express.
-  // (1) A tool and its DAG successor moved together (a chain where moving either alone only
-  //     shifts the wait). (2) A move that failed for lack of VRAM, repaired by moving another
-  //     GPU tool to the CPU to make room.
-  std::vector<ProbeRequest> pairs;
-  auto consider = [&](const ProbeRequest& p) {
-    if (!useful(p)) return;
-    const auto v = o.apply(p);
-    for (const auto& s : o.probes) {
-      if (s.variant == *v) return;  // already measured against the current mapping
-    }
-    for (const auto& q : pairs) {
-      if (*o.apply(q) == *v) return;
-    }
-    pairs.push_back(p);
-  };
-  for (std::size_t j = 0; j < o.nodes.size(); ++j) {
-    for (std::size_t i : o.nodes[j].after) {
-      for (auto pl : o.nodes[j].options) {
-        consider(ProbeRequest::pair(i, pl, j, pl));
-      }
-    }
-  }
-  for (const auto& s : o.probes) {
-    if (s.failures == 0 || s.probe.kind != ProbeRequest::Kind::kMove) continue;
-    for (std::size_t j = 0; j < o.nodes.size(); ++j) {
-      if (j != s.probe.node && on_gpu(cur[j])) {
-        consider(ProbeRequest::pair(s.probe.node, s.probe.to, j, Placement::kCpu));
-      }
-    }
-  }
-  // (3) Under a VRAM budget the queue discipline matters as much as the side: a tool moved
-  //     onto the GPU can block the FIFO for the small ones behind it. For every single move
-  //     (and for the current split), try the eager flavour (every GPU tool on gpu_now), and
-  //     repair each eager variant that failed by queueing the tools that ran out of VRAM.
-  if (!ample) {
-    auto eager = [&](Mapping v) {
-      for (auto& pl : v) {
-        if (pl == Placement::kGpuQueue) pl = Placement::kGpuNow;
-      }
-      return v;
-    };
-    auto variant = [](Mapping v) { return ProbeRequest::of(std::move(v)); };
-    consider(variant(eager(cur)));
-    for (std::size_t i = 0; i < o.nodes.size(); ++i) {
-      for (auto pl : o.nodes[i].options) {
-        if (pl == cur[i]) continue;
-        Mapping v = cur;
-        v[i] = pl;
-        v = eager(std::move(v));
-        if (pl == Placement::kGpuQueue) v[i] = pl;  // keep the move itself
-        consider(variant(std::move(v)));
-      }
-    }
-    for (const auto& s : o.probes) {
-      if (s.failures == 0) continue;
-      const MappingStat* ms = o.find_mapping(s.variant);
-      if (!ms) continue;
-      Mapping v = s.variant;
-      bool changed = false;
-      for (auto k : ms->failed_nodes) {
-        if (v[k] == Placement::kGpuNow) {
-          v[k] = Placement::kGpuQueue;
-          changed = true;
-        }
-      }
-      if (changed) consider(variant(std::move(v)));
-    }
-  }
+  const std::vector<ProbeRequest> pairs = joint_moves(v);
   if (!pairs.empty()) {
     a.probes = pairs;
     a.reason = "no single move or swap helps: measure " + std::to_string(pairs.size()) +

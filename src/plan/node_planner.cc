@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <unordered_map>
@@ -340,120 +341,194 @@ Result<NodePlan> NodePlanner::plan_baseline(const NodeLayout& layout, std::strin
   return plan_assignment(layout, assignment, std::string(name));
 }
 
-Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
-  const std::uint64_t screened0 = cache_->screened;
-  auto in = placement_input(layout);
-  if (!in) return in.error();
-  const std::size_t n = w_->models.size();
-  const std::size_t units = layout.units.size();
-  // Where each model may go: its pin, and a unit whose memory holds its smallest configuration.
+namespace {
+
+// A swap with model b is the move (a, kSwapMark + b): no unit index comes near it (a node
+// may have more units than models, so the model count cannot mark swaps).
+constexpr std::size_t kSwapMark = std::size_t{1} << 40;
+// Leaving a model out is the move (m, kLeaveOut): tried only while the plan is infeasible,
+// where running the others may be the best a node too small for all of them can do.
+constexpr std::size_t kLeaveOut = kSwapMark - 1;
+
+/// @brief Where each model may go: its pin, and a unit whose memory holds its smallest
+/// configuration.
+std::vector<std::vector<std::size_t>> allowed_units(const PlacementInput& in,
+                                                    const std::vector<double>& min_vram,
+                                                    std::size_t n, std::size_t units) {
   std::vector<std::vector<std::size_t>> allowed(n);
   for (std::size_t m = 0; m < n; ++m) {
     for (std::size_t u = 0; u < units; ++u) {
-      if (in->allowed[m][u] && cache_->min_vram[m] <= in->unit_vram_bytes[u]) {
+      if (in.allowed[m][u] && min_vram[m] <= in.unit_vram_bytes[u]) {
         allowed[m].push_back(u);
       }
     }
   }
-  const bool screening = screen_ != nullptr;
+  return allowed;
+}
+
+/// Plans one assignment of a layout: with the full solver, or (`screening`) the cheap one.
+using AssignmentPlanner =
+    std::function<Result<NodePlan>(std::span<const std::int32_t> assignment, bool screening)>;
+
+/// @brief The search over one layout's assignments: its starts, its local search with
+/// restarts, and the best plans it met.
+class LayoutSearch {
+ public:
+  LayoutSearch(const Workload& w, const NodePlanOptions& options,
+               std::vector<std::vector<std::size_t>> allowed, bool screening,
+               AssignmentPlanner plan)
+      : n_(w.models.size()),
+        options_(options),
+        allowed_(std::move(allowed)),
+        screening_(screening),
+        plan_(std::move(plan)),
+        rng_(derive_seed(options.solver.seed, {0x6e6f6465ULL})),
+        // A plan at the utility bound ends the search: nothing after it could replace it (each
+        // replacement must be better), so stopping returns the plan the whole search would.
+        bound_(utility_bound(w)) {}
+
+  /// @brief Plans every start: every baseline's placement, a model it left out going to its
+  /// first allowed unit.
+  Status plan_starts(const Workload& w, const PlacementInput& in) {
+    // Starts: every baseline's placement, a model it left out going to its first allowed unit.
+    // Each is planned with the full solver (the plan returned is never worse than one of them)
+    // and, when the search screens, priced by the screening solver to choose where it starts.
+    for (const auto& rule : placement_rule_names()) {
+      auto a = place_by_rule(rule, in);
+      for (std::size_t m = 0; m < n_; ++m) {
+        if (a[m] == kNotPlaced && w.models[m].active && !allowed_[m].empty()) {
+          a[m] = static_cast<std::int32_t>(allowed_[m][0]);
+        }
+      }
+      if (const Status s = plan_start(a); !s.ok()) return s;
+    }
+    CORUN_CHECK(best_.has_value() && found_.has_value());
+    return {};
+  }
+
+  /// @brief Climbs from the search's best start, then from kicked copies of its best plan.
+  Status climb_with_restarts() {
+    auto climbed = climb(*found_);
+    if (!climbed) return climbed.error();
+    found_ = std::move(*climbed);
+    for (int r = 0; r < options_.restarts && keep_searching(); ++r) {
+      auto start_plan = evaluate(kicked(found_->assignment));
+      if (!start_plan) return start_plan.error();
+      auto c = climb(std::move(*start_plan));
+      if (!c) return c.error();
+      if (c->fitness() > found_->fitness() + 1e-9) found_ = std::move(*c);
+    }
+    return {};
+  }
+
+  /// @brief The best full plan: the search's own best where it did not screen, else the best
+  /// of the starts and of the polished screened assignments.
+  Result<NodePlan> best_plan() {
+    if (!screening_) {
+      if (found_->fitness() > best_->fitness() + 1e-9) best_ = std::move(*found_);
+    } else {
+      // Polish: the best few assignments the screened search met, planned with the full solver.
+      for (const auto& t : top_) {
+        auto full = plan_(t.assignment, false);
+        if (!full) return full.error();
+        if (full->fitness() > best_->fitness() + 1e-9) best_ = std::move(*full);
+      }
+    }
+    return std::move(*best_);
+  }
+
+ private:
   // The best distinct assignments the screened search met, best first (polished at the end).
   // Only what the polish needs: each assignment and its screened fitness.
   struct Seen {
     double fitness;
     std::vector<std::int32_t> assignment;
   };
-  std::vector<Seen> top;
-  auto remember = [&](const NodePlan& p) {
-    if (!screening || options_.polish <= 0) return;
-    for (const auto& t : top) {
+
+  /// @brief Keeps p's assignment among the best few distinct ones met, for the polish.
+  void remember(const NodePlan& p) {
+    if (!screening_ || options_.polish <= 0) return;
+    for (const auto& t : top_) {
       if (t.assignment == p.assignment) return;
     }
     const double f = p.fitness();
     const auto at =
-        std::find_if(top.begin(), top.end(), [&](const Seen& t) { return f > t.fitness + 1e-9; });
-    if (at == top.end() && top.size() >= static_cast<std::size_t>(options_.polish)) return;
-    top.insert(at, Seen{f, p.assignment});
-    if (top.size() > static_cast<std::size_t>(options_.polish)) top.pop_back();
-  };
-  std::uint64_t evaluated = 0;
-  auto evaluate = [&](std::span<const std::int32_t> a) -> Result<NodePlan> {
-    ++evaluated;
-    auto p = plan_with(layout, a, "corun", screening);
+        std::find_if(top_.begin(), top_.end(), [&](const Seen& t) { return f > t.fitness + 1e-9; });
+    if (at == top_.end() && top_.size() >= static_cast<std::size_t>(options_.polish)) return;
+    top_.insert(at, Seen{f, p.assignment});
+    if (top_.size() > static_cast<std::size_t>(options_.polish)) top_.pop_back();
+  }
+
+  /// @brief One assignment planned in the search's own pricing, counted and remembered.
+  Result<NodePlan> evaluate(std::span<const std::int32_t> a) {
+    ++evaluated_;
+    auto p = plan_(a, screening_);
     if (p) remember(*p);
     return p;
-  };
-  // Starts: every baseline's placement, a model it left out going to its first allowed unit.
-  // Each is planned with the full solver (the plan returned is never worse than one of them)
-  // and, when the search screens, priced by the screening solver to choose where it starts.
-  std::optional<NodePlan> best;   // full solver
-  std::optional<NodePlan> found;  // the search's best, in the search's own pricing
-  for (const auto& rule : placement_rule_names()) {
-    auto a = place_by_rule(rule, *in);
-    for (std::size_t m = 0; m < n; ++m) {
-      if (a[m] == kNotPlaced && w_->models[m].active && !allowed[m].empty()) {
-        a[m] = static_cast<std::int32_t>(allowed[m][0]);
-      }
-    }
+  }
+
+  /// @brief The search goes on while assignments are left in the budget and no plan is at the
+  /// bound.
+  bool keep_searching() const {
+    return evaluated_ < options_.max_assignments && !at_bound(*best_, bound_) &&
+           !at_bound(*found_, bound_);
+  }
+
+  /// @brief Plans start `a` with the full solver (screened first when the search screens) and
+  /// keeps it where it beats the best so far.
+  Status plan_start(std::span<const std::int32_t> a) {
     // Screened first: the full plan of each GPU's set then starts from the screened one.
     std::optional<NodePlan> screened;
-    if (screening) {
+    if (screening_) {
       auto p = evaluate(a);
       if (!p) return p.error();
       screened = std::move(*p);
     } else {
-      ++evaluated;
+      ++evaluated_;
     }
-    auto full = plan_with(layout, a, "corun", false);
+    auto full = plan_(a, false);
     if (!full) return full.error();
     auto priced = screened ? std::move(*screened) : *full;
-    if (!best || full->fitness() > best->fitness()) best = std::move(*full);
-    if (!found || priced.fitness() > found->fitness()) found = std::move(priced);
+    if (!best_ || full->fitness() > best_->fitness()) best_ = std::move(*full);
+    if (!found_ || priced.fitness() > found_->fitness()) found_ = std::move(priced);
+    return {};
   }
-  CORUN_CHECK(best.has_value() && found.has_value());
-  Rng rng(derive_seed(options_.solver.seed, {0x6e6f6465ULL}));
-  // A plan at the utility bound ends the search: nothing after it could replace it (each
-  // replacement must be better), so stopping returns the plan the whole search would.
-  const double bound = utility_bound(*w_);
-  // The search goes on while assignments are left in the budget and no plan is at the bound.
-  auto keep_searching = [&] {
-    return evaluated < options_.max_assignments && !at_bound(*best, bound) &&
-           !at_bound(*found, bound);
-  };
-  // First-improvement local search: move one model to another allowed unit, or swap two
-  // models on different units (each allowed on the other's), in a seeded random order.
-  auto climb = [&](NodePlan current) -> Result<NodePlan> {
-    // A swap with model b is the move (a, kSwapMark + b): no unit index comes near it (a node
-    // may have more units than models, so the model count cannot mark swaps).
-    constexpr std::size_t kSwapMark = std::size_t{1} << 40;
-    // Leaving a model out is the move (m, kLeaveOut): tried only while the plan is infeasible,
-    // where running the others may be the best a node too small for all of them can do.
-    constexpr std::size_t kLeaveOut = kSwapMark - 1;
+
+  /// @brief Every move from `current`: each model to another allowed unit (or left out while
+  /// the plan is infeasible), and each swap of two models on different units that each allow
+  /// the other's.
+  std::vector<std::pair<std::size_t, std::size_t>> moves_from(const NodePlan& current) const {
+    std::vector<std::pair<std::size_t, std::size_t>> moves;  // (model, unit) or swap pairs
+    for (std::size_t m = 0; m < n_; ++m) {
+      for (std::size_t u : allowed_[m]) {
+        if (current.assignment[m] != static_cast<std::int32_t>(u)) moves.emplace_back(m, u);
+      }
+      if (!current.feasible && current.assignment[m] != kNotPlaced) {
+        moves.emplace_back(m, kLeaveOut);
+      }
+    }
+    for (std::size_t a = 0; a < n_; ++a) {
+      for (std::size_t b = a + 1; b < n_; ++b) {
+        const auto ua = current.assignment[a], ub = current.assignment[b];
+        if (ua == kNotPlaced || ub == kNotPlaced || ua == ub) continue;
+        const auto& aa = allowed_[a];
+        const auto& ab = allowed_[b];
+        if (std::find(aa.begin(), aa.end(), static_cast<std::size_t>(ub)) == aa.end()) continue;
+        if (std::find(ab.begin(), ab.end(), static_cast<std::size_t>(ua)) == ab.end()) continue;
+        moves.emplace_back(a, kSwapMark + b);
+      }
+    }
+    return moves;
+  }
+
+  /// @brief First-improvement local search: move one model to another allowed unit, or swap two
+  /// models on different units (each allowed on the other's), in a seeded random order.
+  Result<NodePlan> climb(NodePlan current) {
     bool improved = true;
     while (improved && keep_searching()) {
       improved = false;
-      std::vector<std::pair<std::size_t, std::size_t>> moves;  // (model, unit) or swap pairs
-      for (std::size_t m = 0; m < n; ++m) {
-        for (std::size_t u : allowed[m]) {
-          if (current.assignment[m] != static_cast<std::int32_t>(u)) moves.emplace_back(m, u);
-        }
-        if (!current.feasible && current.assignment[m] != kNotPlaced) {
-          moves.emplace_back(m, kLeaveOut);
-        }
-      }
-      for (std::size_t a = 0; a < n; ++a) {
-        for (std::size_t b = a + 1; b < n; ++b) {
-          const auto ua = current.assignment[a], ub = current.assignment[b];
-          if (ua == kNotPlaced || ub == kNotPlaced || ua == ub) continue;
-          const auto& aa = allowed[a];
-          const auto& ab = allowed[b];
-          if (std::find(aa.begin(), aa.end(), static_cast<std::size_t>(ub)) == aa.end()) continue;
-          if (std::find(ab.begin(), ab.end(), static_cast<std::size_t>(ua)) == ab.end()) continue;
-          moves.emplace_back(a, kSwapMark + b);
-        }
-      }
-      std::shuffle(moves.begin(), moves.end(), rng);
+      std::vector<std::pair<std::size_t, std::size_t>> moves = moves_from(current);
+      std::shuffle(moves.begin(), moves.end(), rng_);
       for (const auto& [m, target] : moves) {
         if (!keep_searching()) break;
         std::vector<std::int32_t> next = current.assignment;
@@ -468,39 +543,55 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
         if (!p) return p.error();
         if (p->fitness() > current.fitness() + 1e-9) {
           current = std::move(*p);
-          improved = !at_bound(current, bound);
+          improved = !at_bound(current, bound_);
           break;
         }
       }
     }
     return current;
-  };
-  auto climbed = climb(*found);
-  if (!climbed) return climbed.error();
-  found = std::move(*climbed);
-  for (int r = 0; r < options_.restarts && keep_searching(); ++r) {
-    std::vector<std::int32_t> kick = found->assignment;
+  }
+
+  /// @brief `kick` after three random moves: out of the local optimum's basin.
+  std::vector<std::int32_t> kicked(std::vector<std::int32_t> kick) {
     for (int k = 0; k < 3; ++k) {  // three random moves: out of the local optimum's basin
-      const std::size_t m = rng.below(n);
-      if (allowed[m].empty() || kick[m] == kNotPlaced) continue;
-      kick[m] = static_cast<std::int32_t>(allowed[m][rng.below(allowed[m].size())]);
+      const std::size_t m = rng_.below(n_);
+      if (allowed_[m].empty() || kick[m] == kNotPlaced) continue;
+      kick[m] = static_cast<std::int32_t>(allowed_[m][rng_.below(allowed_[m].size())]);
     }
-    auto start_plan = evaluate(kick);
-    if (!start_plan) return start_plan.error();
-    auto c = climb(std::move(*start_plan));
-    if (!c) return c.error();
-    if (c->fitness() > found->fitness() + 1e-9) found = std::move(*c);
+    return kick;
   }
-  if (!screening) {
-    if (found->fitness() > best->fitness() + 1e-9) best = std::move(*found);
-  } else {
-    // Polish: the best few assignments the screened search met, planned with the full solver.
-    for (const auto& t : top) {
-      auto full = plan_with(layout, t.assignment, "corun", false);
-      if (!full) return full.error();
-      if (full->fitness() > best->fitness() + 1e-9) best = std::move(*full);
-    }
-  }
+
+  const std::size_t n_;
+  const NodePlanOptions& options_;
+  const std::vector<std::vector<std::size_t>> allowed_;
+  const bool screening_;
+  const AssignmentPlanner plan_;
+  Rng rng_;
+  const double bound_;
+  std::vector<Seen> top_;
+  std::uint64_t evaluated_ = 0;
+  std::optional<NodePlan> best_;   // full solver
+  std::optional<NodePlan> found_;  // the search's best, in the search's own pricing
+};
+
+}  // namespace
+
+Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t solved0 = cache_->solved, hits0 = cache_->hits;
+  const std::uint64_t screened0 = cache_->screened;
+  auto in = placement_input(layout);
+  if (!in) return in.error();
+  const std::size_t n = w_->models.size();
+  const std::size_t units = layout.units.size();
+  LayoutSearch search(*w_, options_, allowed_units(*in, cache_->min_vram, n, units),
+                      screen_ != nullptr, [&](std::span<const std::int32_t> a, bool screening) {
+                        return plan_with(layout, a, "corun", screening);
+                      });
+  if (const Status s = search.plan_starts(*w_, *in); !s.ok()) return s.error();
+  if (const Status s = search.climb_with_restarts(); !s.ok()) return s.error();
+  auto best = search.best_plan();
+  if (!best) return best.error();
   best->strategy = "corun";
   best->subplans = cache_->solved - solved0;
   best->screened = cache_->screened - screened0;

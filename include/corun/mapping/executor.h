@@ -93,6 +93,10 @@ class Executor {
     kFailedPhase
   };
 
+  /// One run of the event loop (executor.cc).
+  template <bool kTrace>
+  class Simulation;
+
   template <bool kTrace>
   double simulate(std::span<const Placement> mapping, const RunOptions& options, RunResult* out);
 
