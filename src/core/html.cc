@@ -144,6 +144,155 @@ bool is_block_start(std::string_view line) {
          starts_with(line, "<!--") || list_marker(line, ordered) > 0;
 }
 
+// A Markdown document being converted: its lines, the next one to read, and the HTML so far.
+struct MarkdownBlocks {
+  std::vector<std::string_view> lines;
+  const std::map<std::string, std::string>& images;
+  std::size_t i = 0;
+  std::string out;
+
+  /// Inline Markdown of one block's text.
+  [[nodiscard]] std::string in(std::string_view s) const { return inline_markdown(s, images); }
+};
+
+/// The lines of `markdown`, without their line breaks.
+std::vector<std::string_view> split_lines(std::string_view markdown) {
+  std::vector<std::string_view> lines;
+  for (std::size_t start = 0; start <= markdown.size();) {
+    std::size_t nl = markdown.find('\n', start);
+    if (nl == std::string_view::npos) nl = markdown.size();
+    lines.push_back(markdown.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return lines;
+}
+
+/// Converts the fenced code block at line b.i, verbatim.
+void convert_fenced_code(MarkdownBlocks& b) {
+  const std::vector<std::string_view>& lines = b.lines;
+  std::size_t& i = b.i;
+  std::string& out = b.out;
+  out += "<pre><code>";
+  for (++i; i < lines.size() && !starts_with(trim(lines[i]), "```"); ++i) {
+    out += markup_escape(lines[i]) + "\n";
+  }
+  out += "</code></pre>\n";
+  ++i;
+}
+
+/// Copies the HTML comment at line b.i, closing it if the document does not.
+void convert_comment(MarkdownBlocks& b) {
+  const std::vector<std::string_view>& lines = b.lines;
+  std::size_t& i = b.i;
+  std::string& out = b.out;
+  std::string comment;
+  for (; i < lines.size(); ++i) {
+    comment += std::string(lines[i]) + "\n";
+    if (lines[i].find("-->") != std::string_view::npos) break;
+  }
+  ++i;
+  // HTML allows "--" inside a comment (XML does not); only "-->" ends it.
+  out += comment;
+  if (comment.find("-->") == std::string::npos) out += "-->\n";
+}
+
+/// Converts the heading `t` (line b.i, trimmed).
+void convert_heading(MarkdownBlocks& b, std::string_view t) {
+  std::string& out = b.out;
+  std::size_t level = 0;
+  while (level < t.size() && t[level] == '#') ++level;
+  level = std::min<std::size_t>(level, 6);
+  const std::string tag = "h" + std::to_string(level);
+  out += "<" + tag + ">" + b.in(trim(t.substr(level))) + "</" + tag + ">\n";
+  ++b.i;
+}
+
+/// Converts the pipe table starting at line b.i.
+void convert_table(MarkdownBlocks& b) {
+  const std::vector<std::string_view>& lines = b.lines;
+  std::size_t& i = b.i;
+  std::string& out = b.out;
+  std::vector<std::vector<std::string>> rows;
+  for (; i < lines.size() && starts_with(trim(lines[i]), "|"); ++i) {
+    rows.push_back(table_cells(lines[i]));
+  }
+  // The second row aligns the columns (`---:` right); without one every row is body.
+  std::vector<bool> right;
+  bool has_align =
+      rows.size() >= 2 && std::all_of(rows[1].begin(), rows[1].end(), [](const std::string& c) {
+        return !c.empty() && c.find_first_not_of(":-") == std::string::npos;
+      });
+  if (has_align) {
+    for (const auto& c : rows[1]) right.push_back(c.size() > 1 && c.back() == ':');
+  }
+  out += "<table>";
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (has_align && r == 1) continue;
+    const bool head = has_align && r == 0;
+    out += "<tr>";
+    for (std::size_t c = 0; c < rows[r].size(); ++c) {
+      const bool n = c < right.size() && right[c];
+      const std::string cell = head ? "th" : "td";
+      out += "<" + cell + (n ? " class=\"n\">" : ">") + b.in(rows[r][c]) + "</" + cell + ">";
+    }
+    out += "</tr>\n";
+  }
+  out += "</table>\n";
+}
+
+/// Converts the list (ordered or not) starting at line b.i.
+void convert_list(MarkdownBlocks& b, bool ordered) {
+  const std::vector<std::string_view>& lines = b.lines;
+  std::size_t& i = b.i;
+  std::string& out = b.out;
+  const std::string tag = ordered ? "ol" : "ul";
+  out += "<" + tag + ">";
+  while (i < lines.size()) {
+    const std::string_view item_line = trim(lines[i]);
+    bool this_ordered = false;
+    const std::size_t marker = list_marker(item_line, this_ordered);
+    if (marker == 0 || this_ordered != ordered) break;
+    std::string item(item_line.substr(marker));
+    // Continuation lines are indented and belong to the item.
+    for (++i; i < lines.size() && !trim(lines[i]).empty() && !is_block_start(trim(lines[i])) &&
+              (lines[i].front() == ' ' || lines[i].front() == '\t');
+         ++i) {
+      item += " " + std::string(trim(lines[i]));
+    }
+    out += "<li>" + b.in(item) + "</li>";
+    while (i < lines.size() && trim(lines[i]).empty()) {
+      // A blank line between items keeps the list going only if another item follows.
+      std::size_t j = i;
+      while (j < lines.size() && trim(lines[j]).empty()) ++j;
+      bool next_ordered = false;
+      if (j < lines.size() && list_marker(trim(lines[j]), next_ordered) > 0 &&
+          next_ordered == ordered) {
+        i = j;
+      } else {
+        break;
+      }
+    }
+  }
+  out += "</" + tag + ">\n";
+}
+
+/// Converts the paragraph starting with `t` (line b.i, trimmed): lines up to a blank line or the
+/// start of another block.
+void convert_paragraph(MarkdownBlocks& b, std::string_view t) {
+  const std::vector<std::string_view>& lines = b.lines;
+  std::size_t& i = b.i;
+  std::string& out = b.out;
+  std::string para(t);
+  for (++i; i < lines.size() && !trim(lines[i]).empty() && !is_block_start(trim(lines[i])); ++i) {
+    para += " " + std::string(trim(lines[i]));
+  }
+  const std::string html = b.in(para);
+  // An image alone is a figure, which a paragraph may not hold.
+  const bool figure = starts_with(html, "<figure>") && html.ends_with("</figure>") &&
+                      html.find("<figure>", 1) == std::string::npos;
+  out += figure ? html + "\n" : "<p>" + html + "</p>\n";
+}
+
 }  // namespace
 
 std::string html_document(std::string_view title, std::string_view body) {
@@ -188,126 +337,38 @@ std::string inline_svg(std::string_view svg) {
 
 std::string markdown_to_html(std::string_view markdown,
                              const std::map<std::string, std::string>& inline_images) {
-  std::vector<std::string_view> lines;
-  for (std::size_t start = 0; start <= markdown.size();) {
-    std::size_t nl = markdown.find('\n', start);
-    if (nl == std::string_view::npos) nl = markdown.size();
-    lines.push_back(markdown.substr(start, nl - start));
-    start = nl + 1;
-  }
-  const auto in = [&](std::string_view s) { return inline_markdown(s, inline_images); };
-  std::string out;
-  for (std::size_t i = 0; i < lines.size();) {
-    const std::string_view line = lines[i];
+  MarkdownBlocks b{split_lines(markdown), inline_images, 0, {}};
+  while (b.i < b.lines.size()) {
+    const std::string_view line = b.lines[b.i];
     const std::string_view t = trim(line);
     if (t.empty()) {
-      ++i;
+      ++b.i;
       continue;
     }
     if (starts_with(t, "```")) {  // fenced code, verbatim
-      out += "<pre><code>";
-      for (++i; i < lines.size() && !starts_with(trim(lines[i]), "```"); ++i) {
-        out += markup_escape(lines[i]) + "\n";
-      }
-      out += "</code></pre>\n";
-      ++i;
+      convert_fenced_code(b);
       continue;
     }
     if (starts_with(t, "<!--")) {  // a comment says where the document came from: keep it
-      std::string comment;
-      for (; i < lines.size(); ++i) {
-        comment += std::string(lines[i]) + "\n";
-        if (lines[i].find("-->") != std::string_view::npos) break;
-      }
-      ++i;
-      // HTML allows "--" inside a comment (XML does not); only "-->" ends it.
-      out += comment;
-      if (comment.find("-->") == std::string::npos) out += "-->\n";
+      convert_comment(b);
       continue;
     }
     if (starts_with(t, "#")) {
-      std::size_t level = 0;
-      while (level < t.size() && t[level] == '#') ++level;
-      level = std::min<std::size_t>(level, 6);
-      const std::string tag = "h" + std::to_string(level);
-      out += "<" + tag + ">" + in(trim(t.substr(level))) + "</" + tag + ">\n";
-      ++i;
+      convert_heading(b, t);
       continue;
     }
     if (starts_with(t, "|")) {
-      std::vector<std::vector<std::string>> rows;
-      for (; i < lines.size() && starts_with(trim(lines[i]), "|"); ++i) {
-        rows.push_back(table_cells(lines[i]));
-      }
-      // The second row aligns the columns (`---:` right); without one every row is body.
-      std::vector<bool> right;
-      bool has_align =
-          rows.size() >= 2 && std::all_of(rows[1].begin(), rows[1].end(), [](const std::string& c) {
-            return !c.empty() && c.find_first_not_of(":-") == std::string::npos;
-          });
-      if (has_align) {
-        for (const auto& c : rows[1]) right.push_back(c.size() > 1 && c.back() == ':');
-      }
-      out += "<table>";
-      for (std::size_t r = 0; r < rows.size(); ++r) {
-        if (has_align && r == 1) continue;
-        const bool head = has_align && r == 0;
-        out += "<tr>";
-        for (std::size_t c = 0; c < rows[r].size(); ++c) {
-          const bool n = c < right.size() && right[c];
-          const std::string cell = head ? "th" : "td";
-          out += "<" + cell + (n ? " class=\"n\">" : ">") + in(rows[r][c]) + "</" + cell + ">";
-        }
-        out += "</tr>\n";
-      }
-      out += "</table>\n";
+      convert_table(b);
       continue;
     }
     bool ordered = false;
     if (list_marker(t, ordered) > 0) {
-      const std::string tag = ordered ? "ol" : "ul";
-      out += "<" + tag + ">";
-      while (i < lines.size()) {
-        const std::string_view item_line = trim(lines[i]);
-        bool this_ordered = false;
-        const std::size_t marker = list_marker(item_line, this_ordered);
-        if (marker == 0 || this_ordered != ordered) break;
-        std::string item(item_line.substr(marker));
-        // Continuation lines are indented and belong to the item.
-        for (++i; i < lines.size() && !trim(lines[i]).empty() && !is_block_start(trim(lines[i])) &&
-                  (lines[i].front() == ' ' || lines[i].front() == '\t');
-             ++i) {
-          item += " " + std::string(trim(lines[i]));
-        }
-        out += "<li>" + in(item) + "</li>";
-        while (i < lines.size() && trim(lines[i]).empty()) {
-          // A blank line between items keeps the list going only if another item follows.
-          std::size_t j = i;
-          while (j < lines.size() && trim(lines[j]).empty()) ++j;
-          bool next_ordered = false;
-          if (j < lines.size() && list_marker(trim(lines[j]), next_ordered) > 0 &&
-              next_ordered == ordered) {
-            i = j;
-          } else {
-            break;
-          }
-        }
-      }
-      out += "</" + tag + ">\n";
+      convert_list(b, ordered);
       continue;
     }
-    // A paragraph: lines up to a blank line or the start of another block.
-    std::string para(t);
-    for (++i; i < lines.size() && !trim(lines[i]).empty() && !is_block_start(trim(lines[i])); ++i) {
-      para += " " + std::string(trim(lines[i]));
-    }
-    const std::string html = in(para);
-    // An image alone is a figure, which a paragraph may not hold.
-    const bool figure = starts_with(html, "<figure>") && html.ends_with("</figure>") &&
-                        html.find("<figure>", 1) == std::string::npos;
-    out += figure ? html + "\n" : "<p>" + html + "</p>\n";
+    convert_paragraph(b, t);
   }
-  return out;
+  return b.out;
 }
 
 }  // namespace corun

@@ -1,3 +1,5 @@
+// Surrogate accuracy evaluation: for each N and seed, profiles on the testbed, fits every
+// surrogate at every budget, and scores it on held-out measured configurations.
 #include "corun/eval/surrogate_eval.h"
 
 #include <algorithm>
@@ -6,19 +8,18 @@
 #include <cmath>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "corun/core/rng.h"
-#include "corun/core/strings.h"
-#include "corun/core/svg.h"
-#include "corun/core/version.h"
 #include "corun/profile/campaign.h"
+#include "surrogate_eval_internal.h"
 
 namespace corun::eval {
 
 namespace {
 
+using detail::kMacroGoal;
+using detail::kR2Goal;
 using surrogate::CompiledSurrogate;
 using surrogate::kTargetCount;
 using surrogate::RegressorKind;
@@ -30,8 +31,6 @@ constexpr std::uint64_t kHeldOutStream = 0x48454c44ULL;  // "HELD"
 constexpr std::uint64_t kFitStream = 0x464954ULL;        // "FIT"
 constexpr std::uint64_t kOnboardStream = 0x4f4e424fULL;  // "ONBO"
 constexpr int kCoverageMultiplier = 20;  // the budget at which the error model is calibrated
-constexpr double kR2Goal = 0.95;
-constexpr double kMacroGoal = 0.90;
 
 // One scored point: log of what the testbed measured and log of what was predicted.
 struct Point {
@@ -259,13 +258,177 @@ Result<SurrogateScores> fit_and_score(const Workload& w, const surrogate::Standa
   return score(*c, w, heldout, fit.calibration_folds >= 2);
 }
 
+// What every step of one (N, seed) task reads: the workload's first n models, the testbed,
+// the options and the task's seed.
+struct TaskContext {
+  const Workload& w;
+  const Testbed& testbed;
+  const SurrogateEvalOptions& o;
+  std::size_t n;
+  std::uint64_t seed;
+};
+
+// The co-run samples the surrogates of a task are fitted on: the MeanField plan's (MeanField
+// and cross-model surrogates) and the joint plan's (the others), each at the largest budget.
+struct CorunPools {
+  std::vector<profile::SampleRecord> mf, joint;
+};
+
+/// Measures the co-run plans that the task's surrogates need, at the largest budget.
+CorunPools measure_corun_pools(const TaskContext& t) {
+  const Workload& w = t.w;
+  const SurrogateEvalOptions& o = t.o;
+  const int max_mult = *std::max_element(o.budget_multipliers.begin(), o.budget_multipliers.end());
+  const std::size_t max_budget = static_cast<std::size_t>(max_mult) * t.n;
+  bool need_mf = o.onboarding, need_joint = false;
+  for (const auto& s : o.surrogates) {
+    (s.kind == SurrogateKind::kMeanField || s.kind == SurrogateKind::kCrossModel ? need_mf
+                                                                                 : need_joint) =
+        true;
+  }
+  CorunPools pools;
+  if (need_mf) {
+    pools.mf = profile::measure_plan(w, t.testbed, profile::Plan::kMeanField, max_budget, t.seed,
+                                     o.window_s);
+  }
+  if (need_joint) {
+    pools.joint =
+        profile::measure_plan(w, t.testbed, profile::Plan::kJoint, max_budget, t.seed, o.window_s);
+  }
+  return pools;
+}
+
+/// Draws and measures the held-out configurations of a task.
+std::vector<HeldOut> measure_heldout(const TaskContext& t) {
+  const Workload& w = t.w;
+  const SurrogateEvalOptions& o = t.o;
+  // Held-out: uniform random feasible joint configurations from their own plan seed, each
+  // measured `heldout_repeats` times with independent noise.
+  std::vector<HeldOut> heldout;
+  const std::uint64_t hseed = derive_seed(t.seed, {kHeldOutStream});
+  const ConfigSpace space(w);
+  for (std::size_t i = 0; i < o.heldout; ++i) {
+    HeldOut h;
+    h.config = profile::plan_sample(w, space, profile::Plan::kJoint, hseed, i);
+    for (int rep = 0; rep < o.heldout_repeats; ++rep) {
+      const std::uint64_t mseed =
+          derive_seed(profile::measurement_seed(profile::Plan::kJoint, hseed, i),
+                      {static_cast<std::uint64_t>(rep)});
+      h.repeats.push_back(t.testbed.measure(w, h.config, {o.window_s, mseed}));
+    }
+    heldout.push_back(std::move(h));
+  }
+  return heldout;
+}
+
+/// Fits and scores every surrogate at every budget into r.scores; false, with r.error set,
+/// when a fit fails.
+bool score_budgets(const TaskContext& t, const surrogate::StandaloneTable& table,
+                   const CorunPools& pools, const std::vector<HeldOut>& heldout, TaskResult& r) {
+  const Workload& w = t.w;
+  const SurrogateEvalOptions& o = t.o;
+  for (std::size_t k = 0; k < o.surrogates.size(); ++k) {
+    const SurrogateSpec& spec = o.surrogates[k];
+    const bool uses_mf =
+        spec.kind == SurrogateKind::kMeanField || spec.kind == SurrogateKind::kCrossModel;
+    const auto& pool = uses_mf ? pools.mf : pools.joint;
+    for (int mult : o.budget_multipliers) {
+      const std::size_t budget = static_cast<std::size_t>(mult) * t.n;
+      surrogate::FitOptions fit;
+      fit.kind = spec.kind;
+      fit.regressor = spec.regressor;
+      fit.monotone = spec.monotone;
+      fit.regressor_options = o.regressor_options;
+      fit.seed = derive_seed(t.seed, {kFitStream, k, budget});
+      fit.calibration_folds =
+          spec.kind == SurrogateKind::kMeanField && mult == kCoverageMultiplier ? 5 : 0;
+      auto s =
+          fit_and_score(w, table, take(pool, budget), heldout, fit, std::string(t.testbed.name()));
+      if (!s) {
+        r.error = s.error()
+                      .wrap(std::string(surrogate::to_string(spec.kind)) + "/" +
+                            spec.regressor_label() + " at budget " + std::to_string(budget))
+                      .what();
+        return false;
+      }
+      r.scores[{k, mult}] = std::move(*s);
+    }
+  }
+  return true;
+}
+
+/// Measures the onboarding training samples: the MeanField plan with the newcomer left out.
+std::vector<profile::SampleRecord> measure_onboarding_samples(const TaskContext& t,
+                                                              std::size_t newcomer,
+                                                              std::uint64_t oseed) {
+  const Workload& w = t.w;
+  const std::size_t budget = static_cast<std::size_t>(t.o.onboarding_multiplier) * t.n;
+  const ConfigSpace space(w);
+  std::vector<profile::SampleRecord> train;
+  for (std::size_t i = 0; i < budget; ++i) {
+    profile::SampleRecord rec;
+    rec.index = i;
+    rec.config = profile::plan_sample(w, space, profile::Plan::kMeanField, oseed, i);
+    rec.config[newcomer] = kAbsent;
+    rec.measurement_seed = profile::measurement_seed(profile::Plan::kMeanField, oseed, i);
+    rec.measurement = t.testbed.measure(w, rec.config, {t.o.window_s, rec.measurement_seed});
+    train.push_back(std::move(rec));
+  }
+  return train;
+}
+
+/// The standalone profile of every held-out configuration taken as its prediction (no
+/// interference at all).
+std::vector<float> standalone_predictions(const surrogate::StandaloneTable& table,
+                                          const std::vector<HeldOut>& heldout, std::size_t n) {
+  std::vector<float> naive(heldout.size() * n * kTargetCount, NAN);
+  for (std::size_t i = 0; i < heldout.size(); ++i) {
+    for (std::size_t m = 0; m < n; ++m) {
+      if (heldout[i].config[m] == kAbsent) continue;
+      const auto& p = table.at(m, static_cast<std::size_t>(heldout[i].config[m]));
+      for (Target t : surrogate::kAllTargets) {
+        naive[(i * n + m) * kTargetCount + static_cast<std::size_t>(t)] =
+            static_cast<float>(p.target[static_cast<std::size_t>(t)]);
+      }
+    }
+  }
+  return naive;
+}
+
+/// Scores the cross-model surrogate on the last model, never co-run in training, and the
+/// standalone profile as the naive prediction; sets r.error when the fit fails.
+void score_onboarding(const TaskContext& t, const surrogate::StandaloneTable& table,
+                      const std::vector<HeldOut>& heldout, TaskResult& r) {
+  const Workload& w = t.w;
+  const SurrogateEvalOptions& o = t.o;
+  // The last model never co-runs during training: the co-run plan runs without it.
+  const std::size_t newcomer = t.n - 1;
+  const std::uint64_t oseed = derive_seed(t.seed, {kOnboardStream});
+  const std::vector<profile::SampleRecord> train = measure_onboarding_samples(t, newcomer, oseed);
+  surrogate::FitOptions fit;
+  fit.kind = SurrogateKind::kCrossModel;
+  fit.regressor = o.onboarding_regressor;
+  fit.regressor_options = o.regressor_options;
+  fit.seed = derive_seed(oseed, {kFitStream});
+  fit.calibration_folds = 0;
+  fit.withheld_models = {newcomer};
+  auto s = fit_and_score(w, table, train, heldout, fit, std::string(t.testbed.name()));
+  if (!s) {
+    r.error = s.error().wrap("onboarding").what();
+    return;
+  }
+  r.has_onboarding = true;
+  r.onboard = std::move(*s);
+  const std::vector<float> naive = standalone_predictions(table, heldout, t.n);
+  r.standalone_only = score_predictions(w, heldout, naive, nullptr, -1);
+}
+
 TaskResult run_task(const Workload& full, const Testbed& testbed, const SurrogateEvalOptions& o,
                     std::size_t n, int seed_index) {
   TaskResult r;
   const Workload w = full.prefix(n);
   const std::uint64_t seed = derive_seed(o.seed, {static_cast<std::uint64_t>(seed_index)});
-  const int max_mult = *std::max_element(o.budget_multipliers.begin(), o.budget_multipliers.end());
-  const std::size_t max_budget = static_cast<std::size_t>(max_mult) * n;
+  const TaskContext t{w, testbed, o, n, seed};
 
   const auto standalone = profile::measure_plan(
       w, testbed, profile::Plan::kStandalone, static_cast<std::uint64_t>(o.standalone_repeats),
@@ -276,111 +439,13 @@ TaskResult run_task(const Workload& full, const Testbed& testbed, const Surrogat
     return r;
   }
   r.standalone_measurements = table->measurements();
-  bool need_mf = o.onboarding, need_joint = false;
-  for (const auto& s : o.surrogates) {
-    (s.kind == SurrogateKind::kMeanField || s.kind == SurrogateKind::kCrossModel ? need_mf
-                                                                                 : need_joint) =
-        true;
-  }
-  std::vector<profile::SampleRecord> mf, joint;
-  if (need_mf) {
-    mf = profile::measure_plan(w, testbed, profile::Plan::kMeanField, max_budget, seed, o.window_s);
-  }
-  if (need_joint) {
-    joint = profile::measure_plan(w, testbed, profile::Plan::kJoint, max_budget, seed, o.window_s);
-  }
-  // Held-out: uniform random feasible joint configurations from their own plan seed, each
-  // measured `heldout_repeats` times with independent noise.
-  std::vector<HeldOut> heldout;
-  {
-    const std::uint64_t hseed = derive_seed(seed, {kHeldOutStream});
-    const ConfigSpace space(w);
-    for (std::size_t i = 0; i < o.heldout; ++i) {
-      HeldOut h;
-      h.config = profile::plan_sample(w, space, profile::Plan::kJoint, hseed, i);
-      for (int rep = 0; rep < o.heldout_repeats; ++rep) {
-        const std::uint64_t mseed =
-            derive_seed(profile::measurement_seed(profile::Plan::kJoint, hseed, i),
-                        {static_cast<std::uint64_t>(rep)});
-        h.repeats.push_back(testbed.measure(w, h.config, {o.window_s, mseed}));
-      }
-      heldout.push_back(std::move(h));
-    }
-  }
+  const CorunPools pools = measure_corun_pools(t);
+  const std::vector<HeldOut> heldout = measure_heldout(t);
   if (o.heldout_repeats >= 2) r.retest = retest(w, heldout);
 
-  for (std::size_t k = 0; k < o.surrogates.size(); ++k) {
-    const SurrogateSpec& spec = o.surrogates[k];
-    const bool uses_mf =
-        spec.kind == SurrogateKind::kMeanField || spec.kind == SurrogateKind::kCrossModel;
-    const auto& pool = uses_mf ? mf : joint;
-    for (int mult : o.budget_multipliers) {
-      const std::size_t budget = static_cast<std::size_t>(mult) * n;
-      surrogate::FitOptions fit;
-      fit.kind = spec.kind;
-      fit.regressor = spec.regressor;
-      fit.monotone = spec.monotone;
-      fit.regressor_options = o.regressor_options;
-      fit.seed = derive_seed(seed, {kFitStream, k, budget});
-      fit.calibration_folds =
-          spec.kind == SurrogateKind::kMeanField && mult == kCoverageMultiplier ? 5 : 0;
-      auto s =
-          fit_and_score(w, *table, take(pool, budget), heldout, fit, std::string(testbed.name()));
-      if (!s) {
-        r.error = s.error()
-                      .wrap(std::string(surrogate::to_string(spec.kind)) + "/" +
-                            spec.regressor_label() + " at budget " +
-                            std::to_string(budget))
-                      .what();
-        return r;
-      }
-      r.scores[{k, mult}] = std::move(*s);
-    }
-  }
+  if (!score_budgets(t, *table, pools, heldout, r)) return r;
 
-  if (o.onboarding && n >= 3) {
-    // The last model never co-runs during training: the co-run plan runs without it.
-    const std::size_t newcomer = n - 1;
-    const std::size_t budget = static_cast<std::size_t>(o.onboarding_multiplier) * n;
-    const ConfigSpace space(w);
-    const std::uint64_t oseed = derive_seed(seed, {kOnboardStream});
-    std::vector<profile::SampleRecord> train;
-    for (std::size_t i = 0; i < budget; ++i) {
-      profile::SampleRecord rec;
-      rec.index = i;
-      rec.config = profile::plan_sample(w, space, profile::Plan::kMeanField, oseed, i);
-      rec.config[newcomer] = kAbsent;
-      rec.measurement_seed = profile::measurement_seed(profile::Plan::kMeanField, oseed, i);
-      rec.measurement = testbed.measure(w, rec.config, {o.window_s, rec.measurement_seed});
-      train.push_back(std::move(rec));
-    }
-    surrogate::FitOptions fit;
-    fit.kind = SurrogateKind::kCrossModel;
-    fit.regressor = o.onboarding_regressor;
-    fit.regressor_options = o.regressor_options;
-    fit.seed = derive_seed(oseed, {kFitStream});
-    fit.calibration_folds = 0;
-    fit.withheld_models = {newcomer};
-    auto s = fit_and_score(w, *table, train, heldout, fit, std::string(testbed.name()));
-    if (!s) {
-      r.error = s.error().wrap("onboarding").what();
-      return r;
-    }
-    r.has_onboarding = true;
-    r.onboard = std::move(*s);
-    std::vector<float> naive(heldout.size() * n * kTargetCount, NAN);
-    for (std::size_t i = 0; i < heldout.size(); ++i) {
-      for (std::size_t m = 0; m < n; ++m) {
-        if (heldout[i].config[m] == kAbsent) continue;
-        const auto& p = table->at(m, static_cast<std::size_t>(heldout[i].config[m]));
-        for (Target t : surrogate::kAllTargets) {
-          naive[(i * n + m) * kTargetCount + static_cast<std::size_t>(t)] =
-              static_cast<float>(p.target[static_cast<std::size_t>(t)]);
-        }
-      }
-    }
-    r.standalone_only = score_predictions(w, heldout, naive, nullptr, -1);
-  }
+  if (o.onboarding && n >= 3) score_onboarding(t, *table, heldout, r);
   return r;
 }
 
@@ -396,22 +461,8 @@ double mean_finite(const std::vector<double>& v) {
   return k > 0 ? s / k : NAN;
 }
 
-nlohmann::json num(double v) {
-  return std::isfinite(v) ? nlohmann::json(std::round(v * 1e4) / 1e4) : nlohmann::json(nullptr);
-}
-
-}  // namespace
-
-std::vector<SurrogateSpec> default_surrogates() {
-  return {{SurrogateKind::kMeanField, RegressorKind::kMlp},
-          {SurrogateKind::kMeanField, RegressorKind::kGbdt},
-          {SurrogateKind::kJoint, RegressorKind::kMlp},
-          {SurrogateKind::kPairwise, RegressorKind::kLinear}};
-}
-
-Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed& testbed,
-                                                const SurrogateEvalOptions& o,
-                                                profile::Progress* progress) {
+/// Refuses options the evaluation cannot run with.
+Status check_options(const Workload& w, const SurrogateEvalOptions& o) {
   if (o.n_min < 1 || o.n_max < o.n_min) return Error("--n: expected a range such as 2..6");
   if (o.n_max > w.models.size()) {
     return Error("--n: the workload has " + std::to_string(w.models.size()) + " models, not " +
@@ -424,15 +475,19 @@ Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed
   }
   if (o.heldout < 10) return Error("--heldout: at least 10 configurations");
   if (o.heldout_repeats < 1 || o.standalone_repeats < 1) return Error("repeats: at least 1");
+  return {};
+}
 
-  struct Task {
-    std::size_t n;
-    int seed;
-  };
-  std::vector<Task> tasks;
-  for (std::size_t n = o.n_min; n <= o.n_max; ++n) {
-    for (int s = 0; s < o.seeds; ++s) tasks.push_back({n, s});
-  }
+// One (N, seed) task.
+struct Task {
+  std::size_t n;
+  int seed;
+};
+
+/// Runs every task on o.threads threads (the calling one included), reporting progress.
+std::vector<TaskResult> run_tasks(const Workload& w, const Testbed& testbed,
+                                  const SurrogateEvalOptions& o, const std::vector<Task>& tasks,
+                                  profile::Progress* progress) {
   std::vector<TaskResult> results(tasks.size());
   std::atomic<std::size_t> next{0}, done{0};
   const auto worker = [&] {
@@ -457,10 +512,12 @@ Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed
     progress->update(tasks.size());
     progress->finish();
   }
-  for (const auto& r : results) {
-    if (!r.error.empty()) return Error("surrogate evaluation: " + r.error, Error::Kind::kInternal);
-  }
+  return results;
+}
 
+/// The report with its header filled in (workload, testbed, settings) and no rows yet.
+SurrogateEvalReport report_header(const Workload& w, const Testbed& testbed,
+                                  const SurrogateEvalOptions& o) {
   SurrogateEvalReport rep;
   rep.workload = std::filesystem::path(w.file).stem().string();
   rep.workload_hash = w.hash;
@@ -472,6 +529,127 @@ Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed
   rep.onboarding_regressor = std::string(surrogate::to_string(o.onboarding_regressor));
   rep.standalone_repeats = o.standalone_repeats;
   for (const auto& m : w.models) rep.model_names.push_back(m.name);
+  return rep;
+}
+
+// The finished tasks of one N, one per seed.
+struct TasksOfN {
+  std::size_t n;
+  std::vector<const TaskResult*> mine;
+};
+
+/// The row of surrogate k (`spec`) at budget mult x N: its scores, averaged over the seeds.
+SurrogateEvalRow budget_row(const SurrogateSpec& spec, std::size_t k, int mult, const TasksOfN& g) {
+  const std::size_t n = g.n;
+  const std::vector<const TaskResult*>& mine = g.mine;
+  SurrogateEvalRow row;
+  row.n = n;
+  row.surrogate = std::string(surrogate::to_string(spec.kind));
+  row.regressor = spec.regressor_label();
+  row.budget = static_cast<std::size_t>(mult) * n;
+  row.budget_multiplier = mult;
+  row.standalone_measurements =
+      spec.kind == SurrogateKind::kJoint ? 0 : mine.front()->standalone_measurements;
+  std::vector<double> pooled, macro, mape, thr, cov, pts, pooled1, macro1;
+  std::vector<std::vector<double>> per_model(n);
+  for (const TaskResult* r : mine) {
+    const Scores& s = r->scores.at({k, mult}).mean;
+    pooled1.push_back(r->scores.at({k, mult}).single.r2_pooled);
+    macro1.push_back(r->scores.at({k, mult}).single.r2_macro);
+    pooled.push_back(s.r2_pooled);
+    macro.push_back(s.r2_macro);
+    mape.push_back(s.mape);
+    thr.push_back(s.r2_throughput);
+    cov.push_back(s.coverage95);
+    pts.push_back(static_cast<double>(s.points));
+    for (std::size_t m = 0; m < n; ++m) per_model[m].push_back(s.r2_model[m]);
+  }
+  row.r2_pooled = mean_finite(pooled);
+  row.r2_macro = mean_finite(macro);
+  row.r2_pooled_single = mean_finite(pooled1);
+  row.r2_macro_single = mean_finite(macro1);
+  row.mape = mean_finite(mape);
+  row.r2_throughput = mean_finite(thr);
+  row.coverage95 = mean_finite(cov);
+  row.heldout_points = static_cast<std::size_t>(std::llround(mean_finite(pts)));
+  for (const auto& v : per_model) row.r2_per_model.push_back(mean_finite(v));
+  row.seeds = static_cast<int>(mine.size());
+  return row;
+}
+
+/// Appends surrogate k's rows at every budget (`mults`, ascending) for one N, and the smallest
+/// budgets that reach the goals.
+void add_budget_rows(const SurrogateSpec& spec, std::size_t k, const std::vector<int>& mults,
+                     const TasksOfN& g, SurrogateEvalReport& rep) {
+  BudgetNeeded need{g.n, std::string(surrogate::to_string(spec.kind)), spec.regressor_label(),
+                    std::nullopt, std::nullopt};
+  for (int mult : mults) {
+    SurrogateEvalRow row = budget_row(spec, k, mult, g);
+    if (!need.budget && row.r2_pooled >= kR2Goal) need.budget = row.budget;
+    if (!need.budget_macro && row.r2_macro >= kMacroGoal) need.budget_macro = row.budget;
+    rep.rows.push_back(std::move(row));
+  }
+  rep.needed.push_back(need);
+}
+
+/// The test-retest ceiling of one N, averaged over the seeds.
+NoiseCeiling noise_ceiling(const TasksOfN& g) {
+  std::vector<double> pooled, macro;
+  for (const TaskResult* r : g.mine) {
+    pooled.push_back(r->retest.r2_pooled);
+    macro.push_back(r->retest.r2_macro);
+  }
+  return {g.n, mean_finite(pooled), mean_finite(macro)};
+}
+
+/// The onboarding row of one N: the last model, predicted by the cross-model surrogate without
+/// having been co-run, against the naive and the per-model references.
+OnboardingRow onboarding_row(const Workload& w, const SurrogateEvalOptions& o, const TasksOfN& g) {
+  const std::size_t n = g.n;
+  const std::vector<const TaskResult*>& mine = g.mine;
+  OnboardingRow ob;
+  ob.n = n;
+  ob.model = w.models[n - 1].name;
+  ob.budget = static_cast<std::size_t>(o.onboarding_multiplier) * n;
+  std::vector<double> r2v, mape, others, ref, naive_r2, naive_mape;
+  for (const TaskResult* r : mine) {
+    if (!r->has_onboarding) continue;
+    const Scores& sc = r->onboard.mean;
+    r2v.push_back(sc.r2_model[n - 1]);
+    mape.push_back(sc.mape_model[n - 1]);
+    naive_r2.push_back(r->standalone_only.r2_model[n - 1]);
+    naive_mape.push_back(r->standalone_only.mape_model[n - 1]);
+    double sum = 0;
+    int count = 0;
+    for (std::size_t m = 0; m + 1 < n; ++m) {
+      if (std::isfinite(sc.r2_model[m])) {
+        sum += sc.r2_model[m];
+        ++count;
+      }
+    }
+    others.push_back(count > 0 ? sum / count : NAN);
+    for (std::size_t k = 0; k < o.surrogates.size(); ++k) {
+      if (o.surrogates[k].kind == SurrogateKind::kMeanField &&
+          o.surrogates[k].regressor == RegressorKind::kMlp) {
+        const auto it = r->scores.find({k, o.onboarding_multiplier});
+        if (it != r->scores.end()) ref.push_back(it->second.mean.r2_model[n - 1]);
+      }
+    }
+    ++ob.seeds;
+  }
+  ob.r2 = mean_finite(r2v);
+  ob.mape = mean_finite(mape);
+  ob.r2_standalone_only = mean_finite(naive_r2);
+  ob.mape_standalone_only = mean_finite(naive_mape);
+  ob.r2_others = mean_finite(others);
+  ob.r2_reference = mean_finite(ref);
+  return ob;
+}
+
+/// Averages the tasks' results over the seeds, per N, into the report's rows.
+void summarise_tasks(const Workload& w, const SurrogateEvalOptions& o,
+                     const std::vector<Task>& tasks, const std::vector<TaskResult>& results,
+                     SurrogateEvalReport& rep) {
   std::vector<int> mults = o.budget_multipliers;
   std::sort(mults.begin(), mults.end());
   for (std::size_t n = o.n_min; n <= o.n_max; ++n) {
@@ -479,410 +657,40 @@ Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       if (tasks[i].n == n) mine.push_back(&results[i]);
     }
+    const TasksOfN g{n, std::move(mine)};
     for (std::size_t k = 0; k < o.surrogates.size(); ++k) {
-      const SurrogateSpec& spec = o.surrogates[k];
-      BudgetNeeded need{n, std::string(surrogate::to_string(spec.kind)),
-                        spec.regressor_label(), std::nullopt,
-                        std::nullopt};
-      for (int mult : mults) {
-        SurrogateEvalRow row;
-        row.n = n;
-        row.surrogate = need.surrogate;
-        row.regressor = need.regressor;
-        row.budget = static_cast<std::size_t>(mult) * n;
-        row.budget_multiplier = mult;
-        row.standalone_measurements =
-            spec.kind == SurrogateKind::kJoint ? 0 : mine.front()->standalone_measurements;
-        std::vector<double> pooled, macro, mape, thr, cov, pts, pooled1, macro1;
-        std::vector<std::vector<double>> per_model(n);
-        for (const TaskResult* r : mine) {
-          const Scores& s = r->scores.at({k, mult}).mean;
-          pooled1.push_back(r->scores.at({k, mult}).single.r2_pooled);
-          macro1.push_back(r->scores.at({k, mult}).single.r2_macro);
-          pooled.push_back(s.r2_pooled);
-          macro.push_back(s.r2_macro);
-          mape.push_back(s.mape);
-          thr.push_back(s.r2_throughput);
-          cov.push_back(s.coverage95);
-          pts.push_back(static_cast<double>(s.points));
-          for (std::size_t m = 0; m < n; ++m) per_model[m].push_back(s.r2_model[m]);
-        }
-        row.r2_pooled = mean_finite(pooled);
-        row.r2_macro = mean_finite(macro);
-        row.r2_pooled_single = mean_finite(pooled1);
-        row.r2_macro_single = mean_finite(macro1);
-        row.mape = mean_finite(mape);
-        row.r2_throughput = mean_finite(thr);
-        row.coverage95 = mean_finite(cov);
-        row.heldout_points = static_cast<std::size_t>(std::llround(mean_finite(pts)));
-        for (const auto& v : per_model) row.r2_per_model.push_back(mean_finite(v));
-        row.seeds = static_cast<int>(mine.size());
-        if (!need.budget && row.r2_pooled >= kR2Goal) need.budget = row.budget;
-        if (!need.budget_macro && row.r2_macro >= kMacroGoal) need.budget_macro = row.budget;
-        rep.rows.push_back(std::move(row));
-      }
-      rep.needed.push_back(need);
+      add_budget_rows(o.surrogates[k], k, mults, g, rep);
     }
-    if (o.heldout_repeats >= 2) {
-      std::vector<double> pooled, macro;
-      for (const TaskResult* r : mine) {
-        pooled.push_back(r->retest.r2_pooled);
-        macro.push_back(r->retest.r2_macro);
-      }
-      rep.ceilings.push_back({n, mean_finite(pooled), mean_finite(macro)});
-    }
-    if (o.onboarding && n >= 3) {
-      OnboardingRow ob;
-      ob.n = n;
-      ob.model = w.models[n - 1].name;
-      ob.budget = static_cast<std::size_t>(o.onboarding_multiplier) * n;
-      std::vector<double> r2v, mape, others, ref, naive_r2, naive_mape;
-      for (const TaskResult* r : mine) {
-        if (!r->has_onboarding) continue;
-        const Scores& sc = r->onboard.mean;
-        r2v.push_back(sc.r2_model[n - 1]);
-        mape.push_back(sc.mape_model[n - 1]);
-        naive_r2.push_back(r->standalone_only.r2_model[n - 1]);
-        naive_mape.push_back(r->standalone_only.mape_model[n - 1]);
-        double sum = 0;
-        int count = 0;
-        for (std::size_t m = 0; m + 1 < n; ++m) {
-          if (std::isfinite(sc.r2_model[m])) {
-            sum += sc.r2_model[m];
-            ++count;
-          }
-        }
-        others.push_back(count > 0 ? sum / count : NAN);
-        for (std::size_t k = 0; k < o.surrogates.size(); ++k) {
-          if (o.surrogates[k].kind == SurrogateKind::kMeanField &&
-              o.surrogates[k].regressor == RegressorKind::kMlp) {
-            const auto it = r->scores.find({k, o.onboarding_multiplier});
-            if (it != r->scores.end()) ref.push_back(it->second.mean.r2_model[n - 1]);
-          }
-        }
-        ++ob.seeds;
-      }
-      ob.r2 = mean_finite(r2v);
-      ob.mape = mean_finite(mape);
-      ob.r2_standalone_only = mean_finite(naive_r2);
-      ob.mape_standalone_only = mean_finite(naive_mape);
-      ob.r2_others = mean_finite(others);
-      ob.r2_reference = mean_finite(ref);
-      rep.onboarding.push_back(ob);
-    }
+    if (o.heldout_repeats >= 2) rep.ceilings.push_back(noise_ceiling(g));
+    if (o.onboarding && n >= 3) rep.onboarding.push_back(onboarding_row(w, o, g));
   }
-  return rep;
-}
-
-nlohmann::json to_json(const SurrogateEvalReport& r) {
-  nlohmann::json j;
-  j["workload"] = r.workload;
-  j["workload_hash"] = r.workload_hash;
-  j["device"] = r.device;
-  j["testbed"] = r.testbed;
-  j["seed"] = r.seed;
-  j["heldout"] = r.heldout;
-  j["heldout_repeats"] = r.heldout_repeats;
-  j["onboarding_regressor"] = r.onboarding_regressor;
-  j["standalone_repeats"] = r.standalone_repeats;
-  j["noise_ceiling"] = nlohmann::json::array();
-  for (const auto& c : r.ceilings) {
-    j["noise_ceiling"].push_back(
-        {{"n", c.n}, {"r2_pooled_retest", num(c.r2_pooled)}, {"r2_macro_retest", num(c.r2_macro)}});
-  }
-  j["corun_version"] = std::string(version());
-  j["git_hash"] = std::string(git_hash());
-  j["rows"] = nlohmann::json::array();
-  for (const auto& row : r.rows) {
-    nlohmann::json per_model = nlohmann::json::object();
-    for (std::size_t m = 0; m < row.r2_per_model.size(); ++m) {
-      per_model[r.model_names[m]] = num(row.r2_per_model[m]);
-    }
-    j["rows"].push_back({{"n", row.n},
-                         {"surrogate", row.surrogate},
-                         {"regressor", row.regressor},
-                         {"budget", row.budget},
-                         {"standalone_measurements", row.standalone_measurements},
-                         {"r2_pooled", num(row.r2_pooled)},
-                         {"r2_macro", num(row.r2_macro)},
-                         {"r2_pooled_single", num(row.r2_pooled_single)},
-                         {"r2_macro_single", num(row.r2_macro_single)},
-                         {"mape", num(row.mape)},
-                         {"seeds", row.seeds},
-                         {"r2_throughput", num(row.r2_throughput)},
-                         {"coverage95", num(row.coverage95)},
-                         {"r2_per_model", per_model},
-                         {"heldout_points", row.heldout_points}});
-  }
-  j["budget_for_r2_095"] = nlohmann::json::array();
-  for (const auto& b : r.needed) {
-    j["budget_for_r2_095"].push_back(
-        {{"n", b.n},
-         {"surrogate", b.surrogate},
-         {"regressor", b.regressor},
-         {"budget_for_r2_095", b.budget ? nlohmann::json(*b.budget) : nlohmann::json(nullptr)},
-         {"budget_for_r2_macro_090",
-          b.budget_macro ? nlohmann::json(*b.budget_macro) : nlohmann::json(nullptr)}});
-  }
-  j["onboarding"] = nlohmann::json::array();
-  for (const auto& o : r.onboarding) {
-    j["onboarding"].push_back({{"n", o.n},
-                               {"model", o.model},
-                               {"budget", o.budget},
-                               {"r2", num(o.r2)},
-                               {"mape", num(o.mape)},
-                               {"r2_reference_meanfield", num(o.r2_reference)},
-                               {"r2_standalone_only", num(o.r2_standalone_only)},
-                               {"mape_standalone_only", num(o.mape_standalone_only)},
-                               {"r2_others", num(o.r2_others)},
-                               {"seeds", o.seeds}});
-  }
-  return j;
-}
-
-std::string svg_r2_vs_budget(const SurrogateEvalReport& r) {
-  SvgPlot p;
-  p.title = r.workload + " (" + r.device + "): macro R^2 on held-out configurations";
-  p.x_label = "co-run measurements (budget)";
-  p.y_label = "macro R^2 (log latency)";
-  p.log_x = true;
-  p.y_min = 0.5;
-  p.y_max = 1.0;
-  p.reference_y = kMacroGoal;
-  std::map<std::pair<std::size_t, std::string>, SvgSeries> lines;
-  for (const auto& row : r.rows) {
-    if (row.surrogate != "meanfield" || row.regressor != "mlp") continue;
-    auto& s = lines[{row.n, row.surrogate}];
-    s.label = "MeanField MLP, N=" + std::to_string(row.n);
-    s.x.push_back(static_cast<double>(row.budget));
-    s.y.push_back(row.r2_macro);
-  }
-  for (const auto& row : r.rows) {
-    if (row.surrogate != "joint") continue;
-    auto& s = lines[{row.n, row.surrogate}];
-    s.label = "Joint MLP, N=" + std::to_string(row.n);
-    s.dashed = true;
-    s.x.push_back(static_cast<double>(row.budget));
-    s.y.push_back(row.r2_macro);
-  }
-  for (auto& [key, s] : lines) {
-    if (key.second == "meanfield") p.series.push_back(s);
-  }
-  for (auto& [key, s] : lines) {
-    if (key.second == "joint") p.series.push_back(s);
-  }
-  return p.render();
-}
-
-std::string svg_budget_vs_n(const SurrogateEvalReport& r) {
-  SvgPlot p;
-  p.title = r.workload + " (" + r.device + "): co-run budget needed";
-  p.x_label = "co-running models N";
-  p.y_label = "co-run measurements needed";
-  p.y_min = 0;
-  std::map<std::string, SvgSeries> macro, pooled;
-  std::vector<std::size_t> ns;
-  for (const auto& b : r.needed) {
-    const std::string key = b.surrogate + " " + b.regressor;
-    auto& m = macro[key];
-    m.label = key + ": macro R^2 >= 0.90";
-    m.x.push_back(static_cast<double>(b.n));
-    m.y.push_back(b.budget_macro ? static_cast<double>(*b.budget_macro) : NAN);
-    if (b.surrogate == "meanfield" && b.regressor == "mlp") {
-      auto& q = pooled[key];
-      q.label = key + ": pooled R^2 >= 0.95";
-      q.dashed = true;
-      q.x.push_back(static_cast<double>(b.n));
-      q.y.push_back(b.budget ? static_cast<double>(*b.budget) : NAN);
-    }
-    if (std::find(ns.begin(), ns.end(), b.n) == ns.end()) ns.push_back(b.n);
-  }
-  for (auto& [k, s] : macro) p.series.push_back(s);
-  for (auto& [k, s] : pooled) p.series.push_back(s);
-  SvgSeries ref;
-  ref.label = "20 N (paper)";
-  ref.dashed = true;
-  for (auto n : ns) {
-    ref.x.push_back(static_cast<double>(n));
-    ref.y.push_back(20.0 * static_cast<double>(n));
-  }
-  p.series.push_back(ref);
-  return p.render();
-}
-
-namespace {
-
-std::string f3(double v) {
-  if (!std::isfinite(v)) return "–";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-std::string f1(double v) {
-  if (!std::isfinite(v)) return "–";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
 }
 
 }  // namespace
 
-std::string to_markdown(const std::vector<SurrogateEvalReport>& reports, const std::string& command,
-                        const std::string& svg_prefix) {
-  std::string md;
-  md += "# Surrogate accuracy: MeanField vs joint and pairwise baselines\n\n";
-  md += "<!-- Generated by `" + command + "` (corun " + std::string(version()) + ", " +
-        std::string(git_hash()) + "). Do not edit: rerun `make eval`. -->\n\n";
-  md +=
-      "Every score below compares a prediction with **testbed measurements** of held-out joint "
-      "configurations, never with another prediction. For each N (the first N models of the "
-      "workload) and seed, corun measures\n\n"
-      "1. the standalone profile: every model alone in every local configuration, in several "
-      "passes that are averaged (geometric means) — linear in N;\n"
-      "2. a co-run campaign: MeanField draws stratified random joint configurations (each model "
-      "visits its local configurations evenly); the joint and pairwise baselines draw uniform "
-      "random ones;\n"
-      "3. a held-out set of uniform random feasible joint configurations from a separate seed, "
-      "each measured several times with independent noise.\n\n"
-      "Each surrogate is fitted on the first `budget` co-run samples (budgets nest) and scored "
-      "on the held-out set. The truth is the geometric mean of a configuration's repeated "
-      "measurements; the `_1` columns score the same predictions against its first measurement "
-      "alone, and the noise-ceiling table says how well one measurement predicts another of the "
-      "same configuration (test-retest), which bounds any predictor scored against single "
-      "measurements.\n\n"
-      "* `r2_pooled`: R² of log latency over every (configuration, model, latency target) "
-      "point — vision latency p95, LLM TTFT p95 and TPOT p95 (prefill and decode predicted "
-      "separately). Pooling across models with latencies from milliseconds to seconds makes "
-      "this high almost regardless of the surrogate; `r2_macro` does not pool.\n"
-      "* `r2_macro`: per model, the mean R² over its latency targets, then the mean over "
-      "models. Per-model values are in the last column.\n"
-      "* `mape`: mean absolute percentage error of the latency predictions, in %.\n"
-      "* `r2_thr`: pooled R² of log throughput, reported apart (throughput is mostly set by "
-      "the offered load, so it would flatter the latency scores).\n"
-      "* `cov95`: fraction of held-out latencies at or below prediction × the error model's "
-      "95 % factor (MeanField at 20·N; residual quantiles from 5-fold cross-validation). About "
-      "0.95 means calibrated; more is conservative.\n"
-      "* `standalone`: standalone measurements behind the MeanField and pairwise features (the "
-      "joint surrogate uses none). Budgets count co-run measurements only.\n\n"
-      "The baselines use the same regressor settings as MeanField and are reported as "
-      "measured, not tuned.\n\n";
-  for (const auto& r : reports) {
-    const std::string stem = svg_prefix + "-" + r.workload;
-    md += "## " + r.workload + " (" + r.device + ", testbed " + r.testbed + ")\n\n";
-    md += "Models: " + join(r.model_names, ", ") + ". Per (N, seed): " + std::to_string(r.heldout) +
-          " held-out configurations × " + std::to_string(r.heldout_repeats) +
-          " measurements; standalone profile in " + std::to_string(r.standalone_repeats) +
-          " passes. Workload hash " + r.workload_hash + ", base seed " + std::to_string(r.seed) +
-          ".\n\n";
-    // The acceptance summary is computed from the rows below, not written by hand.
-    {
-      double min_pooled = 1, min_macro = 1;
-      std::size_t worst_n = 0;
-      bool any = false;
-      for (const auto& row : r.rows) {
-        if (row.surrogate != "meanfield" || row.regressor != "mlp" || row.budget_multiplier != 20) {
-          continue;
-        }
-        any = true;
-        min_pooled = std::min(min_pooled, row.r2_pooled);
-        if (row.r2_macro < min_macro) {
-          min_macro = row.r2_macro;
-          worst_n = row.n;
-        }
-      }
-      if (any) {
-        md += "**MeanField MLP at 20·N co-run measurements:** lowest pooled R² over N = " +
-              f3(min_pooled) + ", lowest macro R² = " + f3(min_macro) +
-              " (N = " + std::to_string(worst_n) + ").\n\n";
-      }
-    }
-    if (!r.ceilings.empty()) {
-      md += "Noise ceiling (test-retest R² of single measurements): ";
-      std::vector<std::string> parts;
-      for (const auto& c : r.ceilings) {
-        parts.push_back("N=" + std::to_string(c.n) + " pooled " + f3(c.r2_pooled) + ", macro " +
-                        f3(c.r2_macro));
-      }
-      md += join(parts, "; ") + ".\n\n";
-    }
-    std::vector<std::string> kinds;
-    std::vector<std::size_t> ns;
-    for (const auto& b : r.needed) {
-      const std::string k = b.surrogate + " " + b.regressor;
-      if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
-      if (std::find(ns.begin(), ns.end(), b.n) == ns.end()) ns.push_back(b.n);
-    }
-    const auto budget_table = [&](bool use_macro) {
-      std::string t = "| surrogate |";
-      for (auto n : ns) t += " N=" + std::to_string(n) + " |";
-      t += "\n|---|";
-      for (std::size_t i = 0; i < ns.size(); ++i) t += "---:|";
-      t += "\n";
-      for (const auto& k : kinds) {
-        t += "| " + k + " |";
-        for (auto n : ns) {
-          for (const auto& b : r.needed) {
-            if (b.n != n || b.surrogate + " " + b.regressor != k) continue;
-            const auto& v = use_macro ? b.budget_macro : b.budget;
-            t += " " +
-                 (v ? std::to_string(*v) + " (" +
-                          f1(static_cast<double>(*v) / static_cast<double>(n)) + "·N)"
-                    : std::string("not reached")) +
-                 " |";
-          }
-        }
-        t += "\n";
-      }
-      return t;
-    };
-    md += "### Co-run budget needed (smallest evaluated budget reaching the goal)\n\n";
-    md += "`budget_for_r2_095` — pooled R² ≥ 0.95:\n\n" + budget_table(false) + "\n";
-    md += "Macro R² ≥ 0.90 (the stricter criterion):\n\n" + budget_table(true);
-    md += "\n![budget needed vs N](" + stem + "-budget.svg)\n\n";
-    md += "![R² vs budget](" + stem + "-r2.svg)\n\n";
-    md += "### All rows (mean over seeds)\n\n";
-    md +=
-        "| N | surrogate | regressor | budget | standalone | r2_pooled | r2_macro | "
-        "r2_pooled_1 | r2_macro_1 | mape % | r2_thr | cov95 | per-model R² |\n";
-    md += "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
-    for (const auto& row : r.rows) {
-      std::vector<std::string> pm;
-      for (std::size_t m = 0; m < row.r2_per_model.size(); ++m) {
-        pm.push_back(r.model_names[m] + " " + f3(row.r2_per_model[m]));
-      }
-      md += "| " + std::to_string(row.n) + " | " + row.surrogate + " | " + row.regressor + " | " +
-            std::to_string(row.budget) + " (" + std::to_string(row.budget_multiplier) + "·N) | " +
-            std::to_string(row.standalone_measurements) + " | " + f3(row.r2_pooled) + " | " +
-            f3(row.r2_macro) + " | " + f3(row.r2_pooled_single) + " | " + f3(row.r2_macro_single) +
-            " | " + f1(row.mape) + " | " + f3(row.r2_throughput) + " | " + f3(row.coverage95) +
-            " | " + join(pm, ", ") + " |\n";
-    }
-    if (!r.onboarding.empty()) {
-      md += "\n### Onboarding a model profiled only standalone\n\n";
-      md +=
-          "The last model of each prefix is never co-run during training (the co-run "
-          "campaign runs without it); the cross-model MeanField variant — one shared " +
-          r.onboarding_regressor +
-          " over every model and target, with model descriptors (family, parameters, weight "
-          "bytes) and standalone-profile features instead of knobs — predicts it from its "
-          "standalone profile. Reference: the per-model MeanField MLP trained with that model "
-          "co-run "
-          "at the same budget. Naive: the standalone profile itself as the prediction (no "
-          "interference), the floor a cross-model variant must beat.\n\n";
-      md +=
-          "| N | new model | co-run budget | R² new model | MAPE % | R² naive | MAPE % naive | "
-          "R² reference | R² others (macro) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n";
-      for (const auto& o : r.onboarding) {
-        md += "| " + std::to_string(o.n) + " | " + o.model + " | " + std::to_string(o.budget) +
-              " | " + f3(o.r2) + " | " + f1(o.mape) + " | " + f3(o.r2_standalone_only) + " | " +
-              f1(o.mape_standalone_only) + " | " + f3(o.r2_reference) + " | " + f3(o.r2_others) +
-              " |\n";
-      }
-    }
-    md += "\n";
+std::vector<SurrogateSpec> default_surrogates() {
+  return {{SurrogateKind::kMeanField, RegressorKind::kMlp},
+          {SurrogateKind::kMeanField, RegressorKind::kGbdt},
+          {SurrogateKind::kJoint, RegressorKind::kMlp},
+          {SurrogateKind::kPairwise, RegressorKind::kLinear}};
+}
+
+Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed& testbed,
+                                                const SurrogateEvalOptions& o,
+                                                profile::Progress* progress) {
+  if (Status st = check_options(w, o); !st.ok()) return st.error();
+  std::vector<Task> tasks;
+  for (std::size_t n = o.n_min; n <= o.n_max; ++n) {
+    for (int s = 0; s < o.seeds; ++s) tasks.push_back({n, s});
   }
-  return md;
+  const std::vector<TaskResult> results = run_tasks(w, testbed, o, tasks, progress);
+  for (const auto& r : results) {
+    if (!r.error.empty()) return Error("surrogate evaluation: " + r.error, Error::Kind::kInternal);
+  }
+
+  SurrogateEvalReport rep = report_header(w, testbed, o);
+  summarise_tasks(w, o, tasks, results, rep);
+  return rep;
 }
 
 }  // namespace corun::eval

@@ -36,6 +36,98 @@ std::size_t family_index(ModelFamily f) {
 
 double safe_log(double v) { return std::isfinite(v) && v > 0 ? std::log(v) : NAN; }
 
+/// Names of a model's per-local block, the features copied first into its vectors.
+std::vector<std::string> own_block_names(SurrogateKind kind, const ModelSpec& spec,
+                                         const std::vector<Target>& targets) {
+  std::vector<std::string> names;
+  switch (kind) {
+    case SurrogateKind::kMeanField:
+      for (const auto& k : spec.knobs) names.push_back("knob." + knob_decl(k.id).name);
+      for (const char* n : {"self.sm_util", "self.mem_bw_util", "self.vram_gb", "self.power_frac",
+                            "self.occupancy"}) {
+        names.emplace_back(n);
+      }
+      for (Target t : targets) names.push_back("self.log_" + std::string(to_string(t)));
+      break;
+    case SurrogateKind::kCrossModel:
+      for (const char* n :
+           {"family.vision", "family.encoder", "family.speech", "family.llm", "model.log10_params",
+            "model.log10_weight_gb", "self.sm_util", "self.mem_bw_util", "self.vram_gb",
+            "self.power_frac", "self.occupancy"}) {
+        names.emplace_back(n);
+      }
+      break;
+    case SurrogateKind::kPairwise:
+    case SurrogateKind::kJoint:
+      break;
+  }
+  return names;
+}
+
+/// Writes model m's per-local block in local configuration l into `own` from the standalone
+/// values `f` holds for it so far; returns the features written.
+std::size_t fill_own_block(const FeatureMap& f, const ModelSpec& spec, std::size_t m, std::size_t l,
+                           const std::vector<Target>& targets, double dynamic_range_w, float* own) {
+  const Totals self = f.contribution(m, l);
+  std::size_t k = 0;
+  const Settings s = spec.settings(l);
+  if (f.kind() == SurrogateKind::kMeanField) {
+    for (const auto& knob : spec.knobs) own[k++] = static_cast<float>(s.get(knob.id));
+    own[k++] = static_cast<float>(self.sm);
+    own[k++] = static_cast<float>(self.bw);
+    own[k++] = static_cast<float>(self.vram_gb);
+    own[k++] = static_cast<float>(self.power_w / dynamic_range_w);
+    own[k++] = static_cast<float>(self.occupancy);
+    for (Target t : targets) {
+      const double v = f.log_base(m, l, t);
+      own[k++] = std::isfinite(v) ? static_cast<float>(v) : 0.0f;
+    }
+  } else if (f.kind() == SurrogateKind::kCrossModel) {
+    own[family_index(spec.arch.family)] = 1.0f;
+    k = 4;
+    own[k++] = static_cast<float>(std::log10(std::max(1.0, param_count(spec.arch))));
+    own[k++] =
+        static_cast<float>(std::log10(std::max(1e-6, weight_bytes(spec.arch, s.precision) / 1e9)));
+    own[k++] = static_cast<float>(self.sm);
+    own[k++] = static_cast<float>(self.bw);
+    own[k++] = static_cast<float>(self.vram_gb);
+    own[k++] = static_cast<float>(self.power_w / dynamic_range_w);
+    own[k++] = static_cast<float>(self.occupancy);
+  }
+  return k;
+}
+
+/// Completes a model's feature names after its per-local block: the aggregate block (after
+/// the target indicators of the cross-model kind), or the pairwise kind's four.
+void finish_names(SurrogateKind kind, std::vector<std::string>& names) {
+  switch (kind) {
+    case SurrogateKind::kMeanField:
+      names.insert(names.end(), aggregate_names().begin(), aggregate_names().end());
+      break;
+    case SurrogateKind::kCrossModel:
+      for (Target t : kAllTargets) names.push_back("target." + std::string(to_string(t)));
+      names.emplace_back("self.log_target");
+      names.insert(names.end(), aggregate_names().begin(), aggregate_names().end());
+      break;
+    case SurrogateKind::kPairwise:
+      names = {"self.sm_util", "others.sm_util", "self.mem_bw_util", "others.mem_bw_util"};
+      break;
+    case SurrogateKind::kJoint:
+      break;
+  }
+}
+
+/// Names of the joint kind's features: each model's presence and knob values, in workload
+/// order.
+std::vector<std::string> joint_names(const Workload& w) {
+  std::vector<std::string> names;
+  for (const auto& spec : w.models) {
+    names.push_back(spec.name + ".present");
+    for (const auto& k : spec.knobs) names.push_back(spec.name + "." + knob_decl(k.id).name);
+  }
+  return names;
+}
+
 }  // namespace
 
 namespace {
@@ -94,28 +186,8 @@ Result<FeatureMap> FeatureMap::build(SurrogateKind kind, const Workload& w,
     pm.ok.resize(locals);
 
     // Names of the per-local block.
+    pm.names = own_block_names(kind, spec, targets);
     std::vector<std::string>& names = pm.names;
-    switch (kind) {
-      case SurrogateKind::kMeanField:
-        for (const auto& k : spec.knobs) names.push_back("knob." + knob_decl(k.id).name);
-        for (const char* n : {"self.sm_util", "self.mem_bw_util", "self.vram_gb", "self.power_frac",
-                              "self.occupancy"}) {
-          names.emplace_back(n);
-        }
-        for (Target t : targets) names.push_back("self.log_" + std::string(to_string(t)));
-        break;
-      case SurrogateKind::kCrossModel:
-        for (const char* n :
-             {"family.vision", "family.encoder", "family.speech", "family.llm",
-              "model.log10_params", "model.log10_weight_gb", "self.sm_util", "self.mem_bw_util",
-              "self.vram_gb", "self.power_frac", "self.occupancy"}) {
-          names.emplace_back(n);
-        }
-        break;
-      case SurrogateKind::kPairwise:
-      case SurrogateKind::kJoint:
-        break;
-    }
     pm.own_dim = names.size();
     pm.own.assign(locals * pm.own_dim, 0.0f);
     for (std::size_t l = 0; l < locals; ++l) {
@@ -130,57 +202,15 @@ Result<FeatureMap> FeatureMap::build(SurrogateKind kind, const Workload& w,
         pm.log_base[l * kTargetCount + static_cast<std::size_t>(t)] =
             safe_log(p.target[static_cast<std::size_t>(t)]);
       }
-      float* own = pm.own.data() + l * pm.own_dim;
-      std::size_t k = 0;
-      const Settings s = spec.settings(l);
-      if (kind == SurrogateKind::kMeanField) {
-        for (const auto& knob : spec.knobs) own[k++] = static_cast<float>(s.get(knob.id));
-        own[k++] = static_cast<float>(pm.sm[l]);
-        own[k++] = static_cast<float>(pm.bw[l]);
-        own[k++] = static_cast<float>(pm.vram_gb[l]);
-        own[k++] = static_cast<float>(pm.power_w[l] / dynamic_range_w);
-        own[k++] = static_cast<float>(pm.occ[l]);
-        for (Target t : targets) {
-          const double v = pm.log_base[l * kTargetCount + static_cast<std::size_t>(t)];
-          own[k++] = std::isfinite(v) ? static_cast<float>(v) : 0.0f;
-        }
-      } else if (kind == SurrogateKind::kCrossModel) {
-        own[family_index(spec.arch.family)] = 1.0f;
-        k = 4;
-        own[k++] = static_cast<float>(std::log10(std::max(1.0, param_count(spec.arch))));
-        own[k++] = static_cast<float>(
-            std::log10(std::max(1e-6, weight_bytes(spec.arch, s.precision) / 1e9)));
-        own[k++] = static_cast<float>(pm.sm[l]);
-        own[k++] = static_cast<float>(pm.bw[l]);
-        own[k++] = static_cast<float>(pm.vram_gb[l]);
-        own[k++] = static_cast<float>(pm.power_w[l] / dynamic_range_w);
-        own[k++] = static_cast<float>(pm.occ[l]);
-      }
+      const std::size_t k =
+          fill_own_block(f, spec, m, l, targets, dynamic_range_w, pm.own.data() + l * pm.own_dim);
       CORUN_CHECK(k == pm.own_dim);
     }
-    switch (kind) {
-      case SurrogateKind::kMeanField:
-        names.insert(names.end(), aggregate_names().begin(), aggregate_names().end());
-        break;
-      case SurrogateKind::kCrossModel:
-        for (Target t : kAllTargets) names.push_back("target." + std::string(to_string(t)));
-        names.emplace_back("self.log_target");
-        names.insert(names.end(), aggregate_names().begin(), aggregate_names().end());
-        break;
-      case SurrogateKind::kPairwise:
-        names = {"self.sm_util", "others.sm_util", "self.mem_bw_util", "others.mem_bw_util"};
-        break;
-      case SurrogateKind::kJoint:
-        break;
-    }
+    finish_names(kind, names);
     pm.dim = names.size();
   }
   if (kind == SurrogateKind::kJoint) {
-    std::vector<std::string> names;
-    for (const auto& spec : w.models) {
-      names.push_back(spec.name + ".present");
-      for (const auto& k : spec.knobs) names.push_back(spec.name + "." + knob_decl(k.id).name);
-    }
+    const std::vector<std::string> names = joint_names(w);
     for (auto& pm : f.models_) {
       pm.names = names;
       pm.dim = f.joint_dim_;
