@@ -142,6 +142,126 @@ bool serves(Server s, ExportFormat f) {
   return false;
 }
 
+// What the diff's steps share: both plans, the export asked for, and each plan's deployment.
+struct DiffContext {
+  const PlanInput& from;
+  const PlanInput& to;
+  ExportFormat format;
+  const ExportOptions& options;
+  const std::vector<ModelDeployment>& deploy_from;
+  const std::vector<ModelDeployment>& deploy_to;
+};
+
+// The old plan's configuration in the numbering of the new plan's workload; an error when the
+// two plans are not of one workload.
+Result<JointConfig> renumber_old_plan(const PlanInput& from, const PlanInput& to) {
+  const Workload& w = to.workload;
+  JointConfig from_cfg(w.models.size(), kAbsent);
+  for (const auto& p : from.models) {
+    const std::string& name = from.spec(p).name;
+    std::optional<std::size_t> m;
+    for (std::size_t k = 0; k < w.models.size(); ++k) {
+      if (w.models[k].name == name) m = k;
+    }
+    if (!m) {
+      return Error(from.plan_file + ": models." + name + ": no model '" + name + "' in " + w.file +
+                   ", the workload of " + to.plan_file + "; both plans must be of one workload");
+    }
+    const auto l = local_of(w.models[*m], p.settings);
+    if (!l) {
+      return Error(from.plan_file + ": models." + name + ": its configuration (" +
+                   from.spec(p).describe(p.local_index) + ") is not one of " + w.file +
+                   "'s for it; both plans must be of one workload");
+    }
+    from_cfg[*m] = *l;
+  }
+  return from_cfg;
+}
+
+// The new plan's deployments of the models that start or change and that `format` serves.
+std::vector<ModelDeployment> changed_deployments(const JointTransition& jt,
+                                                 const std::vector<ModelDeployment>& deploy_to,
+                                                 ExportFormat format) {
+  std::vector<ModelDeployment> changed;
+  for (const auto& step : jt.steps) {
+    if (step.to == kAbsent) continue;
+    if (const auto* d = find(deploy_to, step.name); d != nullptr && serves(d->server, format)) {
+      changed.push_back(*d);
+    }
+  }
+  return changed;
+}
+
+// The files of a compose file or Kubernetes manifests that a changed model touches: the whole
+// file, and of the Triton repository it mounts, only the changed models.
+std::vector<ExportFile> whole_files_changed(std::vector<ExportFile>& full,
+                                            const std::vector<ModelDeployment>& changed) {
+  std::vector<ExportFile> files;
+  for (auto& f : full) {
+    const bool repo = f.path.rfind("triton/", 0) == 0;
+    const bool keep = !repo || std::any_of(changed.begin(), changed.end(), [&](const auto& d) {
+      // build_engine.sh builds the changed engines again.
+      return f.path.rfind("triton/" + d.spec->name + "/", 0) == 0 ||
+             (f.path == "triton/build_engine.sh" && d.server == Server::kTriton);
+    });
+    if (keep) files.push_back(std::move(f));
+  }
+  return files;
+}
+
+// One env file per vLLM process that restarts, and the Triton server's when its limits change
+// (they are the sum over all its models, not only the changed ones).
+std::vector<ExportFile> mps_files_changed(const DiffContext& c, std::vector<ExportFile>& full,
+                                          const std::vector<ModelDeployment>& changed) {
+  std::vector<ExportFile> files;
+  const bool triton_env_changed =
+      env_object(mps_environment(triton_server(c.deploy_to), c.options)) !=
+      env_object(mps_environment(triton_server(c.deploy_from), c.options));
+  for (auto& f : full) {
+    const bool keep = (f.path == "triton.env" && triton_env_changed) ||
+                      std::any_of(changed.begin(), changed.end(), [&](const ModelDeployment& d) {
+                        return d.server == Server::kVllm && f.path == d.spec->name + ".env";
+                      });
+    if (keep) files.push_back(std::move(f));
+  }
+  return files;
+}
+
+// The files of a per-server format (vLLM, Triton, MPS) of the changed models only.
+Result<std::vector<ExportFile>> render_changed(const DiffContext& c, std::vector<ExportFile>& full,
+                                               const std::vector<ModelDeployment>& changed) {
+  Result<std::vector<ExportFile>> r = Error("unreachable", Error::Kind::kInternal);
+  switch (c.format) {
+    case ExportFormat::kVllm:
+      r = render_vllm(c.to, changed, c.options);
+      break;
+    case ExportFormat::kTriton:
+      r = render_triton(c.to, changed, c.options);
+      break;
+    case ExportFormat::kMps:
+      r = mps_files_changed(c, full, changed);
+      break;
+    case ExportFormat::kCompose:
+    case ExportFormat::kK8s:
+      break;
+  }
+  return r;
+}
+
+// The transition as JSON, each step with how the stack applies it.
+Result<nlohmann::json> transition_json(const DiffContext& c, const JointTransition& jt) {
+  nlohmann::json t = to_json(jt);
+  for (std::size_t i = 0; i < jt.steps.size(); ++i) {
+    const TransitionStep& step = jt.steps[i];
+    auto a = apply_step(step, step.from != kAbsent ? find(c.deploy_from, step.name) : nullptr,
+                        step.to != kAbsent ? find(c.deploy_to, step.name) : nullptr, c.deploy_from,
+                        c.deploy_to, c.options);
+    if (!a) return a.error().wrap(step.to != kAbsent ? c.to.plan_file : c.from.plan_file);
+    t["steps"][i]["apply"] = std::move(*a);
+  }
+  return t;
+}
+
 }  // namespace
 
 Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const PlanInput& to,
@@ -155,28 +275,10 @@ Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const 
                  "; both plans must be of one workload");
   }
   // Both plans in the numbering of the new plan's workload.
-  JointConfig from_cfg(w.models.size(), kAbsent);
   JointConfig to_cfg(w.models.size(), kAbsent);
   for (const auto& p : to.models) to_cfg[p.model] = static_cast<std::int32_t>(p.local_index);
-  for (const auto& p : from.models) {
-    const std::string& name = from.spec(p).name;
-    std::optional<std::size_t> m;
-    for (std::size_t k = 0; k < w.models.size(); ++k) {
-      if (w.models[k].name == name) m = k;
-    }
-    if (!m) {
-      return Error(from.plan_file + ": models." + name + ": no model '" + name + "' in " +
-                   w.file + ", the workload of " + to.plan_file +
-                   "; both plans must be of one workload");
-    }
-    const auto l = local_of(w.models[*m], p.settings);
-    if (!l) {
-      return Error(from.plan_file + ": models." + name + ": its configuration (" +
-                   from.spec(p).describe(p.local_index) + ") is not one of " + w.file +
-                   "'s for it; both plans must be of one workload");
-    }
-    from_cfg[*m] = *l;
-  }
+  auto from_cfg = renumber_old_plan(from, to);
+  if (!from_cfg) return from_cfg.error();
 
   // The format's files, of the models that start or change only. Rendered over the whole new
   // plan first: a plan the format cannot express fails as a full export would, and ports stay
@@ -185,74 +287,24 @@ Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const 
   const auto deploy_from = plan_deployment(from, options);
   auto full = render_export(to, format, options);
   if (!full) return full.error().wrap(to.plan_file);
+  const DiffContext c{from, to, format, options, deploy_from, deploy_to};
 
-  const JointTransition jt = joint_transition(table, w, from_cfg, to_cfg);
-  std::vector<ModelDeployment> changed;
-  for (const auto& step : jt.steps) {
-    if (step.to == kAbsent) continue;
-    if (const auto* d = find(deploy_to, step.name); d != nullptr && serves(d->server, format)) {
-      changed.push_back(*d);
-    }
-  }
+  const JointTransition jt = joint_transition(table, w, *from_cfg, to_cfg);
+  const std::vector<ModelDeployment> changed = changed_deployments(jt, deploy_to, format);
   std::vector<ExportFile> files;
   if (format == ExportFormat::kCompose || format == ExportFormat::kK8s) {
     // `docker compose up -d` recreates only the services whose definition changed, `kubectl
     // apply` only the Deployments whose pod template changed: the whole file is the diff's
     // unit. Of the Triton repository it mounts, only the changed models.
-    if (!jt.empty()) {
-      for (auto& f : *full) {
-        const bool repo = f.path.rfind("triton/", 0) == 0;
-        const bool keep = !repo || std::any_of(changed.begin(), changed.end(), [&](const auto& d) {
-          // build_engine.sh builds the changed engines again.
-          return f.path.rfind("triton/" + d.spec->name + "/", 0) == 0 ||
-                 (f.path == "triton/build_engine.sh" && d.server == Server::kTriton);
-        });
-        if (keep) files.push_back(std::move(f));
-      }
-    }
+    if (!jt.empty()) files = whole_files_changed(*full, changed);
   } else if (!changed.empty()) {
-    Result<std::vector<ExportFile>> r = Error("unreachable", Error::Kind::kInternal);
-    switch (format) {
-      case ExportFormat::kVllm:
-        r = render_vllm(to, changed, options);
-        break;
-      case ExportFormat::kTriton:
-        r = render_triton(to, changed, options);
-        break;
-      case ExportFormat::kMps: {
-        // One env file per vLLM process that restarts, and the Triton server's when its
-        // limits change (they are the sum over all its models, not only the changed ones).
-        r = std::vector<ExportFile>{};
-        const bool triton_env_changed =
-            env_object(mps_environment(triton_server(deploy_to), options)) !=
-            env_object(mps_environment(triton_server(deploy_from), options));
-        for (auto& f : *full) {
-          const bool keep =
-              (f.path == "triton.env" && triton_env_changed) ||
-              std::any_of(changed.begin(), changed.end(), [&](const ModelDeployment& d) {
-                return d.server == Server::kVllm && f.path == d.spec->name + ".env";
-              });
-          if (keep) r->push_back(std::move(f));
-        }
-        break;
-      }
-      case ExportFormat::kCompose:
-      case ExportFormat::kK8s:
-        break;
-    }
+    auto r = render_changed(c, *full, changed);
     if (!r) return r.error().wrap(to.plan_file);
     files = std::move(*r);
   }
 
-  nlohmann::json t = to_json(jt);
-  for (std::size_t i = 0; i < jt.steps.size(); ++i) {
-    const TransitionStep& step = jt.steps[i];
-    auto a = apply_step(step, step.from != kAbsent ? find(deploy_from, step.name) : nullptr,
-                        step.to != kAbsent ? find(deploy_to, step.name) : nullptr, deploy_from,
-                        deploy_to, options);
-    if (!a) return a.error().wrap(step.to != kAbsent ? to.plan_file : from.plan_file);
-    t["steps"][i]["apply"] = std::move(*a);
-  }
+  auto t = transition_json(c, jt);
+  if (!t) return t.error();
   nlohmann::json written = nlohmann::json::array();
   for (const auto& f : files) written.push_back(f.path);
   const nlohmann::json doc = {
@@ -262,7 +314,7 @@ Result<std::vector<ExportFile>> render_export_diff(const PlanInput& from, const 
       {"format", to_string(format)},
       {"files", written},
       {"generator", options.generator},
-      {"transition", t}};
+      {"transition", *t}};
   files.push_back({"transition.json", doc.dump(2) + "\n"});
   return files;
 }

@@ -13,9 +13,11 @@
 #include "corun/core/clock.h"
 #include "corun/core/strings.h"
 #include "corun/serve/json_input.h"
+#include "extender_internal.h"
 
 namespace corun::serve {
 
+using detail::member;
 using nlohmann::json;
 
 namespace {
@@ -27,24 +29,6 @@ constexpr std::size_t kMaxArgsKeyBytes = 512;
 // More candidate nodes than a cluster has; bounds the threads one request starts.
 constexpr std::size_t kMaxCandidates = 5000;
 constexpr std::size_t kMaxConcurrentAsks = 32;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// The member `key` of a JSON object as Go's encoding/json decoder finds a struct field: an
-// exact match first, else one that matches ignoring (ASCII) case. Null: absent.
-const json* member(const json& object, std::string_view key) {
-  if (!object.is_object()) return nullptr;
-  if (const auto it = object.find(std::string(key)); it != object.end()) return &*it;
-  const std::string want = lower(key);
-  for (const auto& [k, v] : object.items()) {
-    if (lower(k) == want) return &v;
-  }
-  return nullptr;
-}
 
 // `http://HOST[:PORT][/]` -> host and port.
 struct ParsedUrl {
@@ -504,10 +488,33 @@ HttpResponse Extender::prioritize(const HttpRequest& req) const {
 // Bind: reserve on the node, then bind through the API (ExtenderBindingArgs ->
 // ExtenderBindingResult, k8s.io/kube-scheduler extender/v1/types.go).
 
+/// One bind, from its arguments to the Binding: the pod, its model entry, the node's serve.
+struct Extender::BindCall {
+  std::map<std::string, std::string> args;  ///< PodName, PodNamespace, PodUID, Node
+  std::string pod_ref;                      ///< NAMESPACE/NAME
+  std::string pod_path;                     ///< the pod's path in the API
+  Node target;
+  PodInfo pod;
+  json model;  ///< the entry registered on the node, with the pod's reservation
+  std::string name;
+  std::unique_ptr<httplib::Client> client;
+  httplib::Headers auth;
+  std::string where;            ///< the node's serve, as messages name it
+  bool registered_now = false;  ///< this bind registered the model (not an earlier try)
+};
+
 HttpResponse Extender::bind(const HttpRequest& req) const {
   const auto result = [](const std::string& error) {
     return json_answer(200, {{"Error", error}});
   };
+  BindCall call;
+  if (auto bad = read_bind_args(req, call)) return *bad;
+  if (auto e = find_bind_pod(call)) return result(*e);
+  if (auto e = reserve_on_node(call)) return result(*e);
+  return result(create_binding(call));
+}
+
+std::optional<HttpResponse> Extender::read_bind_args(const HttpRequest& req, BindCall& call) const {
   if (req.body.size() > options_.max_body_bytes) {
     return error(413, {"body_too_large",
                        "request body exceeds " + std::to_string(options_.max_body_bytes) +
@@ -525,7 +532,7 @@ HttpResponse Extender::bind(const HttpRequest& req) const {
   if (!body.is_object()) {
     return error(400, {"bad_type", "ExtenderBindingArgs must be a JSON object", ""});
   }
-  std::map<std::string, std::string> args;
+  std::map<std::string, std::string>& args = call.args;
   for (const char* k : {"PodName", "PodNamespace", "PodUID", "Node"}) {
     const json* v = member(body, k);
     if (v == nullptr || !v->is_string() || v->get<std::string>().empty()) {
@@ -534,46 +541,59 @@ HttpResponse Extender::bind(const HttpRequest& req) const {
     }
     args[k] = v->get<std::string>();
   }
-  const std::string pod_ref = args["PodNamespace"] + "/" + args["PodName"];
+  return std::nullopt;
+}
+
+std::optional<std::string> Extender::find_bind_pod(BindCall& call) const {
+  std::map<std::string, std::string>& args = call.args;
+  call.pod_ref = args["PodNamespace"] + "/" + args["PodName"];
+  const std::string& pod_ref = call.pod_ref;
   if (!kube_) {
-    return result("corun extender has no Kubernetes API access: run it with --kube (or "
-                  "--kube-api) to use the bind verb, or remove bindVerb from the scheduler's "
-                  "extender configuration");
+    return "corun extender has no Kubernetes API access: run it with --kube (or "
+           "--kube-api) to use the bind verb, or remove bindVerb from the scheduler's "
+           "extender configuration";
   }
   if (options_.serve_token.empty()) {
-    return result("corun extender has no serve token (--serve-token-file): it cannot register "
-                  "pod " + pod_ref + " on node " + args["Node"]);
+    return "corun extender has no serve token (--serve-token-file): it cannot register pod " +
+           pod_ref + " on node " + args["Node"];
   }
   const auto target = node(args["Node"]);
-  if (!target) return result("node " + args["Node"] + ": " + kUnknownNode);
-  const std::string pod_path =
-      "/api/v1/namespaces/" + args["PodNamespace"] + "/pods/" + args["PodName"];
-  const KubeAnswer got = kube_->get(pod_path);
-  if (!got.ok()) return result("reading pod " + pod_ref + ": " + got.describe());
-  const PodInfo pod = read_pod(got.body);
+  if (!target) return "node " + args["Node"] + ": " + kUnknownNode;
+  call.target = *target;
+  call.pod_path = "/api/v1/namespaces/" + args["PodNamespace"] + "/pods/" + args["PodName"];
+  const KubeAnswer got = kube_->get(call.pod_path);
+  if (!got.ok()) return "reading pod " + pod_ref + ": " + got.describe();
+  call.pod = read_pod(got.body);
+  const PodInfo& pod = call.pod;
   if (pod.uid != args["PodUID"]) {
-    return result("pod " + pod_ref + " has uid " + pod.uid + ", not " + args["PodUID"] +
-                  " (it was deleted and created again)");
+    return "pod " + pod_ref + " has uid " + pod.uid + ", not " + args["PodUID"] +
+           " (it was deleted and created again)";
   }
   auto entry = entry_of(got.body);
-  if (auto* e = std::get_if<BadRequest>(&entry)) return result(e->field + ": " + e->message);
-  json model = std::move(std::get<json>(entry));
-  model["pod"] = {{"namespace", pod.ns},    {"name", pod.name},       {"uid", pod.uid},
-                  {"scheduler", pod.scheduler}, {"checked", true}, {"reserved_unix_ms", unix_now_ms()}};
-  const std::string name = model.value("name", std::string());
+  if (auto* e = std::get_if<BadRequest>(&entry)) return e->field + ": " + e->message;
+  json& model = call.model;
+  model = std::move(std::get<json>(entry));
+  model["pod"] = {{"namespace", pod.ns}, {"name", pod.name},
+                  {"uid", pod.uid},      {"scheduler", pod.scheduler},
+                  {"checked", true},     {"reserved_unix_ms", unix_now_ms()}};
+  call.name = model.value("name", std::string());
+  return std::nullopt;
+}
 
+std::optional<std::string> Extender::reserve_on_node(BindCall& call) const {
   // 1. Reserve: the node registers the model only if a plan still holds every SLA with it.
-  auto client = node_client(*target, options_);
-  const httplib::Headers auth{{"Authorization", "Bearer " + options_.serve_token}};
-  const std::string where = "corun serve of node " + target->name;
-  const auto reg = client->Post("/v1/models?if_fits=true", auth,
-                                model.dump(-1, ' ', true, json::error_handler_t::replace),
-                                "application/json");
+  call.client = node_client(call.target, options_);
+  call.auth = {{"Authorization", "Bearer " + options_.serve_token}};
+  call.where = "corun serve of node " + call.target.name;
+  const std::string& where = call.where;
+  const auto reg = call.client->Post("/v1/models?if_fits=true", call.auth,
+                                     call.model.dump(-1, ' ', true, json::error_handler_t::replace),
+                                     "application/json");
   if (!reg) {
-    return result(where + " did not answer (" + httplib::to_string(reg.error()) + ")");
+    return where + " did not answer (" + httplib::to_string(reg.error()) + ")";
   }
-  bool registered_now = reg->status == 201;
-  if (!registered_now) {
+  call.registered_now = reg->status == 201;
+  if (!call.registered_now) {
     const json answer = json::parse(reg->body, nullptr, false);
     const json* err = answer.is_object() ? member(answer, "error") : nullptr;
     const std::string code =
@@ -581,39 +601,44 @@ HttpResponse Extender::bind(const HttpRequest& req) const {
     const std::string message = err != nullptr && err->is_object()
                                     ? err->value("message", std::string())
                                     : reg->body.substr(0, 200);
-    bool ours = false;
-    if (reg->status == 409 && code == "duplicate_model") {
-      // A retried bind: the model may be this pod's own reservation from the last try.
-      const auto held = client->Get("/v1/models/" + name);
-      const json h = held ? json::parse(held->body, nullptr, false) : json();
-      ours = held && held->status == 200 && h.is_object() && h.contains("model") &&
-             h["model"].is_object() && h["model"].contains("pod") &&
-             h["model"]["pod"].is_object() &&
-             h["model"]["pod"].value("uid", std::string()) == pod.uid;
-    }
+    // A retried bind: the model may be this pod's own reservation from the last try.
+    const bool ours = reg->status == 409 && code == "duplicate_model" && holds_reservation(call);
     if (!ours) {
-      return result(where + " refused pod " + pod_ref + " (HTTP " +
-                    std::to_string(reg->status) + (code.empty() ? "" : " " + code) +
-                    "): " + message);
+      return where + " refused pod " + call.pod_ref + " (HTTP " + std::to_string(reg->status) +
+             (code.empty() ? "" : " " + code) + "): " + message;
     }
   }
+  return std::nullopt;
+}
 
+bool Extender::holds_reservation(const BindCall& call) const {
+  const auto held = call.client->Get("/v1/models/" + call.name);
+  const json h = held ? json::parse(held->body, nullptr, false) : json();
+  return held && held->status == 200 && h.is_object() && h.contains("model") &&
+         h["model"].is_object() && h["model"].contains("pod") && h["model"]["pod"].is_object() &&
+         h["model"]["pod"].value("uid", std::string()) == call.pod.uid;
+}
+
+std::string Extender::create_binding(const BindCall& call) const {
+  const PodInfo& pod = call.pod;
+  const std::string& pod_ref = call.pod_ref;
+  const Node& target = call.target;
   // 2. Bind through the API (what kube-scheduler's DefaultBinder posts).
   const json binding = {
       {"apiVersion", "v1"},
       {"kind", "Binding"},
       {"metadata", {{"name", pod.name}, {"namespace", pod.ns}, {"uid", pod.uid}}},
-      {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", target->name}}}};
-  const KubeAnswer bound = kube_->post(pod_path + "/binding", binding);
+      {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", target.name}}}};
+  const KubeAnswer bound = kube_->post(call.pod_path + "/binding", binding);
   if (bound.ok()) {
     std::fprintf(stderr, "corun extender: bound pod %s to node %s (model %s reserved)\n",
-                 pod_ref.c_str(), target->name.c_str(), name.c_str());
-    return result("");
+                 pod_ref.c_str(), target.name.c_str(), call.name.c_str());
+    return "";
   }
   // 3. The Binding failed: give the reservation back.
   std::string rolled = "kept (it was registered before this bind)";
-  if (registered_now) {
-    const auto del = client->Delete("/v1/models/" + name, auth);
+  if (call.registered_now) {
+    const auto del = call.client->Delete("/v1/models/" + call.name, call.auth);
     rolled = del && (del->status == 200 || del->status == 404)
                  ? "rolled back"
                  : "not rolled back (" + (del ? "HTTP " + std::to_string(del->status)
@@ -621,101 +646,9 @@ HttpResponse Extender::bind(const HttpRequest& req) const {
                        "; corun serve --kube-node drops it when its reservation expires)";
   }
   std::fprintf(stderr, "corun extender: binding pod %s to node %s failed: %s; registration %s\n",
-               pod_ref.c_str(), target->name.c_str(), bound.describe().c_str(), rolled.c_str());
-  return result("binding pod " + pod_ref + " to node " + target->name + ": " + bound.describe() +
-                " (the model's registration was " + rolled + ")");
-}
-
-// ---------------------------------------------------------------------------------------------
-// Kubernetes discovery
-
-KubeNodeDiscovery::KubeNodeDiscovery(Extender& extender, KubeClient client,
-                                     KubeDiscoveryOptions options)
-    : extender_(extender), options_(std::move(options)) {
-  KubeInformerOptions nodes = options_.informer;
-  nodes.path = "/api/v1/nodes";
-  KubeInformerOptions pods = options_.informer;
-  pods.path = "/api/v1/namespaces/" + options_.serve_namespace + "/pods?" +
-              kube_query("labelSelector", options_.serve_selector);
-  nodes_ = std::make_unique<KubeInformer>(client, nodes, [this](const KubeEvent&) { update(); });
-  pods_ = std::make_unique<KubeInformer>(client, pods, [this](const KubeEvent&) { update(); });
-}
-
-KubeNodeDiscovery::~KubeNodeDiscovery() { stop(); }
-
-void KubeNodeDiscovery::start() {
-  nodes_->start();
-  pods_->start();
-}
-
-void KubeNodeDiscovery::stop() {
-  nodes_->stop();
-  pods_->stop();
-}
-
-std::vector<ExtenderNode> KubeNodeDiscovery::nodes_of(const std::map<std::string, json>& nodes,
-                                                      const std::map<std::string, json>& pods,
-                                                      const KubeDiscoveryOptions& options) {
-  std::map<std::string, std::string> url_of;  // node name -> its serve
-  for (const auto& [key, object] : pods) {
-    const PodInfo p = read_pod(object);
-    if (p.node.empty() || p.phase != "Running" || p.deleting) continue;
-    const std::string& ip = options.use_pod_ip ? p.pod_ip : p.host_ip;
-    if (ip.empty()) continue;
-    int port = options.serve_port;
-    const json* spec = member(object, "spec");
-    const json* containers = spec != nullptr ? member(*spec, "containers") : nullptr;
-    if (containers != nullptr && containers->is_array()) {
-      for (const json& c : *containers) {
-        const json* ports = member(c, "ports");
-        if (ports == nullptr || !ports->is_array()) continue;
-        for (const json& cp : *ports) {
-          if (!cp.is_object() || cp.value("name", std::string()) != options.serve_port_name) {
-            continue;
-          }
-          const char* which = options.use_pod_ip ? "containerPort" : "hostPort";
-          if (cp.contains(which) && cp[which].is_number_integer()) port = cp[which].get<int>();
-        }
-      }
-    }
-    const std::string host = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
-    url_of[p.node] = "http://" + host + ":" + std::to_string(port);
-  }
-  std::vector<ExtenderNode> out;
-  for (const auto& [name, object] : nodes) {
-    const json* meta = member(object, "metadata");
-    if (meta != nullptr && member(*meta, "deletionTimestamp") != nullptr &&
-        !member(*meta, "deletionTimestamp")->is_null()) {
-      continue;
-    }
-    const auto it = url_of.find(name);
-    if (it != url_of.end()) out.push_back({name, it->second});
-  }
-  return out;
-}
-
-void KubeNodeDiscovery::update() {
-  MutexLock lock(update_mutex_);  // the two informers' threads: one table at a time
-  if (!nodes_->synced() || !pods_->synced()) return;
-  const auto now = nodes_of(nodes_->objects(), pods_->objects(), options_);
-  const auto before = extender_.nodes();
-  const auto same = [](const std::vector<ExtenderNode>& a, const std::vector<ExtenderNode>& b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (a[i].name != b[i].name || a[i].url != b[i].url) return false;
-    }
-    return true;
-  };
-  if (same(now, before)) return;
-  if (auto ok = extender_.set_nodes(now); !ok) {
-    std::fprintf(stderr, "corun extender: kubernetes discovery: %s\n", ok.error().what().c_str());
-    return;
-  }
-  std::vector<std::string> shown;
-  for (const auto& n : now) shown.push_back(n.name + "=" + n.url);
-  std::fprintf(stderr, "corun extender: nodes now %s\n",
-               shown.empty() ? "(none)" : join(shown, " ").c_str());
-  std::fflush(stderr);
+               pod_ref.c_str(), target.name.c_str(), bound.describe().c_str(), rolled.c_str());
+  return "binding pod " + pod_ref + " to node " + target.name + ": " + bound.describe() +
+         " (the model's registration was " + rolled + ")";
 }
 
 }  // namespace corun::serve

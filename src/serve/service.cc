@@ -104,6 +104,43 @@ std::vector<std::string> metric_labels(std::span<const Route<Service>> routes) {
   return labels;
 }
 
+// The models and device of `file`, the workload a new state starts from: one GPU, no declared
+// tool burst, a catalog device. `device_name` becomes its device.
+Status read_initial_models(const std::string& file, const Catalog& catalog,
+                           std::string& device_name, std::vector<json>& initial) {
+  auto w = load_workload(file, catalog);
+  if (!w) return w.error();
+  if (w->tools) {
+    // The service places each burst as it comes (POST /v1/tools/place) next to the plan in
+    // force; it does not plan ahead for a declared one.
+    return Error(file + ":" + std::to_string(w->tools->line) +
+                     ": tools: corun serve does not plan for a declared tool burst; place "
+                     "each burst with POST /v1/tools/place, or plan the workload with "
+                     "'corun plan'",
+                 Error::Kind::kInvalidInput);
+  }
+  if (!w->node.single_gpu()) {
+    return Error(file +
+                     ": gpus/mig: corun serve serves one GPU; this "
+                     "workload describes a node of " +
+                     std::to_string(w->node.gpus()) +
+                     " GPU(s) (run one corun serve per GPU, or run the node with 'corun run')",
+                 Error::Kind::kInvalidInput);
+  }
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const std::exception& e) {
+    return Error(file + ": " + e.what());
+  }
+  if (!root["device"].IsScalar()) {
+    return Error(file + ": serve needs a catalog device name (inline devices are not served)");
+  }
+  device_name = root["device"].Scalar();
+  for (const auto& m : root["models"]) initial.push_back(yaml_to_json(m));
+  return {};
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -186,37 +223,10 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   std::vector<json> initial;
   std::string device_name = st.device.empty() ? options_.device : st.device;
   if (fresh && !options_.workload_file.empty()) {
-    auto w = load_workload(options_.workload_file, *catalog_);
-    if (!w) return w.error();
-    if (w->tools) {
-      // The service places each burst as it comes (POST /v1/tools/place) next to the plan in
-      // force; it does not plan ahead for a declared one.
-      return Error(options_.workload_file + ":" + std::to_string(w->tools->line) +
-                       ": tools: corun serve does not plan for a declared tool burst; place "
-                       "each burst with POST /v1/tools/place, or plan the workload with "
-                       "'corun plan'",
-                   Error::Kind::kInvalidInput);
+    if (auto ok = read_initial_models(options_.workload_file, *catalog_, device_name, initial);
+        !ok) {
+      return ok;
     }
-    if (!w->node.single_gpu()) {
-      return Error(options_.workload_file +
-                       ": gpus/mig: corun serve serves one GPU; this "
-                       "workload describes a node of " +
-                       std::to_string(w->node.gpus()) +
-                       " GPU(s) (run one corun serve per GPU, or run the node with 'corun run')",
-                   Error::Kind::kInvalidInput);
-    }
-    YAML::Node root;
-    try {
-      root = YAML::LoadFile(options_.workload_file);
-    } catch (const std::exception& e) {
-      return Error(options_.workload_file + ": " + e.what());
-    }
-    if (!root["device"].IsScalar()) {
-      return Error(options_.workload_file +
-                   ": serve needs a catalog device name (inline devices are not served)");
-    }
-    device_name = root["device"].Scalar();
-    for (const auto& m : root["models"]) initial.push_back(yaml_to_json(m));
   }
   const Device* d = catalog_->find_device(device_name);
   if (d == nullptr) {
@@ -229,6 +239,11 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
   }
 
   MutexLock lock(state_mutex_);
+  if (auto ok = restore_models_locked(st, initial); !ok) return ok;
+  return restore_controller_locked(st, std::move(source));
+}
+
+Status Service::restore_models_locked(const StoredState& st, const std::vector<json>& initial) {
   std::vector<ModelRegistry::Entry> entries;
   for (const auto& sm : st.models) {
     json spec = json::parse(sm.spec_json, nullptr, false);
@@ -239,7 +254,7 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
     }
     entries.push_back({sm.name, spec, std::get<ModelSpec>(parsed)});
   }
-  for (auto& spec : initial) {
+  for (const auto& spec : initial) {
     auto parsed = parse_model_json(spec, *catalog_);
     if (auto* e = std::get_if<ApiError>(&parsed)) {
       return Error(options_.workload_file + ": " + e->field + ": " + e->message);
@@ -259,7 +274,11 @@ Status Service::restore(const StoredState& st, std::unique_ptr<PredictorSource> 
     }
     history_.push_back(std::move(rec));
   }
+  return {};
+}
 
+Status Service::restore_controller_locked(const StoredState& st,
+                                          std::unique_ptr<PredictorSource> source) {
   // The controller: the registered models, what telemetry taught (replayed in order), and the
   // plan in force; decision ids continue the stored ones.
   ControllerOptions co;

@@ -25,6 +25,17 @@ HttpResponse Service::post_replan(const RouteCall& call) {
       202, {{"requested", true}, {"plan_id", plan_id_.load()}, {"decision", decision_.load()}});
 }
 
+/// One decision's plan record and what publishing it needs.
+struct Service::PlanDraft {
+  json rec;
+  json models = json::object();
+  std::int64_t id = 0;
+  std::int64_t decision = 0;
+  double decision_ms = 0;
+  std::shared_ptr<const Decision> before;  // the plan in force when the decision started
+  bool changed = true;                     // the decision changed what runs
+};
+
 Status Service::plan_once(const std::string& reason) {
   std::uint64_t generation = 0;
   bool empty = false;
@@ -33,92 +44,110 @@ Status Service::plan_once(const std::string& reason) {
     generation = registry_.generation();
     empty = registry_.empty();
   }
-  json rec = {{"created_at", utc_now_rfc3339_ms()},
-              {"reason", reason},
-              {"solver", options_.solver},
-              {"device", device_.name}};
-  json models = json::object();
-  std::int64_t id = 0;
-  std::int64_t decision = 0;
-  double decision_ms = 0;
-  std::shared_ptr<const Decision> before;  // the plan in force when the decision started
-  bool changed = true;                     // the decision changed what runs
+  PlanDraft p;
+  p.rec = {{"created_at", utc_now_rfc3339_ms()},
+           {"reason", reason},
+           {"solver", options_.solver},
+           {"device", device_.name}};
   if (empty) {
-    // Nothing to plan: an empty plan says so (its id continues the sequence).
-    id = plan_id_.load() + 1;
-    decision = decision_.load() + 1;
-    controller_->continue_after(id, decision);
-    rec["feasible"] = true;
-    rec["predicted_utility"] = 0.0;
-    rec["evaluated"] = 0;
-    rec["infeasible"] = json::array();
+    record_empty_plan(p);
   } else {
-    controller_->advance_to(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
-    before = controller_->plan();
-    auto decided = controller_->replan(reason);
+    auto decided = record_decision(reason, p);
     if (!decided) return decided.error();
-    if (!*decided) {
-      // The model set changed during the search: the controller wants another decision.
-      planner_.request(reason);
-      return {};
-    }
-    const Decision& d = **decided;
-    const Workload w = controller_->workload();
-    id = d.id;
-    decision = d.decision;
-    decision_ms = d.decision_ms;
-    rec["source"] = d.source;
-    rec["feasible"] = d.feasible;
-    rec["predicted_utility"] = d.predicted_utility;
-    rec["evaluated"] = d.stats.evaluated;
-    json why = json::array();
-    for (const auto& i : d.infeasible) why.push_back(i.message());
-    rec["infeasible"] = why;
-    models = decision_models_json(d, w);
-    // The changes from the plan in force, and what applying them costs (space/transition.h).
-    rec["transition"] = to_json(d.transition);
-    changed = !before || before->config != d.config || before->admitted != d.admitted;
+    if (!*decided) return {};
   }
-  rec["id"] = id;
-  rec["decision"] = decision;
-  rec["decision_ms"] = decision_ms;
-  rec["models"] = models;
+  p.rec["id"] = p.id;
+  p.rec["decision"] = p.decision;
+  p.rec["decision_ms"] = p.decision_ms;
+  p.rec["models"] = p.models;
 
   // The user's deployer applies a plan that changes what runs before it counts as in force; a
   // failure keeps the previous plan in force (in the controller too) and says so.
-  if (changed && before && !options_.on_plan.command.empty()) {
-    const HookOutcome hook = run_plan_hook(options_.on_plan, rec.dump() + "\n");
-    metrics_.count_hook(hook.applied);
-    const json outcome = {{"plan_id", id},
-                          {"applied", hook.applied},
-                          {"reason", hook.reason},
-                          {"elapsed_ms", hook.elapsed_ms},
-                          {"output", hook.output}};
-    if (!hook.applied) {
-      std::fprintf(stderr,
-                   "corun serve: --on-plan did not apply plan %lld (%s): %s; plan %lld "
-                   "stays in force\n",
-                   static_cast<long long>(id), hook.reason.c_str(), hook.output.c_str(),
-                   static_cast<long long>(before->id));
-      controller_->restore(*before);
-      std::shared_ptr<const std::string> body;
-      {
-        MutexLock lock(state_mutex_);
-        plan_["on_plan"] = outcome;
-        body = std::make_shared<const std::string>(plan_body(plan_));
-      }
-      {
-        MutexLock body_lock(plan_body_mutex_);
-        plan_body_.swap(body);
-      }
-      decision_ = decision;  // decided, and reported as not applied
-      plan_cv_.notify_all();
-      return {};
-    }
-    rec["on_plan"] = outcome;
+  if (p.changed && p.before && !options_.on_plan.command.empty()) {
+    if (!run_on_plan_hook(p)) return {};
   }
+  return publish_plan(generation, p);
+}
 
+void Service::record_empty_plan(PlanDraft& p) {
+  // Nothing to plan: an empty plan says so (its id continues the sequence).
+  p.id = plan_id_.load() + 1;
+  p.decision = decision_.load() + 1;
+  controller_->continue_after(p.id, p.decision);
+  p.rec["feasible"] = true;
+  p.rec["predicted_utility"] = 0.0;
+  p.rec["evaluated"] = 0;
+  p.rec["infeasible"] = json::array();
+}
+
+Result<bool> Service::record_decision(const std::string& reason, PlanDraft& p) {
+  controller_->advance_to(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  p.before = controller_->plan();
+  auto decided = controller_->replan(reason);
+  if (!decided) return decided.error();
+  if (!*decided) {
+    // The model set changed during the search: the controller wants another decision.
+    planner_.request(reason);
+    return false;
+  }
+  const Decision& d = **decided;
+  const Workload w = controller_->workload();
+  p.id = d.id;
+  p.decision = d.decision;
+  p.decision_ms = d.decision_ms;
+  p.rec["source"] = d.source;
+  p.rec["feasible"] = d.feasible;
+  p.rec["predicted_utility"] = d.predicted_utility;
+  p.rec["evaluated"] = d.stats.evaluated;
+  json why = json::array();
+  for (const auto& i : d.infeasible) why.push_back(i.message());
+  p.rec["infeasible"] = why;
+  p.models = decision_models_json(d, w);
+  // The changes from the plan in force, and what applying them costs (space/transition.h).
+  p.rec["transition"] = to_json(d.transition);
+  p.changed = !p.before || p.before->config != d.config || p.before->admitted != d.admitted;
+  return true;
+}
+
+bool Service::run_on_plan_hook(PlanDraft& p) {
+  const HookOutcome hook = run_plan_hook(options_.on_plan, p.rec.dump() + "\n");
+  metrics_.count_hook(hook.applied);
+  const json outcome = {{"plan_id", p.id},
+                        {"applied", hook.applied},
+                        {"reason", hook.reason},
+                        {"elapsed_ms", hook.elapsed_ms},
+                        {"output", hook.output}};
+  if (!hook.applied) {
+    std::fprintf(stderr,
+                 "corun serve: --on-plan did not apply plan %lld (%s): %s; plan %lld "
+                 "stays in force\n",
+                 static_cast<long long>(p.id), hook.reason.c_str(), hook.output.c_str(),
+                 static_cast<long long>(p.before->id));
+    keep_plan_in_force(p, outcome);
+    return false;
+  }
+  p.rec["on_plan"] = outcome;
+  return true;
+}
+
+void Service::keep_plan_in_force(const PlanDraft& p, const json& outcome) {
+  controller_->restore(*p.before);
+  std::shared_ptr<const std::string> body;
+  {
+    MutexLock lock(state_mutex_);
+    plan_["on_plan"] = outcome;
+    body = std::make_shared<const std::string>(plan_body(plan_));
+  }
+  {
+    MutexLock body_lock(plan_body_mutex_);
+    plan_body_.swap(body);
+  }
+  decision_ = p.decision;  // decided, and reported as not applied
+  plan_cv_.notify_all();
+}
+
+Status Service::publish_plan(std::uint64_t generation, PlanDraft& p) {
   // Publish: durable first, then visible. The mutation lock makes "the models this plan was
   // made for" and "the models registered" the same set at the moment of the write.
   MutexLock mutate(mutate_mutex_);
@@ -128,21 +157,21 @@ Status Service::plan_once(const std::string& reason) {
     if (generation != registry_.generation()) return {};
   }
   // Keyed by decision: the history keeps every decision, those that kept the plan's id too.
-  auto ok = store_->append_plan(decision, rec.dump());
+  auto ok = store_->append_plan(p.decision, p.rec.dump());
   if (!ok) return ok;
-  metrics_.observe_decision(decision_ms / 1e3);
+  metrics_.observe_decision(p.decision_ms / 1e3);
   metrics_.count_replan();
   // Everything is built outside the lock; the critical section only moves and swaps, so a
   // planner descheduled there (it runs at low priority) holds request handlers up the least.
-  auto body = std::make_shared<const std::string>(plan_body(rec));
-  json copy = rec;
+  auto body = std::make_shared<const std::string>(plan_body(p.rec));
+  json copy = p.rec;
   {
     MutexLock lock(state_mutex_);
-    plan_.swap(rec);
+    plan_.swap(p.rec);
     history_.push_back(std::move(copy));
     if (history_.size() > options_.history_in_memory) history_.pop_front();
-    plan_id_ = id;
-    decision_ = decision;
+    plan_id_ = p.id;
+    decision_ = p.decision;
   }
   {
     MutexLock lock(plan_body_mutex_);

@@ -55,187 +55,238 @@ std::optional<std::pair<double, double>> rates(const ModelSpec& m, const WindowR
   return std::nullopt;
 }
 
+// The quality names of `issues`, in order (what a change of status is logged by).
+std::vector<std::string> quality_names(const std::vector<WindowIssue>& issues) {
+  std::vector<std::string> out;
+  for (const auto& x : issues) out.emplace_back(to_string(x.quality));
+  return out;
+}
+
 }  // namespace
 
-void Service::read_stack_window(const PromQuery& query) {
-  // What to read, under the lock; the queries run without it.
+/// What one stack window reads (under the lock, then without it), what it records under the
+/// lock, and what it leaves to do once the lock is released.
+struct Service::StackWindow {
   std::vector<ModelSpec> models;
   std::int64_t current = 0;
   bool same_plan = false;
   std::shared_ptr<const Decision> in_force;
   Workload workload;
-  {
-    MutexLock lock(state_mutex_);
-    for (const auto& e : registry_.entries()) {
-      if (e.model.telemetry.enabled()) models.push_back(e.model);
-    }
-    in_force = controller_->plan();
-    current = in_force ? in_force->id : 0;
-    same_plan = current > 0 && stack_plan_id_ == current;
-    stack_plan_id_ = current;
-    if (!options_.stack.dcgm_labels.empty()) workload = controller_->workload();
-  }
   std::vector<WindowReading> readings;
-  readings.reserve(models.size());
-  for (const auto& m : models) {
-    {
-      MutexLock lock(state_mutex_);
-      if (stopping_) return;  // a server stopping does not wait for the rest of a window
-    }
-    readings.push_back(read_window(m, options_.stack.read, query));
-  }
   std::optional<GpuReading> gpu;
   std::optional<GpuState> predicted;
-  if (!options_.stack.dcgm_labels.empty()) {
-    gpu = read_gpu_window(options_.stack.dcgm_labels, options_.stack.read, query);
-    // The GPU the plan in force should keep busy, by the catalog twin (noise-free), when the
-    // window is clean, of that plan alone, and measures SM activity itself
-    // (DCGM_FI_DEV_GPU_UTIL only says a kernel ran).
-    if (gpu->issues.empty() && gpu->sm_active && gpu->sm_active_field == kDcgmSmActive &&
-        same_plan && in_force && in_force->config.size() == workload.models.size()) {
-      const Measurement m = twin_->measure(
-          workload, in_force->config,
-          MeasureOptions(options_.stack.read.window_s, options_.seed, {}, false));
-      if (m.ok()) predicted = m.gpu;
-    }
-  }
-
   Ingested in;
   std::vector<std::pair<std::string, json>> demand_changes;
   std::vector<std::string> log;
+  bool up = true;    ///< Prometheus answered the window
+  std::string down;  ///< why it did not
+};
+
+/// A model's observed demand against its registered one in one window.
+struct Service::DemandBand {
+  std::optional<std::pair<double, double>> rates;  ///< registered, observed (see rates())
+  double ratio = 0;                                ///< observed / registered - 1
+  bool out = false;                                ///< outside the band
+};
+
+void Service::read_stack_window(const PromQuery& query) {
+  StackWindow w;
+  begin_stack_window(w);
+  if (!read_stack_models(w, query)) return;
+  if (!options_.stack.dcgm_labels.empty()) read_stack_gpu(w, query);
   {
     MutexLock lock(state_mutex_);
-    bool up = true;
-    std::string down;
-    std::vector<TelemetrySample> clean;
-    for (std::size_t i = 0; i < models.size(); ++i) {
-      const ModelSpec& m = models[i];
-      WindowReading& r = readings[i];
-      if (registry_.find(m.name) == nullptr) continue;  // removed meanwhile
-      if (r.has(DataQuality::kUnreachable)) {
-        up = false;
-        down = r.issues.front().detail;
-      }
-      // The observed demand against the registered one: out of the band, the window measured
-      // another workload than the plan was predicted for. The band is at least 3 Poisson sds of
-      // the window's expected count.
-      const auto rr = rates(m, r);
-      double ratio = 0;
-      bool out = false;
-      if (r.learnable && rr) {
-        const double expected = rr->first * options_.stack.read.window_s;
-        const double band = std::max(options_.stack.demand_band, 3 / std::sqrt(expected));
-        ratio = rr->second / rr->first - 1;
-        out = std::abs(ratio) > band;
-      }
-      // A window counts toward the plan in force only when that plan ran through all of it,
-      // at the demand it was made for (as `corun run` learns no trace window out of its band).
-      const bool learn = r.learnable && same_plan && !out;
-      if (out) {
-        char detail[160];
-        std::snprintf(detail, sizeof detail,
-                      "observed %.3g/s against %.3g/s registered: not learned (a plan for another "
-                      "demand)", rr->second, rr->first);
-        r.issues.push_back({DataQuality::kDemandMoved, "", detail});
-      }
-      StackStatus& st = stack_status_[m.name];
-      std::vector<std::string> before;
-      for (const auto& x : st.issues) before.emplace_back(to_string(x.quality));
-      st.at_unix_ms = unix_now_ms();
-      st.plan_id = current;
-      st.latency_ms_mean = r.latency_ms_mean;
-      st.rps = r.rps;
-      st.fps = r.fps;
-      st.issues = r.issues;
-      st.learned = false;
-      if (learn) {
-        TelemetrySample s = r.sample;
-        s.plan_id = current;
-        const Ingested one = ingest_locked({s}, current);
-        in.breaches += one.breaches;
-        in.learned.insert(in.learned.end(), one.learned.begin(), one.learned.end());
-        st.issues.insert(st.issues.end(), one.held.begin(), one.held.end());
-        if (one.wants.replan && !in.wants.replan) in.wants = one.wants;
-        st.learned = true;
-      }
-      std::vector<std::string> after;
-      for (const auto& x : st.issues) after.emplace_back(to_string(x.quality));
-      if (after != before) {
-        log.push_back(m.name + ": " + (after.empty() ? "telemetry clean" : join(after, ", ")) +
-                      (st.issues.empty() ? "" : " (" + st.issues.front().detail + ")"));
-      }
-      // The observed demand follows the registered one with hysteresis: out of the band, on
-      // one side, in demand_windows clean windows in a row (whichever plan ran: demand is not
-      // the plan's).
-      std::vector<double>& streak = demand_streak_[m.name];
-      if (!r.learnable || !rr) {
-        streak.clear();
-        continue;
-      }
-      const bool same_side = streak.empty() || (streak.back() > rr->first) == (ratio > 0);
-      if (!out || !same_side) streak.clear();
-      if (!out) continue;
-      streak.push_back(rr->second);
-      if (static_cast<int>(streak.size()) < options_.stack.demand_windows) continue;
-      std::vector<double> seen = streak;
-      streak.clear();
-      std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(seen.size() / 2),
-                       seen.end());
-      json demand = registry_.find(m.name)->spec.value("demand", json::object());
-      const double observed = std::round(seen[seen.size() / 2] * 1000) / 1000;
-      demand[m.demand.rps > 0 ? "rps" : "fps"] = observed;
-      if (m.arch.family == ModelFamily::kLlm) {
-        if (r.prompt_tokens >= 1) demand["prompt_tokens"] = std::lround(r.prompt_tokens);
-        if (r.output_tokens >= 1) demand["output_tokens"] = std::lround(r.output_tokens);
-      }
-      demand_changes.emplace_back(m.name, std::move(demand));
+    for (std::size_t i = 0; i < w.models.size(); ++i) observe_model_window_locked(w, i);
+    if (w.gpu) observe_gpu_window_locked(w);
+    if (w.up != prometheus_up_) {
+      w.log.push_back(w.up ? "Prometheus answers again" : "Prometheus unreachable: " + w.down);
     }
-    if (gpu) {
-      for (const auto& i : gpu->issues) {
-        if (i.quality == DataQuality::kUnreachable) {
-          up = false;
-          down = i.detail;
-        }
-      }
-      std::vector<std::string> before, after;
-      if (gpu_reading_) {
-        for (const auto& x : gpu_reading_->issues) before.emplace_back(to_string(x.quality));
-      }
-      for (const auto& x : gpu->issues) after.emplace_back(to_string(x.quality));
-      if (before != after) {
-        log.push_back("GPU: " + (after.empty() ? "telemetry clean" : join(after, ", ")) +
-                      (gpu->issues.empty() ? "" : " (" + gpu->issues.front().detail + ")"));
-      }
-      gpu_predicted_ = predicted;
-      if (predicted) {
-        const std::optional<double> dram_predicted =
-            gpu->dram_active ? std::optional<double>(predicted->mem_bw_util) : std::nullopt;
-        if (unexplained_.observe(*gpu->sm_active, predicted->sm_util, gpu->dram_active,
-                                 dram_predicted)) {
-          char line[256];
-          std::snprintf(line, sizeof line,
-                        "GPU: %s: SM activity %.0f %% measured, %.0f %% predicted for plan %lld",
-                        unexplained_.present() ? "unexplained load" : "unexplained load gone",
-                        100 * *gpu->sm_active, 100 * predicted->sm_util,
-                        static_cast<long long>(current));
-          log.emplace_back(line);
-        }
-      }
-      gpu_reading_ = std::move(gpu);
-    }
-    if (up != prometheus_up_) {
-      log.push_back(up ? "Prometheus answers again" : "Prometheus unreachable: " + down);
-    }
-    prometheus_up_ = up;
-    prometheus_error_ = up ? "" : down;
+    prometheus_up_ = w.up;
+    prometheus_error_ = w.up ? "" : w.down;
   }
-  for (const auto& line : log) std::fprintf(stderr, "corun serve: telemetry: %s\n", line.c_str());
-  if (auto ok = store_->append_learning(in.learned); !ok) {
+  apply_stack_window(w);
+  metrics_.count_samples(w.readings.size());
+}
+
+void Service::begin_stack_window(StackWindow& w) {
+  // What to read, under the lock; the queries run without it.
+  MutexLock lock(state_mutex_);
+  for (const auto& e : registry_.entries()) {
+    if (e.model.telemetry.enabled()) w.models.push_back(e.model);
+  }
+  w.in_force = controller_->plan();
+  w.current = w.in_force ? w.in_force->id : 0;
+  w.same_plan = w.current > 0 && stack_plan_id_ == w.current;
+  stack_plan_id_ = w.current;
+  if (!options_.stack.dcgm_labels.empty()) w.workload = controller_->workload();
+}
+
+bool Service::read_stack_models(StackWindow& w, const PromQuery& query) {
+  w.readings.reserve(w.models.size());
+  for (const auto& m : w.models) {
+    {
+      MutexLock lock(state_mutex_);
+      if (stopping_) return false;  // a server stopping does not wait for the rest of a window
+    }
+    w.readings.push_back(read_window(m, options_.stack.read, query));
+  }
+  return true;
+}
+
+void Service::read_stack_gpu(StackWindow& w, const PromQuery& query) const {
+  w.gpu = read_gpu_window(options_.stack.dcgm_labels, options_.stack.read, query);
+  // The GPU the plan in force should keep busy, by the catalog twin (noise-free), when the
+  // window is clean, of that plan alone, and measures SM activity itself
+  // (DCGM_FI_DEV_GPU_UTIL only says a kernel ran).
+  if (w.gpu->issues.empty() && w.gpu->sm_active && w.gpu->sm_active_field == kDcgmSmActive &&
+      w.same_plan && w.in_force && w.in_force->config.size() == w.workload.models.size()) {
+    const Measurement m =
+        twin_->measure(w.workload, w.in_force->config,
+                       MeasureOptions(options_.stack.read.window_s, options_.seed, {}, false));
+    if (m.ok()) w.predicted = m.gpu;
+  }
+}
+
+Service::DemandBand Service::demand_band(const ModelSpec& m, const WindowReading& r) const {
+  DemandBand b;
+  b.rates = rates(m, r);
+  if (r.learnable && b.rates) {
+    const double expected = b.rates->first * options_.stack.read.window_s;
+    const double band = std::max(options_.stack.demand_band, 3 / std::sqrt(expected));
+    b.ratio = b.rates->second / b.rates->first - 1;
+    b.out = std::abs(b.ratio) > band;
+  }
+  return b;
+}
+
+void Service::observe_model_window_locked(StackWindow& w, std::size_t i) {
+  const ModelSpec& m = w.models[i];
+  WindowReading& r = w.readings[i];
+  if (registry_.find(m.name) == nullptr) return;  // removed meanwhile
+  if (r.has(DataQuality::kUnreachable)) {
+    w.up = false;
+    w.down = r.issues.front().detail;
+  }
+  // The observed demand against the registered one: out of the band, the window measured
+  // another workload than the plan was predicted for. The band is at least 3 Poisson sds of
+  // the window's expected count.
+  const DemandBand band = demand_band(m, r);
+  // A window counts toward the plan in force only when that plan ran through all of it,
+  // at the demand it was made for (as `corun run` learns no trace window out of its band).
+  const bool learn = r.learnable && w.same_plan && !band.out;
+  if (band.out) {
+    char detail[160];
+    std::snprintf(detail, sizeof detail,
+                  "observed %.3g/s against %.3g/s registered: not learned (a plan for another "
+                  "demand)",
+                  band.rates->second, band.rates->first);
+    r.issues.push_back({DataQuality::kDemandMoved, "", detail});
+  }
+  record_stack_status_locked(w, m, r, learn);
+  follow_observed_demand_locked(w, m, r, band);
+}
+
+void Service::record_stack_status_locked(StackWindow& w, const ModelSpec& m, const WindowReading& r,
+                                         bool learn) {
+  StackStatus& st = stack_status_[m.name];
+  const std::vector<std::string> before = quality_names(st.issues);
+  st.at_unix_ms = unix_now_ms();
+  st.plan_id = w.current;
+  st.latency_ms_mean = r.latency_ms_mean;
+  st.rps = r.rps;
+  st.fps = r.fps;
+  st.issues = r.issues;
+  st.learned = false;
+  if (learn) {
+    TelemetrySample s = r.sample;
+    s.plan_id = w.current;
+    const Ingested one = ingest_locked({s}, w.current);
+    w.in.breaches += one.breaches;
+    w.in.learned.insert(w.in.learned.end(), one.learned.begin(), one.learned.end());
+    st.issues.insert(st.issues.end(), one.held.begin(), one.held.end());
+    if (one.wants.replan && !w.in.wants.replan) w.in.wants = one.wants;
+    st.learned = true;
+  }
+  const std::vector<std::string> after = quality_names(st.issues);
+  if (after != before) {
+    w.log.push_back(m.name + ": " + (after.empty() ? "telemetry clean" : join(after, ", ")) +
+                    (st.issues.empty() ? "" : " (" + st.issues.front().detail + ")"));
+  }
+}
+
+void Service::follow_observed_demand_locked(StackWindow& w, const ModelSpec& m,
+                                            const WindowReading& r, const DemandBand& band) {
+  // The observed demand follows the registered one with hysteresis: out of the band, on
+  // one side, in demand_windows clean windows in a row (whichever plan ran: demand is not
+  // the plan's).
+  const auto& rr = band.rates;
+  std::vector<double>& streak = demand_streak_[m.name];
+  if (!r.learnable || !rr) {
+    streak.clear();
+    return;
+  }
+  const bool same_side = streak.empty() || (streak.back() > rr->first) == (band.ratio > 0);
+  if (!band.out || !same_side) streak.clear();
+  if (!band.out) return;
+  streak.push_back(rr->second);
+  if (static_cast<int>(streak.size()) < options_.stack.demand_windows) return;
+  std::vector<double> seen = streak;
+  streak.clear();
+  std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(seen.size() / 2),
+                   seen.end());
+  json demand = registry_.find(m.name)->spec.value("demand", json::object());
+  const double observed = std::round(seen[seen.size() / 2] * 1000) / 1000;
+  demand[m.demand.rps > 0 ? "rps" : "fps"] = observed;
+  if (m.arch.family == ModelFamily::kLlm) {
+    if (r.prompt_tokens >= 1) demand["prompt_tokens"] = std::lround(r.prompt_tokens);
+    if (r.output_tokens >= 1) demand["output_tokens"] = std::lround(r.output_tokens);
+  }
+  w.demand_changes.emplace_back(m.name, std::move(demand));
+}
+
+void Service::observe_gpu_window_locked(StackWindow& w) {
+  const std::optional<GpuReading>& gpu = w.gpu;
+  for (const auto& i : gpu->issues) {
+    if (i.quality == DataQuality::kUnreachable) {
+      w.up = false;
+      w.down = i.detail;
+    }
+  }
+  std::vector<std::string> before;
+  if (gpu_reading_) before = quality_names(gpu_reading_->issues);
+  const std::vector<std::string> after = quality_names(gpu->issues);
+  if (before != after) {
+    w.log.push_back("GPU: " + (after.empty() ? "telemetry clean" : join(after, ", ")) +
+                    (gpu->issues.empty() ? "" : " (" + gpu->issues.front().detail + ")"));
+  }
+  gpu_predicted_ = w.predicted;
+  if (w.predicted) {
+    const std::optional<double> dram_predicted =
+        gpu->dram_active ? std::optional<double>(w.predicted->mem_bw_util) : std::nullopt;
+    if (unexplained_.observe(*gpu->sm_active, w.predicted->sm_util, gpu->dram_active,
+                             dram_predicted)) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "GPU: %s: SM activity %.0f %% measured, %.0f %% predicted for plan %lld",
+                    unexplained_.present() ? "unexplained load" : "unexplained load gone",
+                    100 * *gpu->sm_active, 100 * w.predicted->sm_util,
+                    static_cast<long long>(w.current));
+      w.log.emplace_back(line);
+    }
+  }
+  gpu_reading_ = std::move(w.gpu);
+}
+
+void Service::apply_stack_window(const StackWindow& w) {
+  for (const auto& line : w.log) {
+    std::fprintf(stderr, "corun serve: telemetry: %s\n", line.c_str());
+  }
+  if (auto ok = store_->append_learning(w.in.learned); !ok) {
     std::fprintf(stderr, "corun serve: telemetry: storing what a window taught failed: %s\n",
                  ok.error().what().c_str());
   }
-  if (in.wants.replan) planner_.request(in.wants.reason);
-  for (const auto& [name, demand] : demand_changes) {
+  if (w.in.wants.replan) planner_.request(w.in.wants.reason);
+  for (const auto& [name, demand] : w.demand_changes) {
     auto changed = change_demand(name, demand);
     if (const auto* e = std::get_if<ApiError>(&changed)) {
       std::fprintf(stderr, "corun serve: telemetry: %s: observed demand not applied: %s\n",
@@ -248,7 +299,6 @@ void Service::read_stack_window(const PromQuery& query) {
                    demand.dump().c_str());
     }
   }
-  metrics_.count_samples(readings.size());
 }
 
 void Service::stack_loop() {

@@ -126,6 +126,23 @@ class Extender final : public HttpHandler {
   [[nodiscard]] HttpResponse filter(const HttpRequest& req) const;
   [[nodiscard]] HttpResponse prioritize(const HttpRequest& req) const;
   [[nodiscard]] HttpResponse bind(const HttpRequest& req) const;
+  /// One bind's state, from its arguments to the Binding (extender.cc).
+  struct BindCall;
+  /// Reads ExtenderBindingArgs into `call`; the HTTP error of a malformed request.
+  [[nodiscard]] std::optional<HttpResponse> read_bind_args(const HttpRequest& req,
+                                                           BindCall& call) const;
+  /// Finds the node's serve and reads the pod and its model entry; the bind's Error when it
+  /// cannot.
+  [[nodiscard]] std::optional<std::string> find_bind_pod(BindCall& call) const;
+  /// Registers the model on the node only if a plan still holds every SLA with it; the bind's
+  /// Error when the node refuses it.
+  [[nodiscard]] std::optional<std::string> reserve_on_node(BindCall& call) const;
+  /// Whether the model the node holds under the entry's name is this pod's own reservation
+  /// (a retried bind).
+  [[nodiscard]] bool holds_reservation(const BindCall& call) const;
+  /// Creates the pod's Binding, giving the reservation back when it fails; the bind's Error
+  /// ("" when bound).
+  [[nodiscard]] std::string create_binding(const BindCall& call) const;
 
   ExtenderOptions options_;
   std::optional<KubeClient> kube_;

@@ -177,7 +177,15 @@ class Service final : public HttpHandler {
 
  private:
   Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store);
-  Status restore(const StoredState& st, std::unique_ptr<PredictorSource> source);
+  Status restore(const StoredState& st, std::unique_ptr<PredictorSource> source)
+      CORUN_EXCLUDES(state_mutex_);
+  /// Restores the registered models (the stored ones, then `initial`, stored as they are
+  /// added), their telemetry and the plan history.
+  Status restore_models_locked(const StoredState& st, const std::vector<nlohmann::json>& initial)
+      CORUN_REQUIRES(state_mutex_);
+  /// Builds the controller, replays what telemetry taught, and puts the stored plan in force.
+  Status restore_controller_locked(const StoredState& st, std::unique_ptr<PredictorSource> source)
+      CORUN_REQUIRES(state_mutex_) CORUN_EXCLUDES(plan_body_mutex_);
 
   HttpResponse route(const HttpRequest& req, std::string_view& label);
   HttpResponse error(const ApiError& e) const { return error_response(e); }
@@ -237,8 +245,49 @@ class Service final : public HttpHandler {
       CORUN_EXCLUDES(state_mutex_);
   /// Each model's last stack telemetry window (GET /v1/plan and /v1/telemetry).
   nlohmann::json stack_json_locked() const CORUN_REQUIRES(state_mutex_);
+  /// The steps of read_stack_window() and the state they share (service_stack.cc).
+  struct StackWindow;
+  struct DemandBand;
+  /// Takes what a window reads (the models with a telemetry source, the plan in force) and
+  /// makes that plan the one the next window compares with.
+  void begin_stack_window(StackWindow& w) CORUN_EXCLUDES(state_mutex_);
+  /// Reads every model's window; false when the service stops meanwhile.
+  bool read_stack_models(StackWindow& w, const PromQuery& query) CORUN_EXCLUDES(state_mutex_);
+  /// Reads the GPU's DCGM window and what the catalog twin predicts of it.
+  void read_stack_gpu(StackWindow& w, const PromQuery& query) const;
+  /// Whether model `m`'s observed demand left the band around its registered one.
+  DemandBand demand_band(const ModelSpec& m, const WindowReading& r) const;
+  /// Records model `i`'s window: its status, what it teaches, and its demand streak.
+  void observe_model_window_locked(StackWindow& w, std::size_t i) CORUN_REQUIRES(state_mutex_);
+  /// Updates the model's stack status and learns from its window when `learn`.
+  void record_stack_status_locked(StackWindow& w, const ModelSpec& m, const WindowReading& r,
+                                  bool learn) CORUN_REQUIRES(state_mutex_);
+  /// Counts the windows in a row out of the demand band; enough of them queue a demand change.
+  void follow_observed_demand_locked(StackWindow& w, const ModelSpec& m, const WindowReading& r,
+                                     const DemandBand& band) CORUN_REQUIRES(state_mutex_);
+  /// Records the GPU's window and whether the plan in force explains its load.
+  void observe_gpu_window_locked(StackWindow& w) CORUN_REQUIRES(state_mutex_);
+  /// Logs the window, stores what it taught, and applies the re-plan and demand changes it asks.
+  void apply_stack_window(const StackWindow& w) CORUN_EXCLUDES(mutate_mutex_, state_mutex_);
   /// One re-plan (the planner thread's work): decide, store, then publish.
-  Status plan_once(const std::string& reason);
+  Status plan_once(const std::string& reason)
+      CORUN_EXCLUDES(mutate_mutex_, state_mutex_, plan_body_mutex_);
+  /// The steps of plan_once() and the record they build (service_plan.cc).
+  struct PlanDraft;
+  /// Records an empty plan: nothing is registered (its id continues the sequence).
+  void record_empty_plan(PlanDraft& p);
+  /// Asks the controller for a decision and records it; false when the model set changed
+  /// during the search (another decision is requested).
+  Result<bool> record_decision(const std::string& reason, PlanDraft& p);
+  /// Runs the --on-plan hook on a plan that changes what runs; false when it did not apply it
+  /// (the previous plan stays in force).
+  bool run_on_plan_hook(PlanDraft& p) CORUN_EXCLUDES(state_mutex_, plan_body_mutex_);
+  /// Puts the plan in force before the decision back and reports the hook's refusal.
+  void keep_plan_in_force(const PlanDraft& p, const nlohmann::json& outcome)
+      CORUN_EXCLUDES(state_mutex_, plan_body_mutex_);
+  /// Stores the plan, then makes it the one GET /v1/plan serves, unless the model set changed.
+  Status publish_plan(std::uint64_t generation, PlanDraft& p)
+      CORUN_EXCLUDES(mutate_mutex_, state_mutex_, plan_body_mutex_);
   bool wait_for(const std::atomic<std::int64_t>& counter, std::int64_t after, int timeout_ms);
   nlohmann::json learning_json() const;
 
