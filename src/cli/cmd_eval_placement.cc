@@ -137,181 +137,234 @@ std::string placement_markdown(const std::vector<mapping::PlacementRow>& rows,
   return md;
 }
 
+// The flags of corun eval placement.
+struct Flags {
+  std::string dir, policies = "all-gpu,heft,dmda,bandit,brute-force,agent", agent_name = "builtin",
+                   catalog_dir, device = "rtx3090";
+  bool json = false;
+  int random = 0;
+  std::uint64_t random_seed = 1;
+  int threads = mapping::EvalOptions{}.threads;
+  std::string html;
+  double tolerance = 0.01;
+  std::string testbed_name = "sim";
+};
+
+// The scenarios to evaluate, and where they came from in the document's words.
+struct Problems {
+  std::vector<mapping::PlacementProblem> problems;
+  std::string source;
+};
+
+/// The scenarios of --random N (generated on --device) or of DIR (each next to the co-running
+/// plan it names, measured on --testbed).
+Result<Problems> load_problems(const Flags& f, const Catalog& cat,
+                               const mapping::ToolCatalog& tools) {
+  Problems out;
+  if (f.random > 0) {
+    const Device* d = cat.find_device(f.device);
+    if (!d) {
+      return Error("--device: unknown device '" + f.device + "'" +
+                   did_you_mean(f.device, cat.device_names()));
+    }
+    for (int k = 0; k < f.random; ++k) {
+      auto s = mapping::generate_scenario(tools, *d, f.random_seed + std::uint64_t(k));
+      auto p = mapping::PlacementProblem::build(std::move(s), tools, *d);
+      if (!p) return p.error();
+      out.problems.push_back(std::move(*p));
+    }
+    out.source = "random: " + std::to_string(f.random) + " scenarios from seed " +
+                 std::to_string(f.random_seed);
+  } else {
+    if (f.dir.empty()) return Error("give a scenario DIR or --random N");
+    auto scenarios = mapping::load_scenario_dir(f.dir, tools);
+    if (!scenarios) return scenarios.error();
+    auto testbed = make_testbed(f.testbed_name);
+    if (!testbed) return testbed.error().wrap("--testbed");
+    for (auto& s : *scenarios) {
+      // A scenario next to a planned workload shares the GPU with what the testbed
+      // measures for that plan.
+      auto co = mapping::scenario_corunners(s, cat, **testbed);
+      if (!co) return co.error();
+      auto p = mapping::PlacementProblem::build(std::move(s), tools, cat, *co);
+      if (!p) return p.error();
+      out.problems.push_back(std::move(*p));
+    }
+    out.source = f.dir;
+  }
+  return out;
+}
+
+/// The evaluation's options: the policies, the tolerance, the threads and the agent (--agent
+/// llm: configured from the environment, one conversation at a time).
+Result<mapping::EvalOptions> eval_options(const Flags& f) {
+  mapping::EvalOptions opts;
+  opts.policies = split(f.policies, ',');
+  opts.tolerance = f.tolerance;
+  opts.threads = f.threads;
+  std::optional<mapping::LlmConfig> llm;
+  if (f.agent_name == "llm") {
+    auto c = mapping::LlmConfig::from_env();
+    if (!c) return c.error();
+    llm = *c;
+    opts.threads = 1;  // one HTTP conversation at a time
+  }
+  auto agent = mapping::make_agent(f.agent_name, llm);
+  if (!agent) return agent.error().wrap("--agent");
+  opts.agent = *agent;
+  return opts;
+}
+
+/// Each policy's totals over the rows.
+std::map<std::string, Sum> sum_rows(const std::vector<mapping::PlacementRow>& rows) {
+  std::map<std::string, Sum> sums;
+  for (const auto& r : rows) {
+    Sum& s = sums[r.policy];
+    s.optimal += r.optimal ? 1 : 0;
+    ++s.scenarios;
+    s.executions += static_cast<double>(r.executions);
+    if (r.corunner_breaches) {
+      ++s.next_to_plan;
+      s.breaching += r.corunner_breaches->empty() ? 0 : 1;
+    }
+    if (r.predicted_corunner_breaches && !r.predicted_corunner_breaches->empty()) {
+      ++s.predicted_breaching;
+    }
+  }
+  return sums;
+}
+
+/// Writes the results document as one HTML page (--html), with the command that reproduces it.
+Status write_html(const Flags& f, const std::vector<mapping::PlacementRow>& rows,
+                  const std::vector<std::string>& policies, const std::map<std::string, Sum>& sums,
+                  const std::string& source) {
+  std::string command = "corun eval placement " +
+                        (f.random > 0 ? "--random " + std::to_string(f.random) + " --random-seed " +
+                                            std::to_string(f.random_seed)
+                                      : f.dir) +
+                        " --policies " + f.policies + " --agent " + f.agent_name + " --tolerance " +
+                        format_number(f.tolerance) + " --html " + f.html;
+  const std::string svg_name = "placement-profile.svg";
+  const std::string md =
+      placement_markdown(rows, policies, sums, command, source, f.tolerance, svg_name);
+  const std::string page = html_document(
+      "Placement evaluation", markdown_to_html(md, {{svg_name, profile_svg(rows, policies)}}));
+  return write_file_atomic(f.html, page);
+}
+
+/// Prints the rows and each policy's summary as JSON (--json).
+void print_json(const Flags& f, const std::vector<mapping::PlacementRow>& rows,
+                const std::vector<std::string>& policies, std::map<std::string, Sum>& sums,
+                const std::string& source) {
+  nlohmann::json j;
+  j["corun_version"] = std::string(version());
+  j["git"] = std::string(git_hash());
+  j["testbed"] = "mapping-executor";
+  j["source"] = source;
+  j["agent"] = f.agent_name;
+  j["tolerance"] = f.tolerance;
+  j["optimal_definition"] =
+      "final mapping's noise-free makespan <= (1 + tolerance) x the smallest noise-free "
+      "makespan over all valid mappings, and no tool fails; next to a co-running plan, "
+      "over the mappings whose burst breaks no co-runner SLA as the testbed measures "
+      "it, and the final mapping breaks none";
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : rows) arr.push_back(mapping::to_json(r));
+  j["rows"] = arr;
+  nlohmann::json summary = nlohmann::json::array();
+  for (const auto& name : policies) {
+    const Sum& s = sums[name];
+    summary.push_back({{"policy", name},
+                       {"optimal", s.optimal},
+                       {"scenarios", s.scenarios},
+                       {"mean_executions", s.scenarios ? s.executions / s.scenarios : 0},
+                       {"scenarios_next_to_a_plan", s.next_to_plan},
+                       {"corunner_breaching_scenarios", s.breaching},
+                       {"corunner_breaching_scenarios_predicted", s.predicted_breaching}});
+  }
+  j["summary"] = summary;
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+/// Prints the rows as a table, then one summary line per policy.
+void print_table(const std::vector<mapping::PlacementRow>& rows,
+                 const std::vector<std::string>& policies, std::map<std::string, Sum>& sums) {
+  const auto broken = [](const std::optional<std::vector<mapping::SlaOutcome>>& list) {
+    if (!list) return std::string("-");
+    std::string out = list->empty() ? "none" : "";
+    for (const auto& o : *list) out += (out.empty() ? "" : "; ") + o.describe();
+    return out;
+  };
+  Table t({"scenario", "policy", "optimal", "makespan ms", "oracle ms", "executions",
+           "co-runner breaches (measured)", "(predicted)"});
+  for (const auto& r : rows) {
+    t.add({r.scenario, r.policy, r.optimal ? "yes" : "no",
+           !r.error.empty() ? "error" : (r.failed ? "failed" : fixed(r.makespan_ms, 2)),
+           fixed(r.oracle_makespan_ms, 2), std::to_string(r.executions),
+           broken(r.corunner_breaches), broken(r.predicted_corunner_breaches)});
+  }
+  std::printf("%s\n", t.render().c_str());
+  for (const auto& name : policies) {
+    const Sum& s = sums[name];
+    std::printf("%-12s optimal %d/%d, mean executions %.1f", name.c_str(), s.optimal, s.scenarios,
+                s.scenarios ? s.executions / s.scenarios : 0.0);
+    if (s.next_to_plan > 0) {
+      std::printf(", co-runner SLA breached (measured) in %d/%d", s.breaching, s.next_to_plan);
+    }
+    std::printf("\n");
+  }
+}
+
+/// Runs every policy on every scenario and reports the rows against the oracle.
+int run_eval_placement(const Flags& f) {
+  auto cat = load_catalog(f.catalog_dir);
+  if (!cat) return report_error(cat.error());
+  auto tools = mapping::tool_catalog(**cat);
+  if (!tools) return report_error(tools.error());
+  auto problems = load_problems(f, **cat, *tools);
+  if (!problems) return report_error(problems.error());
+  auto opts = eval_options(f);
+  if (!opts) return report_error(opts.error());
+  auto rows = mapping::evaluate(problems->problems, *opts);
+  if (!rows) return report_error(rows.error().wrap("--policies"));
+  std::map<std::string, Sum> sums = sum_rows(*rows);
+  if (!f.html.empty()) {
+    if (auto s = write_html(f, *rows, opts->policies, sums, problems->source); !s.ok()) {
+      return report_error(s.error());
+    }
+  }
+  if (f.json) {
+    print_json(f, *rows, opts->policies, sums, problems->source);
+    return kExitOk;
+  }
+  print_table(*rows, opts->policies, sums);
+  return kExitOk;
+}
+
 const bool registered = register_command({
     "eval placement",
     "Run every placement policy on every scenario of DIR (or on --random N generated ones) "
     "and compare each final mapping with the brute-force optimum",
     [](CLI::App& sub) {
-      auto dir = std::make_shared<std::string>();
-      auto policies = std::make_shared<std::string>("all-gpu,heft,dmda,bandit,brute-force,agent");
-      auto agent_name = std::make_shared<std::string>("builtin");
-      auto catalog_dir = std::make_shared<std::string>();
-      auto device = std::make_shared<std::string>("rtx3090");
-      auto json = std::make_shared<bool>(false);
-      auto random = std::make_shared<int>(0);
-      auto random_seed = std::make_shared<std::uint64_t>(1);
-      auto threads = std::make_shared<int>(mapping::EvalOptions{}.threads);
-      auto html = std::make_shared<std::string>();
-      auto tolerance = std::make_shared<double>(0.01);
-      auto testbed_name = std::make_shared<std::string>("sim");
-      sub.add_option("dir", *dir, "directory of scenario YAML files (workloads/tools)");
-      sub.add_option("--policies", *policies, "comma-separated policies");
-      sub.add_option("--agent", *agent_name, "agent behind the 'agent' policy: builtin | llm");
-      sub.add_option("--random", *random, "evaluate N generated scenarios instead of DIR")
+      auto f = std::make_shared<Flags>();
+      sub.add_option("dir", f->dir, "directory of scenario YAML files (workloads/tools)");
+      sub.add_option("--policies", f->policies, "comma-separated policies");
+      sub.add_option("--agent", f->agent_name, "agent behind the 'agent' policy: builtin | llm");
+      sub.add_option("--random", f->random, "evaluate N generated scenarios instead of DIR")
           ->check(CLI::Range(0, 100000));
-      sub.add_option("--random-seed", *random_seed, "first seed of the generated scenarios");
-      sub.add_option("--device", *device, "device of generated scenarios");
-      add_threads_flag(sub, *threads, "the scenarios evaluated in parallel (builtin only)");
-      sub.add_option("--tolerance", *tolerance, "optimal = within this fraction of the oracle")
+      sub.add_option("--random-seed", f->random_seed, "first seed of the generated scenarios");
+      sub.add_option("--device", f->device, "device of generated scenarios");
+      add_threads_flag(sub, f->threads, "the scenarios evaluated in parallel (builtin only)");
+      sub.add_option("--tolerance", f->tolerance, "optimal = within this fraction of the oracle")
           ->check(CLI::Range(0.0, 1.0));
-      sub.add_option("--html", *html,
+      sub.add_option("--html", f->html,
                      "also write the results as one self-contained HTML page (plot inline)");
-      sub.add_option("--testbed", *testbed_name,
+      sub.add_option("--testbed", f->testbed_name,
                      "testbed that measures the co-running plans of scenarios naming one")
           ->capture_default_str();
-      sub.add_option("--catalog", *catalog_dir, kCatalogFlagHelp);
-      sub.add_flag("--json", *json, "print JSON");
-      return std::function<int()>([=] {
-        auto cat = load_catalog(*catalog_dir);
-        if (!cat) return report_error(cat.error());
-        auto tools = mapping::tool_catalog(**cat);
-        if (!tools) return report_error(tools.error());
-        std::vector<mapping::PlacementProblem> problems;
-        std::string source;
-        if (*random > 0) {
-          const Device* d = (*cat)->find_device(*device);
-          if (!d) {
-            return report_error(Error("--device: unknown device '" + *device + "'" +
-                                      did_you_mean(*device, (*cat)->device_names())));
-          }
-          for (int k = 0; k < *random; ++k) {
-            auto s = mapping::generate_scenario(*tools, *d, *random_seed + std::uint64_t(k));
-            auto p = mapping::PlacementProblem::build(std::move(s), *tools, *d);
-            if (!p) return report_error(p.error());
-            problems.push_back(std::move(*p));
-          }
-          source = "random: " + std::to_string(*random) + " scenarios from seed " +
-                   std::to_string(*random_seed);
-        } else {
-          if (dir->empty()) return report_error(Error("give a scenario DIR or --random N"));
-          auto scenarios = mapping::load_scenario_dir(*dir, *tools);
-          if (!scenarios) return report_error(scenarios.error());
-          auto testbed = make_testbed(*testbed_name);
-          if (!testbed) return report_error(testbed.error().wrap("--testbed"));
-          for (auto& s : *scenarios) {
-            // A scenario next to a planned workload shares the GPU with what the testbed
-            // measures for that plan.
-            auto co = mapping::scenario_corunners(s, **cat, **testbed);
-            if (!co) return report_error(co.error());
-            auto p = mapping::PlacementProblem::build(std::move(s), *tools, **cat, *co);
-            if (!p) return report_error(p.error());
-            problems.push_back(std::move(*p));
-          }
-          source = *dir;
-        }
-        mapping::EvalOptions opts;
-        opts.policies = split(*policies, ',');
-        opts.tolerance = *tolerance;
-        opts.threads = *threads;
-        std::optional<mapping::LlmConfig> llm;
-        if (*agent_name == "llm") {
-          auto c = mapping::LlmConfig::from_env();
-          if (!c) return report_error(c.error());
-          llm = *c;
-          opts.threads = 1;  // one HTTP conversation at a time
-        }
-        auto agent = mapping::make_agent(*agent_name, llm);
-        if (!agent) return report_error(agent.error().wrap("--agent"));
-        opts.agent = *agent;
-        auto rows = mapping::evaluate(problems, opts);
-        if (!rows) return report_error(rows.error().wrap("--policies"));
-        std::map<std::string, Sum> sums;
-        for (const auto& r : *rows) {
-          Sum& s = sums[r.policy];
-          s.optimal += r.optimal ? 1 : 0;
-          ++s.scenarios;
-          s.executions += static_cast<double>(r.executions);
-          if (r.corunner_breaches) {
-            ++s.next_to_plan;
-            s.breaching += r.corunner_breaches->empty() ? 0 : 1;
-          }
-          if (r.predicted_corunner_breaches && !r.predicted_corunner_breaches->empty()) {
-            ++s.predicted_breaching;
-          }
-        }
-        if (!html->empty()) {
-          std::string command = "corun eval placement " +
-                                (*random > 0 ? "--random " + std::to_string(*random) +
-                                                   " --random-seed " + std::to_string(*random_seed)
-                                             : *dir) +
-                                " --policies " + *policies + " --agent " + *agent_name +
-                                " --tolerance " + format_number(*tolerance) + " --html " + *html;
-          const std::string svg_name = "placement-profile.svg";
-          const std::string md =
-              placement_markdown(*rows, opts.policies, sums, command, source, *tolerance, svg_name);
-          const std::string page =
-              html_document("Placement evaluation",
-                            markdown_to_html(md, {{svg_name, profile_svg(*rows, opts.policies)}}));
-          if (auto s = write_file_atomic(*html, page); !s.ok()) return report_error(s.error());
-        }
-        if (*json) {
-          nlohmann::json j;
-          j["corun_version"] = std::string(version());
-          j["git"] = std::string(git_hash());
-          j["testbed"] = "mapping-executor";
-          j["source"] = source;
-          j["agent"] = *agent_name;
-          j["tolerance"] = *tolerance;
-          j["optimal_definition"] =
-              "final mapping's noise-free makespan <= (1 + tolerance) x the smallest noise-free "
-              "makespan over all valid mappings, and no tool fails; next to a co-running plan, "
-              "over the mappings whose burst breaks no co-runner SLA as the testbed measures "
-              "it, and the final mapping breaks none";
-          nlohmann::json arr = nlohmann::json::array();
-          for (const auto& r : *rows) arr.push_back(mapping::to_json(r));
-          j["rows"] = arr;
-          nlohmann::json summary = nlohmann::json::array();
-          for (const auto& name : opts.policies) {
-            const Sum& s = sums[name];
-            summary.push_back({{"policy", name},
-                               {"optimal", s.optimal},
-                               {"scenarios", s.scenarios},
-                               {"mean_executions", s.scenarios ? s.executions / s.scenarios : 0},
-                               {"scenarios_next_to_a_plan", s.next_to_plan},
-                               {"corunner_breaching_scenarios", s.breaching},
-                               {"corunner_breaching_scenarios_predicted", s.predicted_breaching}});
-          }
-          j["summary"] = summary;
-          std::printf("%s\n", j.dump(2).c_str());
-          return kExitOk;
-        }
-        const auto broken = [](const std::optional<std::vector<mapping::SlaOutcome>>& list) {
-          if (!list) return std::string("-");
-          std::string out = list->empty() ? "none" : "";
-          for (const auto& o : *list) out += (out.empty() ? "" : "; ") + o.describe();
-          return out;
-        };
-        Table t({"scenario", "policy", "optimal", "makespan ms", "oracle ms", "executions",
-                 "co-runner breaches (measured)", "(predicted)"});
-        for (const auto& r : *rows) {
-          t.add({r.scenario, r.policy, r.optimal ? "yes" : "no",
-                 !r.error.empty() ? "error" : (r.failed ? "failed" : fixed(r.makespan_ms, 2)),
-                 fixed(r.oracle_makespan_ms, 2), std::to_string(r.executions),
-                 broken(r.corunner_breaches), broken(r.predicted_corunner_breaches)});
-        }
-        std::printf("%s\n", t.render().c_str());
-        for (const auto& name : opts.policies) {
-          const Sum& s = sums[name];
-          std::printf("%-12s optimal %d/%d, mean executions %.1f", name.c_str(), s.optimal,
-                      s.scenarios, s.scenarios ? s.executions / s.scenarios : 0.0);
-          if (s.next_to_plan > 0) {
-            std::printf(", co-runner SLA breached (measured) in %d/%d", s.breaching,
-                        s.next_to_plan);
-          }
-          std::printf("\n");
-        }
-        return kExitOk;
-      });
+      sub.add_option("--catalog", f->catalog_dir, kCatalogFlagHelp);
+      sub.add_flag("--json", f->json, "print JSON");
+      return std::function<int()>([f] { return run_eval_placement(*f); });
     },
 });
 

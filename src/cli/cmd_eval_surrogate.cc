@@ -79,21 +79,196 @@ Result<std::vector<eval::SurrogateSpec>> parse_surrogates(const std::string& s) 
   return out;
 }
 
+// The flags of corun eval surrogate.
+struct Flags {
+  std::vector<std::string> files;
+  std::string catalog, n = "2..6", budgets = "1,2,3,5,10,20,40", markdown, html,
+                       surrogates = "meanfield:mlp,meanfield:gbdt,joint:mlp,pairwise:linear",
+                       testbed = "sim";
+  int seeds = 3, threads = 0, heldout_repeats = 5, standalone_repeats = 5;
+  std::size_t heldout = 500;
+  std::uint64_t seed = kDefaultSeed;
+  double window_s = 10;
+  bool json = false, no_onboarding = false, quiet = false;
+};
+
+/// Loads the workload files; each must have at least `n_max` models (the largest N of --n).
+Result<std::vector<Workload>> load_workloads(const Flags& f, std::size_t n_max) {
+  std::vector<Workload> workloads;
+  for (const auto& file : f.files) {
+    auto w = load_workload_file(file, f.catalog);
+    if (!w) return w.error();
+    if (w->models.size() < n_max) {
+      return Error("--n: " + file + " has " + std::to_string(w->models.size()) +
+                   " models, fewer than " + std::to_string(n_max));
+    }
+    workloads.push_back(std::move(*w));
+  }
+  return workloads;
+}
+
+/// The evaluation's settings from the flags and their parsed values.
+eval::SurrogateEvalOptions eval_options(const Flags& f,
+                                        const std::pair<std::size_t, std::size_t>& range,
+                                        const std::vector<int>& budgets,
+                                        const std::vector<eval::SurrogateSpec>& surrogates) {
+  eval::SurrogateEvalOptions o;
+  o.n_min = range.first;
+  o.n_max = range.second;
+  o.seeds = f.seeds;
+  o.budget_multipliers = budgets;
+  o.heldout = f.heldout;
+  o.heldout_repeats = f.heldout_repeats;
+  o.standalone_repeats = f.standalone_repeats;
+  o.seed = f.seed;
+  o.window_s = f.window_s;
+  o.surrogates = surrogates;
+  o.onboarding = !f.no_onboarding;
+  o.threads = f.threads > 0 ? f.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return o;
+}
+
+/// Evaluates the surrogates on each workload in turn, with a progress line on stderr unless
+/// --quiet.
+Result<std::vector<eval::SurrogateEvalReport>> evaluate_workloads(
+    const Flags& f, const std::vector<Workload>& workloads, const Testbed& testbed,
+    const eval::SurrogateEvalOptions& o) {
+  std::vector<eval::SurrogateEvalReport> reports;
+  for (const auto& w : workloads) {
+    const std::size_t tasks = (o.n_max - o.n_min + 1) * static_cast<std::size_t>(o.seeds);
+    profile::Progress progress(f.quiet ? nullptr : stderr, ::isatty(::fileno(stderr)) != 0,
+                               "eval surrogate " + w.file, tasks, 0);
+    auto rep = eval::evaluate_surrogates(w, testbed, o, &progress);
+    if (!rep) return rep.error();
+    reports.push_back(std::move(*rep));
+  }
+  return reports;
+}
+
+/// The command line that reproduces the document: everything that changes a number, so that
+/// the document says how to reproduce it.
+std::string reproduce_command(const Flags& f) {
+  std::string command = "corun eval surrogate";
+  for (const auto& file : f.files) command += " " + file;
+  command += " --n " + f.n + " --seeds " + std::to_string(f.seeds) + " --budgets " + f.budgets +
+             " --heldout " + std::to_string(f.heldout) + " --heldout-repeats " +
+             std::to_string(f.heldout_repeats) + " --standalone-repeats " +
+             std::to_string(f.standalone_repeats) + " --seed " + std::to_string(f.seed) +
+             " --window " + format_number(f.window_s) + " --surrogates " + f.surrogates +
+             (f.no_onboarding ? " --no-onboarding" : "");
+  if (!f.markdown.empty()) command += " --markdown " + f.markdown;
+  if (!f.html.empty()) command += " --html " + f.html;
+  return command;
+}
+
+/// Writes the results document as Markdown (+ its SVG files, --markdown) and/or as an HTML
+/// page (--html), creating their directories.
+Status write_documents(const Flags& f, const std::vector<eval::SurrogateEvalReport>& reports) {
+  // One document, written as Markdown (+ its SVG files) and/or as an HTML page.
+  const std::filesystem::path md(f.markdown.empty() ? f.html : f.markdown);
+  const std::string stem = md.stem().string();
+  const std::string command = reproduce_command(f);
+  std::map<std::string, std::string> svgs;  // file name as the document cites it
+  for (const auto& r : reports) {
+    svgs[stem + "-" + r.workload + "-r2.svg"] = eval::svg_r2_vs_budget(r);
+    svgs[stem + "-" + r.workload + "-budget.svg"] = eval::svg_budget_vs_n(r);
+  }
+  const std::string text = eval::to_markdown(reports, command, stem);
+  std::vector<std::pair<std::filesystem::path, std::string>> outputs;
+  if (!f.markdown.empty()) {
+    for (const auto& [name, svg] : svgs) outputs.emplace_back(md.parent_path() / name, svg);
+    outputs.emplace_back(md, text);
+  }
+  if (!f.html.empty()) {
+    outputs.emplace_back(f.html, html_document("Surrogate accuracy", markdown_to_html(text, svgs)));
+  }
+  for (const auto& [path, content] : outputs) {
+    std::error_code ec;
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) {
+      return Error("cannot create " + path.parent_path().string() + ": " + ec.message(),
+                   Error::Kind::kIo);
+    }
+    if (auto s = write_file_atomic(path, content); !s.ok()) return s.error();
+  }
+  return {};
+}
+
+/// Prints the reports as JSON (--json): one object, or an array of several.
+void print_json(const std::vector<eval::SurrogateEvalReport>& reports) {
+  if (reports.size() == 1) {
+    std::printf("%s\n", eval::to_json(reports.front()).dump().c_str());
+  } else {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& r : reports) all.push_back(eval::to_json(r));
+    std::printf("%s\n", all.dump().c_str());
+  }
+}
+
+/// Prints each report for people: its table, the budgets needed, the noise ceilings and the
+/// onboarding scores.
+void print_text(const std::vector<eval::SurrogateEvalReport>& reports) {
+  for (const auto& r : reports) {
+    std::printf("%s (%s)\n", r.workload.c_str(), r.device.c_str());
+    Table t({"N", "surrogate", "regressor", "budget", "standalone", "r2_pooled", "r2_macro",
+             "r2_pooled_1", "r2_macro_1", "mape %", "r2_thr", "cov95"});
+    for (const auto& row : r.rows) {
+      t.add({std::to_string(row.n), row.surrogate, row.regressor, std::to_string(row.budget),
+             std::to_string(row.standalone_measurements), fixed(row.r2_pooled, 3),
+             fixed(row.r2_macro, 3), fixed(row.r2_pooled_single, 3), fixed(row.r2_macro_single, 3),
+             fixed(row.mape, 1), fixed(row.r2_throughput, 3), fixed(row.coverage95, 3)});
+    }
+    std::printf("%s", t.render().c_str());
+    for (const auto& b : r.needed) {
+      std::printf("budget_for_r2_095 N=%zu %s/%s: %s\n", b.n, b.surrogate.c_str(),
+                  b.regressor.c_str(),
+                  b.budget ? std::to_string(*b.budget).c_str() : "not reached");
+    }
+    for (const auto& c : r.ceilings) {
+      std::printf("noise ceiling N=%zu: test-retest R2 pooled %.3f macro %.3f\n", c.n, c.r2_pooled,
+                  c.r2_macro);
+    }
+    for (const auto& ob : r.onboarding) {
+      std::printf(
+          "onboarding N=%zu %s: R2 %.3f MAPE %.1f%% (standalone only: R2 %.3f MAPE "
+          "%.1f%%; co-run-trained MeanField R2 %.3f)\n",
+          ob.n, ob.model.c_str(), ob.r2, ob.mape, ob.r2_standalone_only, ob.mape_standalone_only,
+          ob.r2_reference);
+    }
+  }
+}
+
+/// Evaluates the surrogates on every workload and reports the results.
+int run_eval_surrogate(const Flags& f) {
+  auto range = parse_range(f.n);
+  if (!range) return report_error(range.error());
+  auto budgets = parse_budgets(f.budgets);
+  if (!budgets) return report_error(budgets.error());
+  auto surrogates = parse_surrogates(f.surrogates);
+  if (!surrogates) return report_error(surrogates.error());
+  auto testbed = make_testbed(f.testbed);
+  if (!testbed) return report_error(testbed.error());
+  auto workloads = load_workloads(f, range->second);
+  if (!workloads) return report_error(workloads.error());
+  const eval::SurrogateEvalOptions o = eval_options(f, *range, *budgets, *surrogates);
+  auto reports = evaluate_workloads(f, *workloads, **testbed, o);
+  if (!reports) return report_error(reports.error());
+  if (!f.markdown.empty() || !f.html.empty()) {
+    if (auto st = write_documents(f, *reports); !st.ok()) return report_error(st.error());
+  }
+  if (f.json) {
+    print_json(*reports);
+    return kExitOk;
+  }
+  print_text(*reports);
+  return kExitOk;
+}
+
 const bool registered = register_command({
     "eval surrogate",
     "Evaluate MeanField, joint and pairwise surrogates on held-out measured configurations",
     [](CLI::App& sub) {
-      struct Flags {
-        std::vector<std::string> files;
-        std::string catalog, n = "2..6", budgets = "1,2,3,5,10,20,40", markdown, html,
-                             surrogates = "meanfield:mlp,meanfield:gbdt,joint:mlp,pairwise:linear",
-                             testbed = "sim";
-        int seeds = 3, threads = 0, heldout_repeats = 5, standalone_repeats = 5;
-        std::size_t heldout = 500;
-        std::uint64_t seed = kDefaultSeed;
-        double window_s = 10;
-        bool json = false, no_onboarding = false, quiet = false;
-      };
       auto f = std::make_shared<Flags>();
       sub.add_option("files", f->files, "workload YAML file(s)")->required();
       sub.add_option("--n", f->n, "N or LO..HI: evaluate the first N models")
@@ -132,132 +307,7 @@ const bool registered = register_command({
       sub.add_option("--catalog", f->catalog, kCatalogFlagHelp);
       sub.add_flag("--json", f->json, "print JSON");
       sub.add_flag("--quiet", f->quiet, "no progress output");
-      return std::function<int()>([f] {
-        auto range = parse_range(f->n);
-        if (!range) return report_error(range.error());
-        auto budgets = parse_budgets(f->budgets);
-        if (!budgets) return report_error(budgets.error());
-        auto surrogates = parse_surrogates(f->surrogates);
-        if (!surrogates) return report_error(surrogates.error());
-        auto testbed = make_testbed(f->testbed);
-        if (!testbed) return report_error(testbed.error());
-        std::vector<Workload> workloads;
-        for (const auto& file : f->files) {
-          auto w = load_workload_file(file, f->catalog);
-          if (!w) return report_error(w.error());
-          if (w->models.size() < range->second) {
-            return report_error(Error("--n: " + file + " has " + std::to_string(w->models.size()) +
-                                      " models, fewer than " + std::to_string(range->second)));
-          }
-          workloads.push_back(std::move(*w));
-        }
-        eval::SurrogateEvalOptions o;
-        o.n_min = range->first;
-        o.n_max = range->second;
-        o.seeds = f->seeds;
-        o.budget_multipliers = *budgets;
-        o.heldout = f->heldout;
-        o.heldout_repeats = f->heldout_repeats;
-        o.standalone_repeats = f->standalone_repeats;
-        o.seed = f->seed;
-        o.window_s = f->window_s;
-        o.surrogates = *surrogates;
-        o.onboarding = !f->no_onboarding;
-        o.threads = f->threads > 0
-                        ? f->threads
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        std::vector<eval::SurrogateEvalReport> reports;
-        for (const auto& w : workloads) {
-          const std::size_t tasks = (o.n_max - o.n_min + 1) * static_cast<std::size_t>(o.seeds);
-          profile::Progress progress(f->quiet ? nullptr : stderr, ::isatty(::fileno(stderr)) != 0,
-                                     "eval surrogate " + w.file, tasks, 0);
-          auto rep = eval::evaluate_surrogates(w, **testbed, o, &progress);
-          if (!rep) return report_error(rep.error());
-          reports.push_back(std::move(*rep));
-        }
-        if (!f->markdown.empty() || !f->html.empty()) {
-          // One document, written as Markdown (+ its SVG files) and/or as an HTML page.
-          const std::filesystem::path md(f->markdown.empty() ? f->html : f->markdown);
-          const std::string stem = md.stem().string();
-          // Everything that changes a number, so that the document says how to reproduce it.
-          std::string command = "corun eval surrogate";
-          for (const auto& file : f->files) command += " " + file;
-          command += " --n " + f->n + " --seeds " + std::to_string(f->seeds) + " --budgets " +
-                     f->budgets + " --heldout " + std::to_string(f->heldout) +
-                     " --heldout-repeats " + std::to_string(f->heldout_repeats) +
-                     " --standalone-repeats " + std::to_string(f->standalone_repeats) + " --seed " +
-                     std::to_string(f->seed) + " --window " + format_number(f->window_s) +
-                     " --surrogates " + f->surrogates +
-                     (f->no_onboarding ? " --no-onboarding" : "");
-          if (!f->markdown.empty()) command += " --markdown " + f->markdown;
-          if (!f->html.empty()) command += " --html " + f->html;
-          std::map<std::string, std::string> svgs;  // file name as the document cites it
-          for (const auto& r : reports) {
-            svgs[stem + "-" + r.workload + "-r2.svg"] = eval::svg_r2_vs_budget(r);
-            svgs[stem + "-" + r.workload + "-budget.svg"] = eval::svg_budget_vs_n(r);
-          }
-          const std::string text = eval::to_markdown(reports, command, stem);
-          std::vector<std::pair<std::filesystem::path, std::string>> outputs;
-          if (!f->markdown.empty()) {
-            for (const auto& [name, svg] : svgs) outputs.emplace_back(md.parent_path() / name, svg);
-            outputs.emplace_back(md, text);
-          }
-          if (!f->html.empty()) {
-            outputs.emplace_back(f->html,
-                                 html_document("Surrogate accuracy", markdown_to_html(text, svgs)));
-          }
-          for (const auto& [path, content] : outputs) {
-            std::error_code ec;
-            if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-            if (ec) {
-              return report_error(
-                  Error("cannot create " + path.parent_path().string() + ": " + ec.message(),
-                        Error::Kind::kIo));
-            }
-            if (auto s = write_file_atomic(path, content); !s.ok()) return report_error(s.error());
-          }
-        }
-        if (f->json) {
-          if (reports.size() == 1) {
-            std::printf("%s\n", eval::to_json(reports.front()).dump().c_str());
-          } else {
-            nlohmann::json all = nlohmann::json::array();
-            for (const auto& r : reports) all.push_back(eval::to_json(r));
-            std::printf("%s\n", all.dump().c_str());
-          }
-          return kExitOk;
-        }
-        for (const auto& r : reports) {
-          std::printf("%s (%s)\n", r.workload.c_str(), r.device.c_str());
-          Table t({"N", "surrogate", "regressor", "budget", "standalone", "r2_pooled", "r2_macro",
-                   "r2_pooled_1", "r2_macro_1", "mape %", "r2_thr", "cov95"});
-          for (const auto& row : r.rows) {
-            t.add({std::to_string(row.n), row.surrogate, row.regressor, std::to_string(row.budget),
-                   std::to_string(row.standalone_measurements), fixed(row.r2_pooled, 3),
-                   fixed(row.r2_macro, 3), fixed(row.r2_pooled_single, 3),
-                   fixed(row.r2_macro_single, 3), fixed(row.mape, 1), fixed(row.r2_throughput, 3),
-                   fixed(row.coverage95, 3)});
-          }
-          std::printf("%s", t.render().c_str());
-          for (const auto& b : r.needed) {
-            std::printf("budget_for_r2_095 N=%zu %s/%s: %s\n", b.n, b.surrogate.c_str(),
-                        b.regressor.c_str(),
-                        b.budget ? std::to_string(*b.budget).c_str() : "not reached");
-          }
-          for (const auto& c : r.ceilings) {
-            std::printf("noise ceiling N=%zu: test-retest R2 pooled %.3f macro %.3f\n", c.n,
-                        c.r2_pooled, c.r2_macro);
-          }
-          for (const auto& ob : r.onboarding) {
-            std::printf(
-                "onboarding N=%zu %s: R2 %.3f MAPE %.1f%% (standalone only: R2 %.3f MAPE "
-                "%.1f%%; co-run-trained MeanField R2 %.3f)\n",
-                ob.n, ob.model.c_str(), ob.r2, ob.mape, ob.r2_standalone_only,
-                ob.mape_standalone_only, ob.r2_reference);
-          }
-        }
-        return kExitOk;
-      });
+      return std::function<int()>([f] { return run_eval_surrogate(*f); });
     },
 });
 

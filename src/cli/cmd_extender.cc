@@ -14,21 +14,107 @@
 namespace corun::cli {
 namespace {
 
+// The flags of corun extender.
+struct Flags {
+  std::vector<std::string> nodes;
+  std::string host = "127.0.0.1", port_file;
+  int port = 8888, threads = kDefaultHttpThreads;
+  serve::ExtenderOptions options;
+  bool kube_discovery = false;
+  KubeFlags kube;
+  serve::KubeDiscoveryOptions discovery;
+  std::string serve_token_file;
+};
+
+/// Whether the node table comes from the Kubernetes API (--kube or --kube-api) rather than --node.
+bool discovers_nodes(const Flags& f) { return f.kube_discovery || !f.kube.api.empty(); }
+
+/// Fills the extender's node table from --node and its serve token from --serve-token-file; an
+/// error when the node table is given both ways, or neither.
+Status read_node_table(Flags& f) {
+  for (const auto& n : f.nodes) {
+    const auto eq = n.find('=');
+    if (eq == std::string::npos) return Error("--node '" + n + "': expected NAME=URL");
+    f.options.nodes.push_back({n.substr(0, eq), n.substr(eq + 1)});
+  }
+  const bool discover = discovers_nodes(f);
+  if (discover && !f.nodes.empty()) {
+    return Error(
+        "--node and --kube exclude each other: the node table comes from the flags or "
+        "from the cluster",
+        Error::Kind::kInvalidInput);
+  }
+  if (!discover && f.nodes.empty()) {
+    return Error(
+        "give the nodes: --node NAME=URL (repeat per node), or --kube to find them "
+        "through the Kubernetes API",
+        Error::Kind::kInvalidInput);
+  }
+  if (!f.serve_token_file.empty()) {
+    auto token = read_file(f.serve_token_file);
+    if (!token) return token.error().wrap("--serve-token-file");
+    f.options.serve_token = trim(*token);
+    if (f.options.serve_token.empty()) {
+      return Error("--serve-token-file " + f.serve_token_file + ": the file is empty",
+                   Error::Kind::kInvalidInput);
+    }
+  }
+  return {};
+}
+
+/// Serves the extender protocol until SIGINT or SIGTERM.
+int run_extender(Flags& f) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (auto st = read_node_table(f); !st.ok()) return report_error(st.error());
+  std::optional<serve::KubeClient> kube;
+  if (discovers_nodes(f)) {
+    auto client = f.kube.client();
+    if (!client) return report_error(client.error().wrap("--kube"));
+    kube = std::move(*client);
+  }
+  auto extender = serve::Extender::make(f.options, kube);
+  if (!extender) return report_error(extender.error());
+  std::unique_ptr<serve::KubeNodeDiscovery> discovery;
+  if (kube) {
+    discovery = std::make_unique<serve::KubeNodeDiscovery>(**extender, *kube, f.discovery);
+    discovery->start();
+  }
+  serve::ServerOptions http;
+  http.host = f.host;
+  http.port = f.port;
+  http.threads = f.threads;
+  http.max_body_bytes = f.options.max_body_bytes;
+  serve::HttpServer server(**extender, http);
+  if (auto ok = start_server(server, f.port_file); !ok) return report_error(ok.error());
+  if (kube) {
+    std::fprintf(stderr,
+                 "corun extender: listening on http://%s:%d (nodes from the Kubernetes API "
+                 "at %s)\n",
+                 f.host.c_str(), server.port(), kube->config().url.c_str());
+  } else {
+    std::fprintf(stderr, "corun extender: listening on http://%s:%d (%zu nodes)\n", f.host.c_str(),
+                 server.port(), f.options.nodes.size());
+  }
+  std::fflush(stderr);
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "corun extender: stopping (signal %d)\n", sig);
+  if (discovery) discovery->stop();
+  server.stop();
+  return kExitOk;
+}
+
 const bool registered = register_command({
     "extender",
     "Serve the kube-scheduler extender protocol (/filter, /prioritize) over the nodes' corun "
     "serve what-ifs",
     [](CLI::App& sub) {
-      struct Flags {
-        std::vector<std::string> nodes;
-        std::string host = "127.0.0.1", port_file;
-        int port = 8888, threads = kDefaultHttpThreads;
-        serve::ExtenderOptions options;
-        bool kube_discovery = false;
-        KubeFlags kube;
-        serve::KubeDiscoveryOptions discovery;
-        std::string serve_token_file;
-      };
       auto f = std::make_shared<Flags>();
       sub.add_option("--node", f->nodes,
                      "NAME=URL: a Kubernetes node and its corun serve (http://HOST:PORT); repeat "
@@ -76,79 +162,7 @@ const bool registered = register_command({
       sub.add_option("--max-body", f->options.max_body_bytes, "largest ExtenderArgs body, bytes")
           ->check(CLI::Range(1024, 256 * 1024 * 1024))
           ->capture_default_str();
-      return std::function<int()>([f] {
-        sigset_t stop_signals;
-        sigemptyset(&stop_signals);
-        sigaddset(&stop_signals, SIGINT);
-        sigaddset(&stop_signals, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-        signal(SIGPIPE, SIG_IGN);
-
-        for (const auto& n : f->nodes) {
-          const auto eq = n.find('=');
-          if (eq == std::string::npos) {
-            return report_error(Error("--node '" + n + "': expected NAME=URL"));
-          }
-          f->options.nodes.push_back({n.substr(0, eq), n.substr(eq + 1)});
-        }
-        const bool discover = f->kube_discovery || !f->kube.api.empty();
-        if (discover && !f->nodes.empty()) {
-          return report_error(Error("--node and --kube exclude each other: the node table comes "
-                                    "from the flags or from the cluster",
-                                    Error::Kind::kInvalidInput));
-        }
-        if (!discover && f->nodes.empty()) {
-          return report_error(Error("give the nodes: --node NAME=URL (repeat per node), or "
-                                    "--kube to find them through the Kubernetes API",
-                                    Error::Kind::kInvalidInput));
-        }
-        if (!f->serve_token_file.empty()) {
-          auto token = read_file(f->serve_token_file);
-          if (!token) return report_error(token.error().wrap("--serve-token-file"));
-          f->options.serve_token = trim(*token);
-          if (f->options.serve_token.empty()) {
-            return report_error(Error("--serve-token-file " + f->serve_token_file +
-                                          ": the file is empty",
-                                      Error::Kind::kInvalidInput));
-          }
-        }
-        std::optional<serve::KubeClient> kube;
-        if (discover) {
-          auto client = f->kube.client();
-          if (!client) return report_error(client.error().wrap("--kube"));
-          kube = std::move(*client);
-        }
-        auto extender = serve::Extender::make(f->options, kube);
-        if (!extender) return report_error(extender.error());
-        std::unique_ptr<serve::KubeNodeDiscovery> discovery;
-        if (kube) {
-          discovery = std::make_unique<serve::KubeNodeDiscovery>(**extender, *kube, f->discovery);
-          discovery->start();
-        }
-        serve::ServerOptions http;
-        http.host = f->host;
-        http.port = f->port;
-        http.threads = f->threads;
-        http.max_body_bytes = f->options.max_body_bytes;
-        serve::HttpServer server(**extender, http);
-        if (auto ok = start_server(server, f->port_file); !ok) return report_error(ok.error());
-        if (kube) {
-          std::fprintf(stderr,
-                       "corun extender: listening on http://%s:%d (nodes from the Kubernetes API "
-                       "at %s)\n",
-                       f->host.c_str(), server.port(), kube->config().url.c_str());
-        } else {
-          std::fprintf(stderr, "corun extender: listening on http://%s:%d (%zu nodes)\n",
-                       f->host.c_str(), server.port(), f->options.nodes.size());
-        }
-        std::fflush(stderr);
-        int sig = 0;
-        sigwait(&stop_signals, &sig);
-        std::fprintf(stderr, "corun extender: stopping (signal %d)\n", sig);
-        if (discovery) discovery->stop();
-        server.stop();
-        return kExitOk;
-      });
+      return std::function<int()>([f] { return run_extender(*f); });
     },
 });
 

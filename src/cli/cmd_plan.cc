@@ -225,6 +225,389 @@ int plan_node(const Flags& f, const Workload& w) {
   return measured && measured->violations > 0 ? kExitFailure : kExitOk;
 }
 
+/// Checks --tool-shares: each a share of the SMs in (0, 1], and at least one.
+Status check_tool_shares(const Flags& f) {
+  for (double share : f.tool_shares) {
+    if (!(share > 0 && share <= 1)) {
+      return Error(
+          "--tool-shares: " + format_number(share) + " is not a share of the SMs in (0, 1]",
+          Error::Kind::kInvalidInput);
+    }
+  }
+  if (f.tool_shares.empty()) {
+    return Error("--tool-shares: needs at least one share", Error::Kind::kInvalidInput);
+  }
+  return {};
+}
+
+/// The tools' SM shares the ladder tries, largest first; {1} without a burst to plan for.
+std::vector<double> ladder_shares(const Flags& f, const Workload& w) {
+  std::vector<double> shares = f.tool_shares;
+  std::sort(shares.begin(), shares.end(), std::greater<>());
+  if (!w.tools || f.ignore_tools) shares = {1.0};
+  return shares;
+}
+
+/// The burst at every share the ladder may try (shares[i] <-> bursts[i]); none when the
+/// workload declares no tools.
+Result<std::vector<mapping::DeclaredBurst>> load_bursts(const Flags& f, const Workload& w,
+                                                        const std::vector<double>& shares) {
+  std::vector<mapping::DeclaredBurst> bursts;
+  if (w.tools) {
+    auto catalog = load_catalog(f.catalog);
+    if (!catalog) return catalog.error();
+    auto tools = mapping::tool_catalog(**catalog);
+    if (!tools) return tools.error();
+    auto b = mapping::declared_bursts(w, *tools, shares);
+    if (!b) return b.error();
+    bursts = std::move(*b);
+  }
+  return bursts;
+}
+
+// What plans one GPU: the fitted surrogate, the solver, and the testbed that re-profiles
+// changed demands and measures the plan.
+struct GpuPlanner {
+  surrogate::Surrogate s;
+  std::unique_ptr<Solver> solver;
+  std::unique_ptr<Testbed> testbed;
+};
+
+/// Loads --surrogate (required to plan one GPU), the solver and the testbed; the surrogate
+/// must fit the workload.
+Result<GpuPlanner> load_gpu_planner(const Flags& f, const Workload& w) {
+  if (f.model.empty()) {
+    return Error("--surrogate is required to plan one GPU (corun fit writes one)",
+                 Error::Kind::kInvalidInput);
+  }
+  auto s = surrogate::Surrogate::load(f.model);
+  if (!s) return s.error();
+  auto solver = make_solver(f.solver);
+  if (!solver) return solver.error();
+  auto testbed = make_testbed(f.testbed);
+  if (!testbed) return testbed.error();
+  if (auto st = s->check_workload(w); !st.ok()) {
+    return st.error().wrap(f.model + " does not fit " + f.file);
+  }
+  return GpuPlanner{std::move(*s), std::move(*solver), std::move(*testbed)};
+}
+
+// What every planning decision of one GPU reads.
+struct AttemptInputs {
+  const Flags& f;
+  const Workload& w;
+  const std::vector<mapping::DeclaredBurst>& bursts;  // bursts[i]: the burst at shares[i]
+  const GpuPlanner& planner;
+  const std::vector<bool>& active;  // per model: running now
+};
+
+/// One decision: with the burst at shares[i] of the SMs in the predictions (`planned`), or
+/// without it.
+Result<std::unique_ptr<Attempt>> solve_attempt(const AttemptInputs& in, std::size_t i,
+                                               bool planned) {
+  const Flags& f = in.f;
+  const Workload& w = in.w;
+  auto a = std::make_unique<Attempt>();
+  SurrogateSourceOptions so{3, f.window_s, f.seed};
+  if (w.tools) {
+    a->burst = in.bursts[i];
+    if (planned) {
+      so.burst = surrogate::cotenant_totals(w.device, in.bursts[i].interference());
+    }
+  }
+  a->source = std::make_unique<SurrogateSource>(in.planner.s, *in.planner.testbed, so);
+  auto predictor = a->source->predictor_for(w);
+  if (!predictor) return predictor.error();
+  a->predictor = std::move(*predictor);
+  a->margins = a->source->margins(w);
+  a->problem = std::make_unique<PlanProblem>(w, in.active, *a->predictor, a->margins);
+  auto degraded =
+      solve_degrading(*a->problem, *in.planner.solver, {f.seed, f.threads, std::nullopt});
+  if (!degraded) return degraded.error();
+  a->degraded = std::move(*degraded);
+  return a;
+}
+
+// Where the ladder of the tools' shares stopped.
+struct Ladder {
+  std::unique_ptr<Attempt> steady;  // solved only when a burst plan misses an SLA
+  std::vector<double> tried;        // the shares tried, in order
+  std::unique_ptr<Attempt> chosen;  // the attempt that stands
+  bool room = false;                // the chosen plan leaves the burst room
+};
+
+/// Solves down the ladder of `shares` until a plan leaves the burst room (the first decision
+/// stands without a burst to plan for); the last attempt stands when none does.
+Result<Ladder> climb_ladder(const AttemptInputs& in, const std::vector<double>& shares,
+                            bool plan_burst) {
+  Ladder out;
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    auto a = solve_attempt(in, i, plan_burst);
+    if (!a) return a.error();
+    out.tried.push_back(shares[i]);
+    out.chosen = std::move(*a);
+    if (!plan_burst) break;
+    if (!out.chosen->feasible() && !out.steady) {
+      auto s0 = solve_attempt(in, 0, false);
+      if (!s0) return s0.error();
+      out.steady = std::move(*s0);
+    }
+    out.room = out.chosen->feasible() || leaves_room(in.w, *out.chosen, *out.steady);
+    if (out.room) break;
+  }
+  return out;
+}
+
+// What the testbed measured of the plan (--measure): alone, and during the tool burst.
+struct PlanMeasurements {
+  std::optional<Measurement> measured, during;
+};
+
+/// Runs the chosen plan on the testbed with --measure: once, and with a declared burst once
+/// more while it runs.
+PlanMeasurements measure_plan(const Flags& f, const Workload& w, const Testbed& testbed,
+                              const Attempt& chosen) {
+  PlanMeasurements out;
+  const PlanResult* r = &chosen.degraded.result;
+  if (f.measure) {
+    out.measured = testbed.measure(w, r->config, {f.window_s, f.seed});
+    if (chosen.burst) {
+      // Same seed: only the tools' load differs from the steady measurement.
+      Conditions c;
+      c.interference = chosen.burst->interference();
+      out.during = testbed.measure(w, r->config, MeasureOptions(f.window_s, f.seed, c));
+    }
+  }
+  return out;
+}
+
+// Each model's part of the plan: its JSON, its table row, and what the measurements scored.
+struct ModelRows {
+  nlohmann::json models = nlohmann::json::array();
+  Table t;
+  double measured_utility = 0, during_utility = 0;
+  std::size_t breaches = 0, during_breaches = 0;
+};
+
+/// Each model's configuration, prediction, margin and SLA, with what each measurement saw.
+ModelRows model_rows(const Workload& w, const Attempt& chosen, const PlanMeasurements& pm) {
+  const PlanProblem& problem = *chosen.problem;
+  const std::vector<double>& margins = chosen.margins;
+  const PlanResult* r = &chosen.degraded.result;
+  const std::optional<Measurement>& measured = pm.measured;
+  const std::optional<Measurement>& during = pm.during;
+  std::vector<std::string> header = {"model", "config", "predicted", "margin", "SLA"};
+  if (measured) header.insert(header.end(), {"measured", "status"});
+  if (during) header.insert(header.end(), {"during tools", "status"});
+  ModelRows out{nlohmann::json::array(), Table(header)};
+  for (std::size_t m = 0; m < w.models.size(); ++m) {
+    const ModelSpec& spec = w.models[m];
+    nlohmann::json jm = {{"name", spec.name}, {"active", spec.active}};
+    if (r->config[m] == kAbsent) {
+      jm["config"] = nullptr;
+      out.models.push_back(std::move(jm));
+      std::vector<std::string> row = {spec.name, "(not running)", "-", "-", "-"};
+      row.resize(header.size());
+      out.t.add(row);
+      continue;
+    }
+    const auto l = r->config[m];
+    jm["config"] = spec.describe(static_cast<std::size_t>(l));
+    jm["local_index"] = l;
+    jm["predicted"] = predicted_json(spec, r->predicted[m]);
+    jm["margin"] = margins[m];
+    std::vector<std::string> row = {spec.name, spec.describe(static_cast<std::size_t>(l)),
+                                    predicted_headline(spec, r->predicted[m]),
+                                    "+" + fixed(100 * margins[m], 0) + "%", sla_text(spec)};
+    // One measurement of model m: its JSON under `key`, its table cells, its verdict.
+    auto judge = [&](const Measurement& x, const std::string& key, double& utility,
+                     std::size_t& count) {
+      const ModelMetrics* mm = nullptr;
+      for (const auto& y : x.models) mm = y.model == m ? &y : mm;
+      if (mm == nullptr) {
+        row.insert(row.end(), {"", ""});
+        return;
+      }
+      const bool ok = measured_meets_sla(spec, *mm);
+      count += ok ? 0 : 1;
+      if (mm->ok()) {
+        utility += problem.model_utility(m, l, as_predicted(*mm));
+        jm[key] = predicted_json(spec, as_predicted(*mm));
+        row.push_back(predicted_headline(spec, as_predicted(*mm)));
+      } else {
+        jm[key] = {{"error", mm->error}};
+        row.push_back(mm->error);
+      }
+      jm[key == "measured" ? "meets_sla" : "meets_sla_during_tools"] = ok;
+      row.push_back(ok ? "ok" : "BREACH");
+    };
+    if (measured) judge(*measured, "measured", out.measured_utility, out.breaches);
+    if (during) {
+      judge(*during, "measured_during_tools", out.during_utility, out.during_breaches);
+    }
+    out.models.push_back(std::move(jm));
+    out.t.add(row);
+  }
+  return out;
+}
+
+// What the reports of a one-GPU plan read.
+struct GpuPlanView {
+  const Flags& f;
+  const Workload& w;
+  const Ladder& ladder;
+  const PlanMeasurements& pm;
+  const ModelRows& rows;
+  const std::vector<std::string>& why;  // why the plan is infeasible, one line each
+};
+
+// The plan as JSON and, when it is infeasible, the capacity answer (JSON and a line).
+struct PlanReport {
+  nlohmann::json out;
+  std::optional<std::pair<nlohmann::json, std::string>> more;
+};
+
+/// The plan's JSON: the plan, its search, the catalog it was made with, the tool burst, the
+/// capacity answer when infeasible, and the measurements.
+Result<PlanReport> plan_report(const GpuPlanView& v) {
+  const Attempt& chosen = *v.ladder.chosen;
+  const PlanProblem& problem = *chosen.problem;
+  const PlanResult* r = &chosen.degraded.result;
+  const std::optional<Measurement>& measured = v.pm.measured;
+  PlanReport rep;
+  nlohmann::json& out = rep.out;
+  out = {{"workload", v.w.file},
+         {"device", v.w.device.name},
+         {"surrogate", v.f.model},
+         {"solver", r->solver},
+         {"feasible", chosen.feasible()},
+         {"infeasible", v.why},
+         {"predicted_utility", r->utility},
+         {"models", v.rows.models},
+         {"search",
+          {{"evaluated", r->stats.evaluated},
+           {"nodes", r->stats.nodes},
+           {"elapsed_ms", r->stats.elapsed_ms},
+           {"proved_optimal", r->stats.proved_optimal},
+           {"candidates", count_json(problem.candidate_count())},
+           {"candidates_exact", problem.candidate_count().exact()}}},
+         {"standalone_remeasured", chosen.source->measurements_taken()}};
+  {
+    auto catalog = load_catalog(v.f.catalog);  // cached: the workload's catalog
+    if (!catalog) return catalog.error();
+    out["catalog"] = exporting::catalog_record_json(**catalog);
+  }
+  if (chosen.burst) {
+    out["tools"] = burst_json(*chosen.burst, !v.f.ignore_tools, v.ladder.tried, v.ladder.room);
+  }
+  if (!chosen.feasible()) {
+    auto c = capacity(v.w, v.f, 2);
+    if (!c) return c.error();
+    out["capacity"] = c->first;
+    rep.more = std::move(*c);
+  }
+  if (measured) {
+    out["measured"] = {{"testbed", measured->testbed},
+                       {"utility", v.rows.measured_utility},
+                       {"sla_violations", v.rows.breaches},
+                       {"gpu", to_json(*measured)["gpu"]}};
+  }
+  if (v.pm.during) {
+    out["measured"]["during_tools"] = {{"utility", v.rows.during_utility},
+                                       {"sla_violations", v.rows.during_breaches}};
+  }
+  return rep;
+}
+
+/// Prints the declared tool burst and whether the plan leaves it room.
+void print_burst(const GpuPlanView& v) {
+  const std::optional<mapping::DeclaredBurst>& burst = v.ladder.chosen->burst;
+  std::printf(
+      "tools: %s, %zu calls every %s s: %.0f ms on the GPU at SM %.2f, "
+      "bandwidth %.2f (%.1f %% of the time), %s\n",
+      burst->scenario_file.c_str(), burst->calls, format_number(burst->every_s).c_str(),
+      burst->makespan_ms, burst->load.sm_util, burst->load.bw_util, 100 * burst->duty(),
+      v.f.ignore_tools ? "NOT planned for (--ignore-tools)"
+                       : "planned for (the predictions above include it)");
+  if (!v.f.ignore_tools) {
+    std::string list;
+    for (double x : v.ladder.tried) list += (list.empty() ? "" : ", ") + format_number(x);
+    std::printf(
+        "tools' SM share: %s (MPS active-thread percentage %.0f for the tool "
+        "server; shares tried: %s): %s\n",
+        format_number(burst->gpu_share).c_str(), 100 * burst->gpu_share, list.c_str(),
+        v.ladder.room ? "room left: the burst gives up no SLA the steady plan holds"
+                      : "NO ROOM: at every share tried the burst breaks an SLA the "
+                        "steady plan holds");
+  }
+}
+
+/// Prints the plan for people: its verdict, why it is infeasible, the capacity answer, the
+/// tool burst, the models' table, the search and the measurements.
+void print_plan_text(const GpuPlanView& v, const PlanReport& rep) {
+  const Attempt& chosen = *v.ladder.chosen;
+  const PlanProblem& problem = *chosen.problem;
+  const PlanResult* r = &chosen.degraded.result;
+  const std::optional<Measurement>& measured = v.pm.measured;
+  std::printf("corun plan: %s on %s, solver %s: %s, predicted utility %.3f\n", v.w.file.c_str(),
+              v.w.device.display_name.c_str(), r->solver.c_str(),
+              chosen.feasible() ? "feasible" : "INFEASIBLE (degraded plan shown)", r->utility);
+  for (const auto& line : v.why) std::printf("infeasible: %s\n", line.c_str());
+  if (rep.more) std::printf("%s\n", rep.more->second.c_str());
+  if (chosen.burst) print_burst(v);
+  std::printf("%s", v.rows.t.render().c_str());
+  std::printf("search: %llu of %s candidates evaluated in %.1f ms%s\n",
+              static_cast<unsigned long long>(r->stats.evaluated),
+              problem.candidate_count().to_string().c_str(), r->stats.elapsed_ms,
+              r->stats.proved_optimal ? " (proved optimal)" : "");
+  if (measured) {
+    std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n", measured->testbed.c_str(),
+                v.rows.measured_utility, v.rows.breaches);
+  }
+  if (v.pm.during) {
+    std::printf("measured during the tool burst: utility %.3f, %zu SLA violation(s)\n",
+                v.rows.during_utility, v.rows.during_breaches);
+  }
+}
+
+/// One GPU: the plan the surrogate predicts best, leaving a declared tool burst room when it
+/// can, with what the testbed measures of it under --measure.
+int plan_gpu(const Flags& f, const Workload& w) {
+  if (auto st = check_tool_shares(f); !st.ok()) return report_error(st.error());
+  // Without a burst to plan for, one decision. With one, the tools' SM share goes down
+  // the ladder until a plan holds every SLA during the burst (the largest such share
+  // leaves the tools the most GPU); the last attempt stands when none does.
+  const std::vector<double> shares = ladder_shares(f, w);
+  // The burst at every share the ladder may try, read before anything else is loaded: a bad
+  // scenario reference is bad input.
+  auto bursts = load_bursts(f, w, shares);
+  if (!bursts) return report_error(bursts.error());
+  auto planner = load_gpu_planner(f, w);
+  if (!planner) return report_error(planner.error());
+  std::vector<bool> active;
+  for (const auto& m : w.models) active.push_back(m.active);
+  const AttemptInputs in{f, w, *bursts, *planner, active};
+  const bool plan_burst = w.tools && !f.ignore_tools;
+  auto ladder = climb_ladder(in, shares, plan_burst);
+  if (!ladder) return report_error(ladder.error());
+  const Attempt& chosen = *ladder->chosen;
+  std::vector<std::string> why;
+  for (const auto& i : chosen.degraded.why) why.push_back(i.message());
+
+  const PlanMeasurements pm = measure_plan(f, w, *planner->testbed, chosen);
+  const ModelRows rows = model_rows(w, chosen, pm);
+  const GpuPlanView view{f, w, *ladder, pm, rows, why};
+  auto rep = plan_report(view);
+  if (!rep) return report_error(rep.error());
+  if (f.json) {
+    std::printf("%s\n", rep->out.dump().c_str());
+  } else {
+    print_plan_text(view, *rep);
+  }
+  if (!chosen.feasible()) return kExitFailure;
+  return rows.breaches == 0 && rows.during_breaches == 0 ? kExitOk : kExitFailure;
+}
+
 const bool registered = register_command({
     "plan",
     "Choose every model's configuration (and on a node its GPU or MIG slice) with a solver",
@@ -261,248 +644,7 @@ const bool registered = register_command({
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
         if (!w->node.single_gpu()) return plan_node(*f, *w);
-        for (double share : f->tool_shares) {
-          if (!(share > 0 && share <= 1)) {
-            return report_error(Error(
-                "--tool-shares: " + format_number(share) + " is not a share of the SMs in (0, 1]",
-                Error::Kind::kInvalidInput));
-          }
-        }
-        if (f->tool_shares.empty()) {
-          return report_error(
-              Error("--tool-shares: needs at least one share", Error::Kind::kInvalidInput));
-        }
-        // Without a burst to plan for, one decision. With one, the tools' SM share goes down
-        // the ladder until a plan holds every SLA during the burst (the largest such share
-        // leaves the tools the most GPU); the last attempt stands when none does.
-        std::vector<double> shares = f->tool_shares;
-        std::sort(shares.begin(), shares.end(), std::greater<>());
-        if (!w->tools || f->ignore_tools) shares = {1.0};
-        // The burst at every share the ladder may try (shares[i] <-> bursts[i]), read before
-        // anything else is loaded: a bad scenario reference is bad input.
-        std::vector<mapping::DeclaredBurst> bursts;
-        if (w->tools) {
-          auto catalog = load_catalog(f->catalog);
-          if (!catalog) return report_error(catalog.error());
-          auto tools = mapping::tool_catalog(**catalog);
-          if (!tools) return report_error(tools.error());
-          auto b = mapping::declared_bursts(*w, *tools, shares);
-          if (!b) return report_error(b.error());
-          bursts = std::move(*b);
-        }
-        if (f->model.empty()) {
-          return report_error(
-              Error("--surrogate is required to plan one GPU (corun fit writes one)",
-                    Error::Kind::kInvalidInput));
-        }
-        auto s = surrogate::Surrogate::load(f->model);
-        if (!s) return report_error(s.error());
-        auto solver = make_solver(f->solver);
-        if (!solver) return report_error(solver.error());
-        auto testbed = make_testbed(f->testbed);
-        if (!testbed) return report_error(testbed.error());
-        if (auto st = s->check_workload(*w); !st.ok()) {
-          return report_error(st.error().wrap(f->model + " does not fit " + f->file));
-        }
-        std::vector<bool> active;
-        for (const auto& m : w->models) active.push_back(m.active);
-        // One decision: with the burst at shares[i] of the SMs in the predictions (`planned`),
-        // or without it.
-        auto attempt = [&](std::size_t i, bool planned) -> Result<std::unique_ptr<Attempt>> {
-          auto a = std::make_unique<Attempt>();
-          SurrogateSourceOptions so{3, f->window_s, f->seed};
-          if (w->tools) {
-            a->burst = bursts[i];
-            if (planned) {
-              so.burst = surrogate::cotenant_totals(w->device, bursts[i].interference());
-            }
-          }
-          a->source = std::make_unique<SurrogateSource>(*s, **testbed, so);
-          auto predictor = a->source->predictor_for(*w);
-          if (!predictor) return predictor.error();
-          a->predictor = std::move(*predictor);
-          a->margins = a->source->margins(*w);
-          a->problem = std::make_unique<PlanProblem>(*w, active, *a->predictor, a->margins);
-          auto degraded =
-              solve_degrading(*a->problem, **solver, {f->seed, f->threads, std::nullopt});
-          if (!degraded) return degraded.error();
-          a->degraded = std::move(*degraded);
-          return a;
-        };
-        const bool plan_burst = w->tools && !f->ignore_tools;
-        std::unique_ptr<Attempt> steady;  // solved only when a burst plan misses an SLA
-        std::vector<double> tried;
-        std::unique_ptr<Attempt> chosen;
-        bool room = false;
-        for (std::size_t i = 0; i < shares.size(); ++i) {
-          auto a = attempt(i, plan_burst);
-          if (!a) return report_error(a.error());
-          tried.push_back(shares[i]);
-          chosen = std::move(*a);
-          if (!plan_burst) break;
-          if (!chosen->feasible() && !steady) {
-            auto s0 = attempt(0, false);
-            if (!s0) return report_error(s0.error());
-            steady = std::move(*s0);
-          }
-          room = chosen->feasible() || leaves_room(*w, *chosen, *steady);
-          if (room) break;
-        }
-        const std::optional<mapping::DeclaredBurst>& burst = chosen->burst;
-        const SurrogateSource& source = *chosen->source;
-        const PlanProblem& problem = *chosen->problem;
-        const std::vector<double>& margins = chosen->margins;
-        const PlanResult* r = &chosen->degraded.result;
-        std::vector<std::string> why;
-        for (const auto& i : chosen->degraded.why) why.push_back(i.message());
-
-        std::optional<Measurement> measured, during;
-        if (f->measure) {
-          measured = (*testbed)->measure(*w, r->config, {f->window_s, f->seed});
-          if (burst) {
-            // Same seed: only the tools' load differs from the steady measurement.
-            Conditions c;
-            c.interference = burst->interference();
-            during = (*testbed)->measure(*w, r->config, MeasureOptions(f->window_s, f->seed, c));
-          }
-        }
-        double measured_utility = 0, during_utility = 0;
-        std::size_t breaches = 0, during_breaches = 0;
-        nlohmann::json models = nlohmann::json::array();
-        std::vector<std::string> header = {"model", "config", "predicted", "margin", "SLA"};
-        if (measured) header.insert(header.end(), {"measured", "status"});
-        if (during) header.insert(header.end(), {"during tools", "status"});
-        Table t(header);
-        for (std::size_t m = 0; m < w->models.size(); ++m) {
-          const ModelSpec& spec = w->models[m];
-          nlohmann::json jm = {{"name", spec.name}, {"active", spec.active}};
-          if (r->config[m] == kAbsent) {
-            jm["config"] = nullptr;
-            models.push_back(std::move(jm));
-            std::vector<std::string> row = {spec.name, "(not running)", "-", "-", "-"};
-            row.resize(header.size());
-            t.add(row);
-            continue;
-          }
-          const auto l = r->config[m];
-          jm["config"] = spec.describe(static_cast<std::size_t>(l));
-          jm["local_index"] = l;
-          jm["predicted"] = predicted_json(spec, r->predicted[m]);
-          jm["margin"] = margins[m];
-          std::vector<std::string> row = {spec.name, spec.describe(static_cast<std::size_t>(l)),
-                                          predicted_headline(spec, r->predicted[m]),
-                                          "+" + fixed(100 * margins[m], 0) + "%", sla_text(spec)};
-          // One measurement of model m: its JSON under `key`, its table cells, its verdict.
-          auto judge = [&](const Measurement& x, const std::string& key, double& utility,
-                           std::size_t& count) {
-            const ModelMetrics* mm = nullptr;
-            for (const auto& y : x.models) mm = y.model == m ? &y : mm;
-            if (mm == nullptr) {
-              row.insert(row.end(), {"", ""});
-              return;
-            }
-            const bool ok = measured_meets_sla(spec, *mm);
-            count += ok ? 0 : 1;
-            if (mm->ok()) {
-              utility += problem.model_utility(m, l, as_predicted(*mm));
-              jm[key] = predicted_json(spec, as_predicted(*mm));
-              row.push_back(predicted_headline(spec, as_predicted(*mm)));
-            } else {
-              jm[key] = {{"error", mm->error}};
-              row.push_back(mm->error);
-            }
-            jm[key == "measured" ? "meets_sla" : "meets_sla_during_tools"] = ok;
-            row.push_back(ok ? "ok" : "BREACH");
-          };
-          if (measured) judge(*measured, "measured", measured_utility, breaches);
-          if (during) judge(*during, "measured_during_tools", during_utility, during_breaches);
-          models.push_back(std::move(jm));
-          t.add(row);
-        }
-        nlohmann::json out = {{"workload", w->file},
-                              {"device", w->device.name},
-                              {"surrogate", f->model},
-                              {"solver", r->solver},
-                              {"feasible", chosen->feasible()},
-                              {"infeasible", why},
-                              {"predicted_utility", r->utility},
-                              {"models", models},
-                              {"search",
-                               {{"evaluated", r->stats.evaluated},
-                                {"nodes", r->stats.nodes},
-                                {"elapsed_ms", r->stats.elapsed_ms},
-                                {"proved_optimal", r->stats.proved_optimal},
-                                {"candidates", count_json(problem.candidate_count())},
-                                {"candidates_exact", problem.candidate_count().exact()}}},
-                              {"standalone_remeasured", source.measurements_taken()}};
-        {
-          auto catalog = load_catalog(f->catalog);  // cached: the workload's catalog
-          if (!catalog) return report_error(catalog.error());
-          out["catalog"] = exporting::catalog_record_json(**catalog);
-        }
-        if (burst) out["tools"] = burst_json(*burst, !f->ignore_tools, tried, room);
-        std::optional<std::pair<nlohmann::json, std::string>> more;
-        if (!chosen->feasible()) {
-          auto c = capacity(*w, *f, 2);
-          if (!c) return report_error(c.error());
-          out["capacity"] = c->first;
-          more = std::move(*c);
-        }
-        if (measured) {
-          out["measured"] = {{"testbed", measured->testbed},
-                             {"utility", measured_utility},
-                             {"sla_violations", breaches},
-                             {"gpu", to_json(*measured)["gpu"]}};
-        }
-        if (during) {
-          out["measured"]["during_tools"] = {{"utility", during_utility},
-                                             {"sla_violations", during_breaches}};
-        }
-        if (f->json) {
-          std::printf("%s\n", out.dump().c_str());
-        } else {
-          std::printf("corun plan: %s on %s, solver %s: %s, predicted utility %.3f\n",
-                      w->file.c_str(), w->device.display_name.c_str(), r->solver.c_str(),
-                      chosen->feasible() ? "feasible" : "INFEASIBLE (degraded plan shown)",
-                      r->utility);
-          for (const auto& line : why) std::printf("infeasible: %s\n", line.c_str());
-          if (more) std::printf("%s\n", more->second.c_str());
-          if (burst) {
-            std::printf(
-                "tools: %s, %zu calls every %s s: %.0f ms on the GPU at SM %.2f, "
-                "bandwidth %.2f (%.1f %% of the time), %s\n",
-                burst->scenario_file.c_str(), burst->calls, format_number(burst->every_s).c_str(),
-                burst->makespan_ms, burst->load.sm_util, burst->load.bw_util, 100 * burst->duty(),
-                f->ignore_tools ? "NOT planned for (--ignore-tools)"
-                                : "planned for (the predictions above include it)");
-            if (!f->ignore_tools) {
-              std::string list;
-              for (double x : tried) list += (list.empty() ? "" : ", ") + format_number(x);
-              std::printf(
-                  "tools' SM share: %s (MPS active-thread percentage %.0f for the tool "
-                  "server; shares tried: %s): %s\n",
-                  format_number(burst->gpu_share).c_str(), 100 * burst->gpu_share, list.c_str(),
-                  room ? "room left: the burst gives up no SLA the steady plan holds"
-                       : "NO ROOM: at every share tried the burst breaks an SLA the "
-                         "steady plan holds");
-            }
-          }
-          std::printf("%s", t.render().c_str());
-          std::printf("search: %llu of %s candidates evaluated in %.1f ms%s\n",
-                      static_cast<unsigned long long>(r->stats.evaluated),
-                      problem.candidate_count().to_string().c_str(), r->stats.elapsed_ms,
-                      r->stats.proved_optimal ? " (proved optimal)" : "");
-          if (measured) {
-            std::printf("measured on %s: utility %.3f, %zu SLA violation(s)\n",
-                        measured->testbed.c_str(), measured_utility, breaches);
-          }
-          if (during) {
-            std::printf("measured during the tool burst: utility %.3f, %zu SLA violation(s)\n",
-                        during_utility, during_breaches);
-          }
-        }
-        if (!chosen->feasible()) return kExitFailure;
-        return breaches == 0 && during_breaches == 0 ? kExitOk : kExitFailure;
+        return plan_gpu(*f, *w);
       });
     },
 });

@@ -105,57 +105,65 @@ struct RunTotals {
   bool infeasible = false;  // some SLA could not be met (infeasible lines)
 };
 
-// Profiles and fits `w` (unless told otherwise), runs its timeline online on the testbed,
-// writes dataset.db, surrogate.json, report.json and report.html into `out`, and prints the
-// run as it goes; `unit` (a node's unit, e.g. "gpu1") prefixes its lines.
-Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Workload& w,
-                               const std::string& text, const std::filesystem::path& out,
-                               const std::string& unit) {
-  auto testbed_made = make_testbed(f.testbed);
-  if (!testbed_made) return testbed_made.error();
-  const Testbed* testbed = testbed_made->get();
-  const auto regressor_made = f.surrogate.regressor_kind();
-  if (!regressor_made) return regressor_made.error();
-  const auto regressor = *regressor_made;
-  const auto modes = f.learning.parsed(false);
-  if (!modes) return modes.error();
-  const bool learning_on = modes->front();
-  const std::string tag = unit.empty() ? "" : unit + " ";
-  const bool profile = !f.no_profile && w.profiling != Profiling::kNone;
-  const double interval = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
-  std::FILE* log = f.json ? stderr : stdout;
-  const bool terminal = ::isatty(::fileno(stderr)) != 0;
+// What the steps of one run (of a workload, or of one unit of a node) share.
+struct RunContext {
+  const Flags& f;
+  const Catalog& catalog;
+  const Workload& w;
+  const std::string& text;
+  const std::filesystem::path& out;
+  const std::string& unit;  // a node's unit ("gpu1"), or empty
+  const Testbed* testbed;
+  surrogate::RegressorKind regressor;
+  double interval;  // seconds per interval of the timeline
+  std::FILE* log;   // where the run is told as it goes
+  bool terminal;    // stderr is a terminal
+};
 
-  const ConfigSpace space(w);
+/// Prints the run's first line: the workload, the device, the testbed and how many joint
+/// configurations it has.
+void print_run_header(const RunContext& c) {
+  const ConfigSpace space(c.w);
   const ConfigCount& joint = space.joint_count();
   const std::string joint_text = joint.exact() ? thousands(joint.value()) : count_text(joint);
-  std::fprintf(log, "%scorun run: %s on %s (%s testbed), %zu models, %s joint configurations\n",
-               unit.empty() ? "" : ("[" + unit + "] ").c_str(), w.file.c_str(),
-               w.device.display_name.c_str(), f.testbed.c_str(), w.models.size(),
+  std::fprintf(c.log, "%scorun run: %s on %s (%s testbed), %zu models, %s joint configurations\n",
+               c.unit.empty() ? "" : ("[" + c.unit + "] ").c_str(), c.w.file.c_str(),
+               c.w.device.display_name.c_str(), c.f.testbed.c_str(), c.w.models.size(),
                joint_text.c_str());
+}
 
+// What predicts a run, and the dataset its refits read (empty: no refits).
+struct RunSource {
   std::unique_ptr<PredictorSource> source;
   std::filesystem::path refit_dataset;
+};
+
+/// The run's predictions: the given --surrogate; else the surrogate profiled and fitted into
+/// `out` (both cached); else, profiling none, the catalog twin.
+Result<RunSource> make_run_source(const RunContext& c) {
+  const Flags& f = c.f;
+  const bool profile = !f.no_profile && c.w.profiling != Profiling::kNone;
+  RunSource made;
   if (!f.model.empty()) {
     auto loaded = surrogate::Surrogate::load(f.model);
     if (!loaded) return loaded.error();
-    if (auto st = loaded->check_workload(w); !st.ok()) {
+    if (auto st = loaded->check_workload(c.w); !st.ok()) {
       return st.error().wrap(f.model + " does not fit " + f.file);
     }
-    std::fprintf(log, "surrogate: %s (given)\n", f.model.c_str());
-    source = std::make_unique<SurrogateSource>(
-        std::move(*loaded), *testbed,
-        SurrogateSourceOptions{3, interval, f.surrogate.seed, f.surrogate.confidence});
+    std::fprintf(c.log, "surrogate: %s (given)\n", f.model.c_str());
+    made.source = std::make_unique<SurrogateSource>(
+        std::move(*loaded), *c.testbed,
+        SurrogateSourceOptions{3, c.interval, f.surrogate.seed, f.surrogate.confidence});
   } else if (profile) {
-    PipelineOptions po =
-        f.surrogate.pipeline(regressor, f.testbed, interval, f.quiet ? nullptr : stderr, terminal);
-    po.dataset = out / "dataset.db";
-    po.model = out / "surrogate.json";
+    PipelineOptions po = f.surrogate.pipeline(c.regressor, f.testbed, c.interval,
+                                              f.quiet ? nullptr : stderr, c.terminal);
+    po.dataset = c.out / "dataset.db";
+    po.model = c.out / "surrogate.json";
     po.standalone_repeats = f.repeats;
-    po.catalog = &catalog;
-    auto p = profile_and_fit(w, text, *testbed, po);
+    po.catalog = &c.catalog;
+    auto p = profile_and_fit(c.w, c.text, *c.testbed, po);
     if (!p) return p.error();
-    std::fprintf(log,
+    std::fprintf(c.log,
                  "profile: %llu standalone + %llu co-run measurements (%llu + %llu taken "
                  "now, the rest cached in %s)\n",
                  static_cast<unsigned long long>(p->standalone_total),
@@ -163,56 +171,70 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
                  static_cast<unsigned long long>(p->standalone_measured),
                  static_cast<unsigned long long>(p->corun_measured), po.dataset.string().c_str());
     if (p->model_reused) {
-      std::fprintf(log, "surrogate: meanfield/%s reused from %s\n", f.surrogate.regressor.c_str(),
+      std::fprintf(c.log, "surrogate: meanfield/%s reused from %s\n", f.surrogate.regressor.c_str(),
                    po.model.string().c_str());
     } else {
-      std::fprintf(log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
+      std::fprintf(c.log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
                    f.surrogate.regressor.c_str(), p->fit_s, po.model.string().c_str());
     }
-    refit_dataset = po.dataset;
-    source = std::make_unique<SurrogateSource>(
-        std::move(p->surrogate), *testbed,
-        SurrogateSourceOptions{3, interval, f.surrogate.seed, f.surrogate.confidence});
+    made.refit_dataset = po.dataset;
+    made.source = std::make_unique<SurrogateSource>(
+        std::move(p->surrogate), *c.testbed,
+        SurrogateSourceOptions{3, c.interval, f.surrogate.seed, f.surrogate.confidence});
   } else {
-    std::fprintf(log, "profile: none: plans start from the catalog twin and learn online\n");
-    source = std::make_unique<TwinSource>(TwinOptions{0.1, interval});
+    std::fprintf(c.log, "profile: none: plans start from the catalog twin and learn online\n");
+    made.source = std::make_unique<TwinSource>(TwinOptions{0.1, c.interval});
   }
+  return made;
+}
 
-  RunOptions ro;
-  ro.controller.solver = f.solver;
-  ro.controller.seed = f.surrogate.seed;
-  ro.controller.threads = f.surrogate.threads;
-  ro.controller.learning = f.learning.options;
-  ro.controller.learning.enabled = learning_on;
-  ro.controller.admission.enabled = f.degrade.shed();
-  ro.controller.transitions.aware = f.transitions == "aware";
-  ro.refit_dataset = refit_dataset;
-  ro.catalog = &catalog;
+/// Creates `out` and opens the run's online log in its dataset, keyed by every setting that
+/// changes the run's decisions.
+Result<std::unique_ptr<OnlineLog>> open_online_log(const RunContext& c, const RunOptions& ro,
+                                                   const PredictorSource& source) {
   std::error_code ec;
-  std::filesystem::create_directories(out, ec);
+  std::filesystem::create_directories(c.out, ec);
   if (ec) {
-    return Error("cannot create " + out.string() + ": " + ec.message(), Error::Kind::kIo);
+    return Error("cannot create " + c.out.string() + ": " + ec.message(), Error::Kind::kIo);
   }
-  auto online = OnlineLog::open(
-      out / "dataset.db", w, text, f.testbed, interval,
-      run_key(f.surrogate.seed, f.solver, ro.controller.learning, ro.controller.admission.enabled,
-              source->describe() + "|transitions " + f.transitions, source->fitted()),
-      static_cast<std::uint64_t>(
-          std::ceil((w.timeline.duration_s > 0 ? w.timeline.duration_s : interval) / interval)));
-  if (!online) return online.error();
-  ro.log = online->get();
-  std::fprintf(
-      log, "online: learning %s (breach target %s%s), predictions from %s\n",
-      learning_on ? "on" : "off", format_number(ro.controller.learning.breach_target).c_str(),
-      ro.controller.learning.explore_sd > 0
-          ? (", explore " + format_number(ro.controller.learning.explore_sd) + " sd").c_str()
-          : "",
-      source->describe().c_str());
+  const Workload& w = c.w;
+  return OnlineLog::open(
+      c.out / "dataset.db", w, c.text, c.f.testbed, c.interval,
+      run_key(c.f.surrogate.seed, c.f.solver, ro.controller.learning,
+              ro.controller.admission.enabled,
+              source.describe() + "|transitions " + c.f.transitions, source.fitted()),
+      static_cast<std::uint64_t>(std::ceil(
+          (w.timeline.duration_s > 0 ? w.timeline.duration_s : c.interval) / c.interval)));
+}
 
-  Table t({"t (s)", "event", "decision", "plan change", "utility pred/meas", "SLA"});
-  JointConfig last;
-  std::vector<std::string> told;
-  ro.on_interval = [&](const IntervalRecord& r, const Workload&) {
+/// Prints how a plan's changes are applied, and what they cost (space/transition.h).
+void print_transition_steps(std::FILE* log, const IntervalRecord& r) {
+  for (const auto& step : r.transition.steps) {
+    if (step.change.action < Actuation::kReload || step.from == kAbsent) continue;
+    std::string knobs;
+    for (KnobId k : step.change.changed) knobs += (knobs.empty() ? "" : ",") + knob_decl(k).name;
+    std::fprintf(log, "  transition %d: %s %s on %s (%s), %s, %s s%s\n", step.order,
+                 step.name.c_str(), std::string(to_string(step.change.action)).c_str(),
+                 std::string(to_string(step.change.stack)).c_str(), knobs.c_str(),
+                 step.change.make_before_break ? "make-before-break" : "break first",
+                 fixed(step.change.downtime_s, 1).c_str(),
+                 step.change.make_before_break ? " with both copies in VRAM" : " down");
+  }
+}
+
+// Tells a run's intervals as they happen: a row (and, piped, a line) per decision, event or
+// breach, the transitions applied, and each SLA that cannot be met, once.
+struct IntervalTeller {
+  const RunContext& c;
+  Table t{{"t (s)", "event", "decision", "plan change", "utility pred/meas", "SLA"}};
+  JointConfig last{};
+  std::vector<std::string> told{};
+
+  /// Tells interval `r`; a quiet one (no decision, event or breach) is summarised at the end.
+  void tell(const IntervalRecord& r) {
+    const Flags& f = c.f;
+    const Workload& w = c.w;
+    std::FILE* log = c.log;
     if (!r.refit_error.empty()) {
       std::fprintf(log, "refit failed (the current fit stays): %s\n", r.refit_error.c_str());
     }
@@ -235,25 +257,14 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
     const std::string change = r.replanned ? plan_change(w, last, r.plan) : "-";
     t.add({fixed(r.t_s, 0), events.empty() ? "-" : events, decision, change,
            fixed(r.predicted_utility, 3) + " / " + fixed(r.measured_utility, 3), sla_status(w, r)});
-    if (!f.json && !terminal) {
+    if (!f.json && !c.terminal) {
       // Piped output streams one line per decision as it happens.
       std::fprintf(log, "t=%-5s %-24s %-14s %s | utility %s/%s | %s\n", fixed(r.t_s, 0).c_str(),
                    (events.empty() ? "-" : events).c_str(), decision.c_str(), change.c_str(),
                    fixed(r.predicted_utility, 3).c_str(), fixed(r.measured_utility, 3).c_str(),
                    sla_status(w, r).c_str());
     }
-    // How the plan's changes are applied, and what they cost (space/transition.h).
-    for (const auto& step : r.transition.steps) {
-      if (step.change.action < Actuation::kReload || step.from == kAbsent) continue;
-      std::string knobs;
-      for (KnobId k : step.change.changed) knobs += (knobs.empty() ? "" : ",") + knob_decl(k).name;
-      std::fprintf(log, "  transition %d: %s %s on %s (%s), %s, %s s%s\n", step.order,
-                   step.name.c_str(), std::string(to_string(step.change.action)).c_str(),
-                   std::string(to_string(step.change.stack)).c_str(), knobs.c_str(),
-                   step.change.make_before_break ? "make-before-break" : "break first",
-                   fixed(step.change.downtime_s, 1).c_str(),
-                   step.change.make_before_break ? " with both copies in VRAM" : " down");
-    }
+    print_transition_steps(log, r);
     // Each (model, SLA key) is told once; the numbers move a little as corun learns.
     for (const auto& why : r.infeasible) {
       const std::string what = why.substr(0, why.find(" cannot be met"));
@@ -262,62 +273,122 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
       std::fprintf(log, "infeasible: %s\n", why.c_str());
     }
     last = r.plan;
-  };
-  auto report = run_online(w, *testbed, std::move(source), ro);
-  if (!report) return report.error();
-  if (!f.json && terminal) std::fprintf(log, "\n%s", t.render().c_str());
+  }
+};
 
-  if (auto st = write_report(*report, w, out); !st.ok()) return st.error();
-  nlohmann::json j = report_json(*report, w);
+/// Prints the restarts, reloads and downtime the run's transitions cost, per model.
+void print_transition_totals(const RunContext& c, const RunReport& report) {
+  const auto restarts = report.changes(Actuation::kRestart);
+  const auto reloads = report.changes(Actuation::kReload);
+  const auto outage = report.outage_s();
+  std::string per;
+  for (std::size_t m = 0; m < c.w.models.size(); ++m) {
+    if (restarts[m] + reloads[m] == 0) continue;
+    per += (per.empty() ? "" : ", ") + c.w.models[m].name + " " + std::to_string(restarts[m]) +
+           " restart(s) " + std::to_string(reloads[m]) + " reload(s) " + fixed(outage[m], 1) +
+           " s down";
+  }
+  std::fprintf(c.log,
+               "transitions (%s): %zu restart(s), %zu reload(s)%s%s; the measured utility above "
+               "is net of them (the testbed charged every outage and warm-up)\n",
+               c.f.transitions.c_str(),
+               static_cast<std::size_t>(std::accumulate(restarts.begin(), restarts.end(), 0.0)),
+               static_cast<std::size_t>(std::accumulate(reloads.begin(), reloads.end(), 0.0)),
+               per.empty() ? "" : ": ", per.c_str());
+}
+
+/// Writes report.json and report.html into `out`, prints the run's summary (and, for a whole
+/// run with --json, the report), and returns what the run measured.
+Result<RunTotals> report_run(const RunContext& c, const RunReport& report,
+                             const std::vector<std::string>& told) {
+  const std::filesystem::path& out = c.out;
+  if (auto st = write_report(report, c.w, out); !st.ok()) return st.error();
+  nlohmann::json j = report_json(report, c.w);
   // The report records the catalog overlay it was made with, so that `corun export` of a run
   // with a custom model needs no --catalog. The runtime's report knows no catalog: the record
   // is added here and report.json written again, in the same form (dump(2)) as write_report.
-  j["catalog"] = exporting::catalog_record_json(catalog);
+  j["catalog"] = exporting::catalog_record_json(c.catalog);
   if (auto st = write_file_atomic(out / "report.json", j.dump(2) + "\n"); !st.ok()) {
     return st.error();
   }
   const auto& sum = j.at("summary");
-  std::fprintf(log,
+  std::fprintf(c.log,
                "\nsummary: %zu intervals of %s s, %zu decisions (p50 %.1f ms, p99 %.1f ms), "
                "%zu refits, %zu standalone re-profiling measurements, %zu intervals read "
                "back from the dataset, mean measured utility %.3f, %zu measured SLA "
                "violation(s) (model-intervals)%s\n",
-               report->intervals.size(), fixed(interval, 0).c_str(),
+               report.intervals.size(), fixed(c.interval, 0).c_str(),
                sum.at("decisions").get<std::size_t>(), sum.at("decision_ms_p50").get<double>(),
-               sum.at("decision_ms_p99").get<double>(), report->refits, report->source_measurements,
-               report->replayed, sum.at("mean_measured_utility").get<double>(),
-               report->sla_violations(),
+               sum.at("decision_ms_p99").get<double>(), report.refits, report.source_measurements,
+               report.replayed, sum.at("mean_measured_utility").get<double>(),
+               report.sla_violations(),
                told.empty() ? "" : "; some SLAs could not be met (infeasible lines above)");
-  {
-    const auto restarts = report->changes(Actuation::kRestart);
-    const auto reloads = report->changes(Actuation::kReload);
-    const auto outage = report->outage_s();
-    std::string per;
-    for (std::size_t m = 0; m < w.models.size(); ++m) {
-      if (restarts[m] + reloads[m] == 0) continue;
-      per += (per.empty() ? "" : ", ") + w.models[m].name + " " + std::to_string(restarts[m]) +
-             " restart(s) " + std::to_string(reloads[m]) + " reload(s) " +
-             fixed(outage[m], 1) + " s down";
-    }
-    std::fprintf(log,
-                 "transitions (%s): %zu restart(s), %zu reload(s)%s%s; the measured utility above "
-                 "is net of them (the testbed charged every outage and warm-up)\n",
-                 f.transitions.c_str(),
-                 static_cast<std::size_t>(std::accumulate(restarts.begin(), restarts.end(), 0.0)),
-                 static_cast<std::size_t>(std::accumulate(reloads.begin(), reloads.end(), 0.0)),
-                 per.empty() ? "" : ": ", per.c_str());
-  }
-  std::fprintf(log, "report: %s, %s\n", (out / "report.json").string().c_str(),
+  print_transition_totals(c, report);
+  std::fprintf(c.log, "report: %s, %s\n", (out / "report.json").string().c_str(),
                (out / "report.html").string().c_str());
-  if (f.json && unit.empty()) std::printf("%s\n", j.dump().c_str());
+  if (c.f.json && c.unit.empty()) std::printf("%s\n", j.dump().c_str());
   RunTotals totals;
-  totals.violations = report->sla_violations();
-  totals.intervals = report->intervals.size();
+  totals.violations = report.sla_violations();
+  totals.intervals = report.intervals.size();
   totals.decisions = sum.at("decisions").get<std::size_t>();
   totals.mean_measured_utility = sum.at("mean_measured_utility").get<double>();
-  totals.shed = report->shed_model_intervals();
+  totals.shed = report.shed_model_intervals();
   totals.infeasible = !told.empty();
   return totals;
+}
+
+// Profiles and fits `w` (unless told otherwise), runs its timeline online on the testbed,
+// writes dataset.db, surrogate.json, report.json and report.html into `out`, and prints the
+// run as it goes; `unit` (a node's unit, e.g. "gpu1") prefixes its lines.
+Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Workload& w,
+                               const std::string& text, const std::filesystem::path& out,
+                               const std::string& unit) {
+  auto testbed_made = make_testbed(f.testbed);
+  if (!testbed_made) return testbed_made.error();
+  const Testbed* testbed = testbed_made->get();
+  const auto regressor_made = f.surrogate.regressor_kind();
+  if (!regressor_made) return regressor_made.error();
+  const auto regressor = *regressor_made;
+  const auto modes = f.learning.parsed(false);
+  if (!modes) return modes.error();
+  const bool learning_on = modes->front();
+  const double interval = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
+  std::FILE* log = f.json ? stderr : stdout;
+  const bool terminal = ::isatty(::fileno(stderr)) != 0;
+  const RunContext c{f, catalog, w, text, out, unit, testbed, regressor, interval, log, terminal};
+  print_run_header(c);
+
+  auto made = make_run_source(c);
+  if (!made) return made.error();
+  std::unique_ptr<PredictorSource> source = std::move(made->source);
+
+  RunOptions ro;
+  ro.controller.solver = f.solver;
+  ro.controller.seed = f.surrogate.seed;
+  ro.controller.threads = f.surrogate.threads;
+  ro.controller.learning = f.learning.options;
+  ro.controller.learning.enabled = learning_on;
+  ro.controller.admission.enabled = f.degrade.shed();
+  ro.controller.transitions.aware = f.transitions == "aware";
+  ro.refit_dataset = made->refit_dataset;
+  ro.catalog = &catalog;
+  auto online = open_online_log(c, ro, *source);
+  if (!online) return online.error();
+  ro.log = online->get();
+  std::fprintf(
+      log, "online: learning %s (breach target %s%s), predictions from %s\n",
+      learning_on ? "on" : "off", format_number(ro.controller.learning.breach_target).c_str(),
+      ro.controller.learning.explore_sd > 0
+          ? (", explore " + format_number(ro.controller.learning.explore_sd) + " sd").c_str()
+          : "",
+      source->describe().c_str());
+
+  IntervalTeller teller{c};
+  ro.on_interval = [&](const IntervalRecord& r, const Workload&) { teller.tell(r); };
+  auto report = run_online(w, *testbed, std::move(source), ro);
+  if (!report) return report.error();
+  if (!f.json && terminal) std::fprintf(log, "\n%s", teller.t.render().c_str());
+  return report_run(c, *report, teller.told);
 }
 
 // "gpu0/3g.40gb#1" -> "gpu0-3g.40gb-1": a unit's directory under the run's.
@@ -326,6 +397,44 @@ std::string unit_dir(const GpuUnit& unit) {
   std::replace(out.begin(), out.end(), '/', '-');
   std::replace(out.begin(), out.end(), '#', '-');
   return out;
+}
+
+/// Runs one unit of a node as one GPU: writes the share of the workload it runs (`models`) to
+/// `dir`/workload.yaml, then runs that workload with its dataset and reports under `dir`.
+Result<RunTotals> run_unit(const Flags& f, const Catalog& catalog, const Workload& w,
+                           const std::string& text, const GpuUnit& unit,
+                           const std::vector<std::size_t>& models,
+                           const std::filesystem::path& dir) {
+  std::FILE* log = f.json ? stderr : stdout;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error("cannot create " + dir.string() + ": " + ec.message(), Error::Kind::kIo);
+  auto unit_text = unit_workload_text(text, w, unit, models);
+  if (!unit_text) return unit_text.error();
+  const std::filesystem::path file = dir / "workload.yaml";
+  if (auto st = write_file_atomic(file, *unit_text); !st.ok()) return st.error();
+  auto uw = parse_workload(*unit_text, file.string(), catalog);
+  if (!uw) return uw.error().wrap(unit.label() + "'s workload");
+  std::fprintf(log, "\n");
+  auto r = run_workload(f, catalog, *uw, *unit_text, dir, unit.label());
+  if (!r) return r.error().wrap(unit.label());
+  return *r;
+}
+
+/// One unit's row of node.json: where it is, its models, its directory and what it measured.
+nlohmann::json unit_json(const Workload& w, const GpuUnit& unit, const std::vector<std::size_t>& on,
+                         const std::filesystem::path& dir, const RunTotals& r) {
+  nlohmann::json models = nlohmann::json::array();
+  for (std::size_t m : on) models.push_back(w.models[m].name);
+  return {{"unit", unit.label()},
+          {"gpu", unit.gpu},
+          {"profile", unit.profile},
+          {"models", models},
+          {"dir", dir.string()},
+          {"sla_violations", r.violations},
+          {"decisions", r.decisions},
+          {"shed_model_intervals", r.shed},
+          {"mean_measured_utility", r.mean_measured_utility}};
 }
 
 // A node (several GPUs or MIG slices): the node planner places every model the timeline ever
@@ -381,38 +490,15 @@ int run_node(const Flags& f, const Catalog& catalog, const Workload& w, const st
     if (on[u].empty()) continue;
     const GpuUnit& unit = plan->layout.units[u];
     const std::filesystem::path dir = out / unit_dir(unit);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-      return report_error(
-          Error("cannot create " + dir.string() + ": " + ec.message(), Error::Kind::kIo));
-    }
-    auto unit_text = unit_workload_text(text, w, unit, on[u]);
-    if (!unit_text) return report_error(unit_text.error());
-    const std::filesystem::path file = dir / "workload.yaml";
-    if (auto st = write_file_atomic(file, *unit_text); !st.ok()) return report_error(st.error());
-    auto uw = parse_workload(*unit_text, file.string(), catalog);
-    if (!uw) return report_error(uw.error().wrap(unit.label() + "'s workload"));
-    std::fprintf(log, "\n");
-    auto r = run_workload(f, catalog, *uw, *unit_text, dir, unit.label());
-    if (!r) return report_error(r.error().wrap(unit.label()));
+    auto r = run_unit(f, catalog, w, text, unit, on[u], dir);
+    if (!r) return report_error(r.error());
     node.violations += r->violations;
     node.decisions += r->decisions;
     node.shed += r->shed;
     node.intervals = std::max(node.intervals, r->intervals);
     node.infeasible = node.infeasible || r->infeasible;
     utility += r->mean_measured_utility;
-    nlohmann::json models = nlohmann::json::array();
-    for (std::size_t m : on[u]) models.push_back(w.models[m].name);
-    units.push_back({{"unit", unit.label()},
-                     {"gpu", unit.gpu},
-                     {"profile", unit.profile},
-                     {"models", models},
-                     {"dir", dir.string()},
-                     {"sla_violations", r->violations},
-                     {"decisions", r->decisions},
-                     {"shed_model_intervals", r->shed},
-                     {"mean_measured_utility", r->mean_measured_utility}});
+    units.push_back(unit_json(w, unit, on[u], dir, *r));
   }
   const nlohmann::json j = {{"workload", w.file},
                             {"device", w.device.name},

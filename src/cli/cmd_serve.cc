@@ -166,28 +166,252 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1";
 }
 
+// The flags of corun serve.
+struct Flags {
+  std::string state, host = "127.0.0.1", port_file, token_file, device = "rtx3090", workload,
+                     solver = "ga", catalog, surrogate;
+  int port = 8080, threads = kDefaultHttpThreads, flush_ms = 1000, min_replan_ms = 200;
+  std::size_t gpus = 0;  // 0 = not given
+  std::uint64_t seed = kDefaultSeed;
+  double margin = 0.1;
+  std::size_t max_body = 64 * 1024;
+  LearningFlags learning;
+  DegradeFlag degrade;
+  std::string transitions = "aware", on_plan;
+  int on_plan_timeout_ms = 30000;
+  std::string prometheus, window = "30s", dcgm;
+  double min_requests = 20;
+  std::string kube_node;
+  KubeFlags kube;
+  serve::KubeRegistrarOptions registrar;
+};
+
+// What the flags decide before any thread starts.
+struct CheckedFlags {
+  double window_s = 0;                    // the telemetry window of --window
+  std::optional<serve::KubeClient> kube;  // the client of --kube-node, when given
+};
+
+/// Checks the flags that need no file, and makes the Kubernetes client of --kube-node.
+Result<CheckedFlags> check_serve_flags(const Flags& f) {
+  CheckedFlags out;
+  if (f.transitions != "aware" && f.transitions != "ignore") {
+    return Error("--transitions: expected aware or ignore, got '" + f.transitions + "'");
+  }
+  const auto window = parse_duration_s(f.window);
+  if (!window) {
+    return Error("--window: expected a duration such as 30s or 2m, got '" + f.window + "'",
+                 Error::Kind::kInvalidInput);
+  }
+  out.window_s = *window;
+  if (f.on_plan_timeout_ms <= 0) {
+    return Error("--on-plan-timeout-ms: must be > 0, got " + std::to_string(f.on_plan_timeout_ms));
+  }
+  if (!is_loopback(f.host) && f.token_file.empty()) {
+    return Error("--host " + f.host + " is not loopback: give --token-file");
+  }
+  if (!f.kube_node.empty()) {
+    auto client = f.kube.client();
+    if (!client) return client.error().wrap("--kube-node");
+    out.kube = std::move(*client);
+  } else if (!f.kube.api.empty()) {
+    return Error("--kube-api needs --kube-node NAME", Error::Kind::kInvalidInput);
+  }
+  return out;
+}
+
+// What the state serves, and for whom.
+struct Served {
+  const Catalog* catalog = nullptr;
+  std::optional<Workload> workload;   // --workload's, when given
+  std::optional<std::size_t> stored;  // the state's node GPU count (NodeService::stored_gpus)
+  std::size_t gpus = 1;               // GPUs served (served_gpus)
+  std::string token;
+  bool learning = true;  // --learning on
+};
+
+/// Loads the catalog, names the device of --device auto, and decides what the state serves:
+/// its workload, its GPUs, its token and whether it learns.
+Result<Served> decide_served(Flags& f) {
+  Served out;
+  auto catalog = load_catalog(f.catalog);
+  if (!catalog) return catalog.error();
+  out.catalog = *catalog;
+  if (f.device == "auto") {
+    auto detected = detect_catalog_device(**catalog, nvml_library());
+    if (!detected) return detected.error();
+    std::fprintf(stderr, "corun serve: --device auto: GPU 0 is %s\n", detected->c_str());
+    f.device = *detected;
+  }
+  // What the state will serve, decided before anything is written to it.
+  if (!f.workload.empty()) {
+    auto w = load_workload(f.workload, **catalog);
+    if (!w) return w.error();
+    out.workload = std::move(*w);
+  }
+  const auto stored = serve::NodeService::stored_gpus(f.state);
+  if (!stored) return stored.error();
+  out.stored = *stored;
+  auto gpus = served_gpus(f.state, *stored, out.workload ? &*out.workload : nullptr,
+                          f.gpus > 0 ? std::optional<std::size_t>(f.gpus) : std::nullopt);
+  if (!gpus) return gpus.error();
+  out.gpus = *gpus;
+  auto token = load_token(f.token_file, f.state);
+  if (!token) return token.error();
+  out.token = *token;
+  const auto modes = f.learning.parsed(false);
+  if (!modes) return modes.error();
+  out.learning = modes->front();
+  return out;
+}
+
+/// The service's options from the flags; an error names a bad --dcgm.
+Result<serve::ServiceOptions> service_options(const Flags& f, const std::string& token,
+                                              double window_s, bool learning) {
+  serve::ServiceOptions so;
+  so.state_dir = f.state;
+  so.token = token;
+  so.device = f.device;
+  so.workload_file = f.workload;
+  so.solver = f.solver;
+  so.seed = f.seed;
+  so.max_body_bytes = f.max_body;
+  so.telemetry_flush_ms = f.flush_ms;
+  so.min_replan_interval_ms = f.min_replan_ms;
+  so.learning = f.learning.options;
+  so.learning.enabled = learning;
+  so.transitions.aware = f.transitions == "aware";
+  so.admission.enabled = f.degrade.shed();
+  so.on_plan.command = f.on_plan;
+  so.on_plan.timeout_ms = f.on_plan_timeout_ms;
+  so.stack.prometheus_url = f.prometheus;
+  so.stack.read.window_s = window_s;
+  // SLAs are judged per telemetry window: a swap that breaches loses whole windows.
+  if (!f.prometheus.empty()) so.transitions.window_s = window_s;
+  so.stack.read.min_requests = f.min_requests;
+  if (!f.dcgm.empty()) {
+    if (f.prometheus.empty()) {
+      return Error("--dcgm needs --prometheus", Error::Kind::kInvalidInput);
+    }
+    for (const auto& kv : split(f.dcgm, ',')) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || !is_prometheus_label_name(kv.substr(0, eq))) {
+        return Error("--dcgm: expected label=value pairs separated by commas "
+                     "(gpu=0,Hostname=node-1), got '" + kv + "'",
+                     Error::Kind::kInvalidInput);
+      }
+      so.stack.dcgm_labels.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+  }
+  return so;
+}
+
+// The service behind the HTTP server, and how to stop it.
+struct OpenService {
+  std::unique_ptr<serve::HttpHandler> handler;
+  std::function<void()> stop;
+};
+
+/// Opens the service: a node of `served.gpus` GPUs (a new one placed from its workload), or
+/// the single-GPU service.
+Result<OpenService> open_service(const Flags& f, serve::ServiceOptions so, const Served& served,
+                                 const serve::NodeService::SourceFactory& make_source) {
+  OpenService out;
+  if (served.gpus > 1) {
+    std::vector<std::string> initial;
+    if (served.workload && !served.stored.has_value()) {
+      auto placed = place_initial(*served.workload, f.workload, f.state, f.solver, f.seed);
+      if (!placed) return placed.error();
+      initial = std::move(*placed);
+    }
+    if (served.workload) so.device = served.workload->device.name;
+    so.workload_file.clear();
+    auto node = serve::NodeService::open(so, served.gpus, initial, *served.catalog, make_source);
+    if (!node) return node.error();
+    std::fprintf(stderr, "corun serve: a node of %zu GPU(s), one planner and learner each\n",
+                 served.gpus);
+    auto* raw = node->get();
+    out.stop = [raw] { raw->stop(); };
+    out.handler = std::move(*node);
+  } else {
+    auto source = make_source();
+    if (!source) return source.error();
+    auto service = serve::Service::open(std::move(so), *served.catalog, std::move(*source));
+    if (!service) return service.error();
+    auto* raw = service->get();
+    out.stop = [raw] { raw->stop(); };
+    out.handler = std::move(*service);
+  }
+  return out;
+}
+
+/// Serves the state over HTTP until SIGINT or SIGTERM.
+int run_serve(Flags& f) {
+  auto checked = check_serve_flags(f);
+  if (!checked) return report_error(checked.error());
+  std::optional<serve::KubeClient>& kube = checked->kube;
+  // Block the stop signals before any thread starts, so that only sigwait() sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto served = decide_served(f);
+  if (!served) return report_error(served.error());
+  const TwinOptions twin{f.margin, 10};
+  auto make_source = [&f, twin]() -> Result<std::unique_ptr<PredictorSource>> {
+    if (f.surrogate.empty()) {
+      return std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>(twin));
+    }
+    auto s = surrogate::Surrogate::load(f.surrogate);
+    if (!s) return s.error();
+    auto fitted = FittedOrTwinSource::on_own_testbed(std::move(*s), {3, 10, f.seed}, twin);
+    if (!fitted) return fitted.error();
+    return std::unique_ptr<PredictorSource>(std::move(*fitted));
+  };
+  auto so = service_options(f, served->token, checked->window_s, served->learning);
+  if (!so) return report_error(so.error());
+
+  if (auto ok = serve::check(so->stack); !ok) return report_error(ok.error());
+  auto service = open_service(f, std::move(*so), *served, make_source);
+  if (!service) return report_error(service.error());
+  serve::ServerOptions http;
+  http.host = f.host;
+  http.port = f.port;
+  http.threads = f.threads;
+  http.max_body_bytes = f.max_body;
+  serve::HttpServer server(*service->handler, http);
+  if (auto ok = start_server(server, f.port_file); !ok) return report_error(ok.error());
+  std::fprintf(stderr, "corun serve: listening on http://%s:%d (state %s, token %s)\n",
+               f.host.c_str(), server.port(), f.state.c_str(),
+               f.token_file.empty() ? (f.state + "/token").c_str() : f.token_file.c_str());
+  std::fflush(stderr);
+  std::unique_ptr<serve::KubeRegistrar> registrar;
+  if (kube) {
+    f.registrar.node = f.kube_node;
+    const std::string api = kube->config().url;
+    registrar = std::make_unique<serve::KubeRegistrar>(*service->handler, served->token,
+                                                       std::move(*kube), f.registrar);
+    registrar->start();
+    std::fprintf(stderr, "corun serve: following the annotated pods of node %s at %s\n",
+                 f.kube_node.c_str(), api.c_str());
+    std::fflush(stderr);
+  }
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "corun serve: stopping (signal %d)\n", sig);
+  if (registrar) registrar->stop();
+  server.stop();
+  service->stop();
+  return kExitOk;
+}
+
 const bool registered = register_command({
     "serve",
     "Serve the scheduler over HTTP/JSON: models, telemetry, plans (docs/serve.md)",
     [](CLI::App& sub) {
-      struct Flags {
-        std::string state, host = "127.0.0.1", port_file, token_file, device = "rtx3090", workload,
-                           solver = "ga", catalog, surrogate;
-        int port = 8080, threads = kDefaultHttpThreads, flush_ms = 1000, min_replan_ms = 200;
-        std::size_t gpus = 0;  // 0 = not given
-        std::uint64_t seed = kDefaultSeed;
-        double margin = 0.1;
-        std::size_t max_body = 64 * 1024;
-        LearningFlags learning;
-        DegradeFlag degrade;
-        std::string transitions = "aware", on_plan;
-        int on_plan_timeout_ms = 30000;
-        std::string prometheus, window = "30s", dcgm;
-        double min_requests = 20;
-        std::string kube_node;
-        KubeFlags kube;
-        serve::KubeRegistrarOptions registrar;
-      };
       auto f = std::make_shared<Flags>();
       sub.add_option("--state", f->state, "state directory (SQLite, created if needed)")
           ->required();
@@ -270,170 +494,7 @@ const bool registered = register_command({
                      "appear on this node is removed after this many seconds")
           ->check(CLI::Range(5, 3600))
           ->capture_default_str();
-      return std::function<int()>([f] {
-        if (f->transitions != "aware" && f->transitions != "ignore") {
-          return report_error(Error("--transitions: expected aware or ignore, got '" +
-                                    f->transitions + "'"));
-        }
-        const auto window = parse_duration_s(f->window);
-        if (!window) {
-          return report_error(Error("--window: expected a duration such as 30s or 2m, got '" +
-                                        f->window + "'",
-                                    Error::Kind::kInvalidInput));
-        }
-        if (f->on_plan_timeout_ms <= 0) {
-          return report_error(Error("--on-plan-timeout-ms: must be > 0, got " +
-                                    std::to_string(f->on_plan_timeout_ms)));
-        }
-        if (!is_loopback(f->host) && f->token_file.empty()) {
-          return report_error(Error("--host " + f->host + " is not loopback: give --token-file"));
-        }
-        std::optional<serve::KubeClient> kube;
-        if (!f->kube_node.empty()) {
-          auto client = f->kube.client();
-          if (!client) return report_error(client.error().wrap("--kube-node"));
-          kube = std::move(*client);
-        } else if (!f->kube.api.empty()) {
-          return report_error(
-              Error("--kube-api needs --kube-node NAME", Error::Kind::kInvalidInput));
-        }
-        // Block the stop signals before any thread starts, so that only sigwait() sees them.
-        sigset_t stop_signals;
-        sigemptyset(&stop_signals);
-        sigaddset(&stop_signals, SIGINT);
-        sigaddset(&stop_signals, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-        signal(SIGPIPE, SIG_IGN);
-
-        auto catalog = load_catalog(f->catalog);
-        if (!catalog) return report_error(catalog.error());
-        if (f->device == "auto") {
-          auto detected = detect_catalog_device(**catalog, nvml_library());
-          if (!detected) return report_error(detected.error());
-          std::fprintf(stderr, "corun serve: --device auto: GPU 0 is %s\n", detected->c_str());
-          f->device = *detected;
-        }
-        // What the state will serve, decided before anything is written to it.
-        std::optional<Workload> workload;
-        if (!f->workload.empty()) {
-          auto w = load_workload(f->workload, **catalog);
-          if (!w) return report_error(w.error());
-          workload = std::move(*w);
-        }
-        const auto stored = serve::NodeService::stored_gpus(f->state);
-        if (!stored) return report_error(stored.error());
-        auto gpus = served_gpus(f->state, *stored, workload ? &*workload : nullptr,
-                                f->gpus > 0 ? std::optional<std::size_t>(f->gpus) : std::nullopt);
-        if (!gpus) return report_error(gpus.error());
-        auto token = load_token(f->token_file, f->state);
-        if (!token) return report_error(token.error());
-        const auto modes = f->learning.parsed(false);
-        if (!modes) return report_error(modes.error());
-        const TwinOptions twin{f->margin, 10};
-        auto make_source = [f, twin]() -> Result<std::unique_ptr<PredictorSource>> {
-          if (f->surrogate.empty()) {
-            return std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>(twin));
-          }
-          auto s = surrogate::Surrogate::load(f->surrogate);
-          if (!s) return s.error();
-          auto fitted = FittedOrTwinSource::on_own_testbed(std::move(*s), {3, 10, f->seed}, twin);
-          if (!fitted) return fitted.error();
-          return std::unique_ptr<PredictorSource>(std::move(*fitted));
-        };
-        serve::ServiceOptions so;
-        so.state_dir = f->state;
-        so.token = *token;
-        so.device = f->device;
-        so.workload_file = f->workload;
-        so.solver = f->solver;
-        so.seed = f->seed;
-        so.max_body_bytes = f->max_body;
-        so.telemetry_flush_ms = f->flush_ms;
-        so.min_replan_interval_ms = f->min_replan_ms;
-        so.learning = f->learning.options;
-        so.learning.enabled = modes->front();
-        so.transitions.aware = f->transitions == "aware";
-        so.admission.enabled = f->degrade.shed();
-        so.on_plan.command = f->on_plan;
-        so.on_plan.timeout_ms = f->on_plan_timeout_ms;
-        so.stack.prometheus_url = f->prometheus;
-        so.stack.read.window_s = *window;
-        // SLAs are judged per telemetry window: a swap that breaches loses whole windows.
-        if (!f->prometheus.empty()) so.transitions.window_s = *window;
-        so.stack.read.min_requests = f->min_requests;
-        if (!f->dcgm.empty()) {
-          if (f->prometheus.empty()) {
-            return report_error(Error("--dcgm needs --prometheus", Error::Kind::kInvalidInput));
-          }
-          for (const auto& kv : split(f->dcgm, ',')) {
-            const auto eq = kv.find('=');
-            if (eq == std::string::npos || !is_prometheus_label_name(kv.substr(0, eq))) {
-              return report_error(Error("--dcgm: expected label=value pairs separated by commas "
-                                        "(gpu=0,Hostname=node-1), got '" + kv + "'",
-                                        Error::Kind::kInvalidInput));
-            }
-            so.stack.dcgm_labels.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-          }
-        }
-
-        if (auto ok = serve::check(so.stack); !ok) return report_error(ok.error());
-        std::unique_ptr<serve::HttpHandler> handler;
-        std::function<void()> stop_service;
-        if (*gpus > 1) {
-          std::vector<std::string> initial;
-          if (workload && !stored->has_value()) {
-            auto placed = place_initial(*workload, f->workload, f->state, f->solver, f->seed);
-            if (!placed) return report_error(placed.error());
-            initial = std::move(*placed);
-          }
-          if (workload) so.device = workload->device.name;
-          so.workload_file.clear();
-          auto node = serve::NodeService::open(so, *gpus, initial, **catalog, make_source);
-          if (!node) return report_error(node.error());
-          std::fprintf(stderr, "corun serve: a node of %zu GPU(s), one planner and learner each\n",
-                       *gpus);
-          auto* raw = node->get();
-          stop_service = [raw] { raw->stop(); };
-          handler = std::move(*node);
-        } else {
-          auto source = make_source();
-          if (!source) return report_error(source.error());
-          auto service = serve::Service::open(std::move(so), **catalog, std::move(*source));
-          if (!service) return report_error(service.error());
-          auto* raw = service->get();
-          stop_service = [raw] { raw->stop(); };
-          handler = std::move(*service);
-        }
-        serve::ServerOptions http;
-        http.host = f->host;
-        http.port = f->port;
-        http.threads = f->threads;
-        http.max_body_bytes = f->max_body;
-        serve::HttpServer server(*handler, http);
-        if (auto ok = start_server(server, f->port_file); !ok) return report_error(ok.error());
-        std::fprintf(stderr, "corun serve: listening on http://%s:%d (state %s, token %s)\n",
-                     f->host.c_str(), server.port(), f->state.c_str(),
-                     f->token_file.empty() ? (f->state + "/token").c_str() : f->token_file.c_str());
-        std::fflush(stderr);
-        std::unique_ptr<serve::KubeRegistrar> registrar;
-        if (kube) {
-          f->registrar.node = f->kube_node;
-          const std::string api = kube->config().url;
-          registrar = std::make_unique<serve::KubeRegistrar>(*handler, *token, std::move(*kube),
-                                                             f->registrar);
-          registrar->start();
-          std::fprintf(stderr, "corun serve: following the annotated pods of node %s at %s\n",
-                       f->kube_node.c_str(), api.c_str());
-          std::fflush(stderr);
-        }
-        int sig = 0;
-        sigwait(&stop_signals, &sig);
-        std::fprintf(stderr, "corun serve: stopping (signal %d)\n", sig);
-        if (registrar) registrar->stop();
-        server.stop();
-        stop_service();
-        return kExitOk;
-      });
+      return std::function<int()>([f] { return run_serve(*f); });
     },
 });
 
