@@ -53,7 +53,8 @@ struct Fixture {
     o.state_dir = dir / "state";
     o.token = "bench-place-token-0123456789";
     o.workload_file = kWorkload.string();
-    auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+    auto s =
+        Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
     if (!s || !(*s)->wait_for_plan(0, 120000)) std::abort();
     service = std::move(*s);
     HttpRequest r;

@@ -82,7 +82,7 @@ void solve(benchmark::State& state, const std::string& solver, const std::string
   if (!s) std::abort();
   PlanResult last;
   for (auto _ : state) {
-    auto r = (*s)->solve(*fx.problem, {1, threads, std::nullopt});
+    auto r = (*s)->solve(Context{.seed = 1, .threads = threads}, *fx.problem, {});
     if (!r) {
       state.SkipWithError(r.error().message().c_str());
       return;
@@ -111,8 +111,10 @@ void decide(benchmark::State& state, const std::string& file, bool learning, boo
   o.solver = "ga";
   o.learning.enabled = learning;
   o.transitions.aware = aware;
-  Controller c(fx.w,
-               std::make_unique<SurrogateSource>(*fx.fitted, **tb, SurrogateSourceOptions{}), o);
+  const Context ctx{};  // seed 1 and 2 threads, as ControllerOptions{} had
+  Controller c(ctx, fx.w,
+               std::make_unique<SurrogateSource>(ctx, *fx.fitted, **tb, SurrogateSourceOptions{}),
+               o);
   for (std::uint64_t k = 0; k < 10; ++k) {
     auto d = c.replan(k == 0 ? "start" : "learning");
     if (!d || !*d) std::abort();
@@ -204,15 +206,16 @@ void node_plan(benchmark::State& state, const std::string& file, const std::stri
   const Fixture& fx = fixture(file);
   auto tb = make_testbed("sim");
   if (!tb) std::abort();
-  SurrogateSource source(*fx.fitted, **tb, SurrogateSourceOptions{});
+  const Context ctx{.seed = 1, .threads = 2};
+  SurrogateSource source(ctx, *fx.fitted, **tb, SurrogateSourceOptions{});
   SourceUnitModels units(fx.w, source, source);
   auto solver = make_solver("ga");
   if (!solver) std::abort();
   NodePlan last;
   for (auto _ : state) {
-    NodePlanOptions options{{1, 2, std::nullopt}};
+    NodePlanOptions options;
     options.screen = screen;
-    NodePlanner planner(fx.w, units, **solver, options);
+    NodePlanner planner(ctx, fx.w, units, **solver, options);
     auto p = planner.plan();
     if (!p) {
       state.SkipWithError(p.error().message().c_str());

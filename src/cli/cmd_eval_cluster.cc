@@ -83,8 +83,8 @@ struct MemoryRequests {
   double gpu_bytes = 0;
 };
 
-Result<MemoryRequests> memory_requests(const Workload& mix, const Flags& f) {
-  auto session = make_node_session(mix, f);
+Result<MemoryRequests> memory_requests(const Context& ctx, const Workload& mix, const Flags& f) {
+  auto session = make_node_session(ctx, mix, f);
   if (!session) return session.error();
   auto in = (*session)->planner->placement_input(node_layouts(mix).front());
   if (!in) return in.error();
@@ -93,9 +93,14 @@ Result<MemoryRequests> memory_requests(const Workload& mix, const Flags& f) {
 
 class Cluster {
  public:
-  Cluster(std::string name, const Workload& mix, const MemoryRequests& requests, const Flags& f,
-          const Testbed& tb)
-      : name_(std::move(name)), mix_(&mix), requests_(&requests), f_(&f), tb_(&tb),
+  Cluster(std::string name, const Context& ctx, const Workload& mix, const MemoryRequests& requests,
+          const Flags& f, const Testbed& tb)
+      : name_(std::move(name)),
+        ctx_(ctx),
+        mix_(&mix),
+        requests_(&requests),
+        f_(&f),
+        tb_(&tb),
         nodes_(static_cast<std::size_t>(f.nodes)) {
     for (auto& n : nodes_) {
       n.w = std::make_unique<Workload>(node_workload({}));
@@ -242,7 +247,7 @@ class Cluster {
     n.ids = ids;
     n.w = std::make_unique<Workload>(node_workload(ids));
     if (ids.empty()) return n;
-    auto s = make_node_session(*n.w, *f_, unit_plans_.get());
+    auto s = make_node_session(ctx_, *n.w, *f_, unit_plans_.get());
     if (!s) return s.error();
     n.session = std::move(*s);
     const NodeLayout layout = node_layouts(*n.w).front();
@@ -378,6 +383,7 @@ class Cluster {
   }
 
   std::string name_;
+  const Context ctx_;  // the verb's: --seed and --threads of the node planners
   const Workload* mix_;
   const MemoryRequests* requests_;
   const Flags* f_;
@@ -412,13 +418,14 @@ int run(const Flags& f) {
   if (f.schedulers.empty()) return report_error(Error("--schedulers: names no scheduler"));
   auto testbed = make_testbed(f.testbed);
   if (!testbed) return report_error(testbed.error());
+  const Context ctx = f.context();
   const auto stream = make_stream(f, mix->models.size());
-  const auto requests = memory_requests(*mix, f);
+  const auto requests = memory_requests(ctx, *mix, f);
   if (!requests) return report_error(requests.error());
 
   std::vector<Cluster> clusters;
   for (const auto& name : f.schedulers) {
-    clusters.emplace_back(name, *mix, *requests, f, **testbed);
+    clusters.emplace_back(name, ctx, *mix, *requests, f, **testbed);
   }
   for (std::size_t e = 0; e < stream.size(); ++e) {
     const Event& ev = stream[e];

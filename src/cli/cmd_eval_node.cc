@@ -52,7 +52,8 @@ bool measured_better(const Row& a, const Row& b) {
 int run(const Flags& f) {
   auto w = load_workload_file(f.file, f.catalog);
   if (!w) return report_error(w.error());
-  auto session = make_node_session(*w, f);
+  const Context ctx = f.context();
+  auto session = make_node_session(ctx, *w, f);
   if (!session) return report_error(session.error());
   NodePlanner& planner = *(*session)->planner;
   auto testbed = make_testbed(f.testbed);

@@ -301,12 +301,11 @@ Result<Scenarios> load_scenarios(const Flags& f, const ScenarioFiles& in) {
   return out;
 }
 
-/// Sets the options of the runs from the flags: seed, threads, oracle windows, learning modes,
-/// transition modes (an error names a bad one), degradation and progress lines.
+/// Sets the options of the runs from the flags (their seed and threads are the Context's):
+/// oracle windows, learning modes, transition modes (an error names a bad one), degradation
+/// and progress lines.
 Status set_run_options(const Flags& f, const std::vector<bool>& modes, std::FILE* log,
                        SchedulerEvalOptions& opt) {
-  opt.seed = f.surrogate.seed;
-  opt.threads = f.surrogate.threads;
   opt.oracle_windows = f.windows;
   opt.learning = modes;
   opt.transitions.clear();
@@ -487,6 +486,7 @@ int run_eval_scheduler(const Flags& f) {
   for (const auto& w : scenarios) {  // before profiling any: it may take minutes
     if (auto st = check_enumerable(w, opt); !st.ok()) return report_error(st.error());
   }
+  const Context ctx = f.surrogate.context();
   const bool terminal = ::isatty(::fileno(stderr)) != 0;
   std::FILE* log = f.quiet ? nullptr : stderr;
   // One surrogate per profiled scenario (their model sets differ), profiled and fitted
@@ -502,13 +502,12 @@ int run_eval_scheduler(const Flags& f) {
     po.model = std::filesystem::path(f.out) / (stem(w.file) + "-surrogate.json");
     po.catalog = *catalog;
     if (log) std::fprintf(log, "eval scheduler: surrogate for %s\n", w.file.c_str());
-    auto p = profile_and_fit(w, loaded->texts[w.file], **testbed, po);
+    auto p = profile_and_fit(ctx, w, loaded->texts[w.file], **testbed, po);
     if (!p) return report_error(p.error().wrap(w.file));
     fitted.emplace(w.file, std::move(p->surrogate));
     opt.refit_datasets[w.file] = po.dataset;
   }
   const Testbed& tb = **testbed;
-  const std::uint64_t seed = f.surrogate.seed;
   const double confidence = f.surrogate.confidence;
   SourceFactory factory = [&](const Workload& w) -> Result<std::unique_ptr<PredictorSource>> {
     const double window = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
@@ -517,10 +516,10 @@ int run_eval_scheduler(const Flags& f) {
           std::make_unique<TwinSource>(TwinOptions{0.1, window}));
     }
     return std::unique_ptr<PredictorSource>(std::make_unique<SurrogateSource>(
-        fitted.at(w.file), tb, SurrogateSourceOptions{3, window, seed, confidence}));
+        ctx, fitted.at(w.file), tb, SurrogateSourceOptions{3, window, confidence}));
   };
   if (auto st = set_run_options(f, *modes, log, opt); !st.ok()) return report_error(st.error());
-  auto rows = evaluate_scheduler(scenarios, tb, factory, opt);
+  auto rows = evaluate_scheduler(ctx, scenarios, tb, factory, opt);
   if (!rows) return report_error(rows.error());
   const nlohmann::json sum = summary(*rows);
   if (!f.markdown.empty() || !f.html.empty()) {

@@ -15,7 +15,7 @@ const bool registered = register_command({
     "Fit a surrogate model on a profiling dataset and write it as JSON",
     [](CLI::App& sub) {
       struct Flags {
-        std::string dataset, surrogate = "meanfield", regressor = kDefaultRegressor, out,
+        std::string dataset, surrogate = "meanfield", regressor = default_regressor(), out,
                              catalog, workload_hash;
         std::uint64_t seed = kDefaultSeed;
         int folds = 5;

@@ -85,14 +85,14 @@ constexpr std::size_t kCapacityMaxGpus = 8;
 // When the workload does not fit the GPUs it names: how many whole GPUs of its device would
 // hold every SLA as predicted (the node planner on the catalog twin, from `from` GPUs up), as
 // JSON, and a line for people.
-Result<std::pair<nlohmann::json, std::string>> capacity(const Workload& w, const Flags& f,
-                                                        std::size_t from) {
+Result<std::pair<nlohmann::json, std::string>> capacity(const Context& ctx, const Workload& w,
+                                                        const Flags& f, std::size_t from) {
   TwinSource twin;
   auto solver = make_solver(f.solver);
   if (!solver) return solver.error();
-  NodePlanOptions options{{f.seed, f.threads, std::nullopt}};
+  NodePlanOptions options;
   options.screen = f.screen == "none" ? std::string() : f.screen;
-  auto a = gpus_needed(w, twin, **solver, options, from, kCapacityMaxGpus);
+  auto a = gpus_needed(ctx, w, twin, **solver, options, from, kCapacityMaxGpus);
   if (!a) return a.error().wrap("capacity");
   nlohmann::json j = {
       {"device", w.device.name},
@@ -154,8 +154,8 @@ Result<std::vector<NodeBreak>> node_breaks(const Workload& w, const NodePlan& pl
   return out;
 }
 
-int plan_node(const Flags& f, const Workload& w) {
-  auto session = make_node_session(w, f);
+int plan_node(const Context& ctx, const Flags& f, const Workload& w) {
+  auto session = make_node_session(ctx, w, f);
   if (!session) return report_error(session.error());
   auto plan = (*session)->planner->plan();
   if (!plan) return report_error(plan.error());
@@ -170,7 +170,7 @@ int plan_node(const Flags& f, const Workload& w) {
   const NodeOutcome* m = measured ? &*measured : nullptr;
   std::optional<std::pair<nlohmann::json, std::string>> more;
   if (!plan->feasible && w.node.gpus() < kCapacityMaxGpus) {
-    auto c = capacity(w, f, w.node.gpus() + 1);
+    auto c = capacity(ctx, w, f, w.node.gpus() + 1);
     if (!c) return report_error(c.error());
     more = std::move(*c);
   }
@@ -294,6 +294,7 @@ Result<GpuPlanner> load_gpu_planner(const Flags& f, const Workload& w) {
 
 // What every planning decision of one GPU reads.
 struct AttemptInputs {
+  const Context& ctx;  // the verb's: --seed and --threads
   const Flags& f;
   const Workload& w;
   const std::vector<mapping::DeclaredBurst>& bursts;  // bursts[i]: the burst at shares[i]
@@ -308,21 +309,20 @@ Result<std::unique_ptr<Attempt>> solve_attempt(const AttemptInputs& in, std::siz
   const Flags& f = in.f;
   const Workload& w = in.w;
   auto a = std::make_unique<Attempt>();
-  SurrogateSourceOptions so{3, f.window_s, f.seed};
+  SurrogateSourceOptions so{3, f.window_s};
   if (w.tools) {
     a->burst = in.bursts[i];
     if (planned) {
       so.burst = surrogate::cotenant_totals(w.device, in.bursts[i].interference());
     }
   }
-  a->source = std::make_unique<SurrogateSource>(in.planner.s, *in.planner.testbed, so);
+  a->source = std::make_unique<SurrogateSource>(in.ctx, in.planner.s, *in.planner.testbed, so);
   auto predictor = a->source->predictor_for(w);
   if (!predictor) return predictor.error();
   a->predictor = std::move(*predictor);
   a->margins = a->source->margins(w);
   a->problem = std::make_unique<PlanProblem>(w, in.active, *a->predictor, a->margins);
-  auto degraded =
-      solve_degrading(*a->problem, *in.planner.solver, {f.seed, f.threads, std::nullopt});
+  auto degraded = solve_degrading(in.ctx, *a->problem, *in.planner.solver, SolverOptions{});
   if (!degraded) return degraded.error();
   a->degraded = std::move(*degraded);
   return a;
@@ -453,6 +453,7 @@ ModelRows model_rows(const Workload& w, const Attempt& chosen, const PlanMeasure
 
 // What the reports of a one-GPU plan read.
 struct GpuPlanView {
+  const Context& ctx;  // the verb's: --seed and --threads
   const Flags& f;
   const Workload& w;
   const Ladder& ladder;
@@ -501,7 +502,7 @@ Result<PlanReport> plan_report(const GpuPlanView& v) {
     out["tools"] = burst_json(*chosen.burst, !v.f.ignore_tools, v.ladder.tried, v.ladder.room);
   }
   if (!chosen.feasible()) {
-    auto c = capacity(v.w, v.f, 2);
+    auto c = capacity(v.ctx, v.w, v.f, 2);
     if (!c) return c.error();
     out["capacity"] = c->first;
     rep.more = std::move(*c);
@@ -572,7 +573,7 @@ void print_plan_text(const GpuPlanView& v, const PlanReport& rep) {
 
 /// One GPU: the plan the surrogate predicts best, leaving a declared tool burst room when it
 /// can, with what the testbed measures of it under --measure.
-int plan_gpu(const Flags& f, const Workload& w) {
+int plan_gpu(const Context& ctx, const Flags& f, const Workload& w) {
   if (auto st = check_tool_shares(f); !st.ok()) return report_error(st.error());
   // Without a burst to plan for, one decision. With one, the tools' SM share goes down
   // the ladder until a plan holds every SLA during the burst (the largest such share
@@ -586,7 +587,7 @@ int plan_gpu(const Flags& f, const Workload& w) {
   if (!planner) return report_error(planner.error());
   std::vector<bool> active;
   for (const auto& m : w.models) active.push_back(m.active);
-  const AttemptInputs in{f, w, *bursts, *planner, active};
+  const AttemptInputs in{ctx, f, w, *bursts, *planner, active};
   const bool plan_burst = w.tools && !f.ignore_tools;
   auto ladder = climb_ladder(in, shares, plan_burst);
   if (!ladder) return report_error(ladder.error());
@@ -596,7 +597,7 @@ int plan_gpu(const Flags& f, const Workload& w) {
 
   const PlanMeasurements pm = measure_plan(f, w, *planner->testbed, chosen);
   const ModelRows rows = model_rows(w, chosen, pm);
-  const GpuPlanView view{f, w, *ladder, pm, rows, why};
+  const GpuPlanView view{ctx, f, w, *ladder, pm, rows, why};
   auto rep = plan_report(view);
   if (!rep) return report_error(rep.error());
   if (f.json) {
@@ -643,8 +644,9 @@ const bool registered = register_command({
       return std::function<int()>([f] {
         auto w = load_workload_file(f->file, f->catalog);
         if (!w) return report_error(w.error());
-        if (!w->node.single_gpu()) return plan_node(*f, *w);
-        return plan_gpu(*f, *w);
+        const Context ctx = f->context();
+        if (!w->node.single_gpu()) return plan_node(ctx, *f, *w);
+        return plan_gpu(ctx, *f, *w);
       });
     },
 });

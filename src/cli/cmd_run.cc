@@ -108,6 +108,7 @@ struct RunTotals {
 // What the steps of one run (of a workload, or of one unit of a node) share.
 struct RunContext {
   const Flags& f;
+  const Context& ctx;  // the verb's: --seed and --threads
   const Catalog& catalog;
   const Workload& w;
   const std::string& text;
@@ -152,8 +153,8 @@ Result<RunSource> make_run_source(const RunContext& c) {
     }
     std::fprintf(c.log, "surrogate: %s (given)\n", f.model.c_str());
     made.source = std::make_unique<SurrogateSource>(
-        std::move(*loaded), *c.testbed,
-        SurrogateSourceOptions{3, c.interval, f.surrogate.seed, f.surrogate.confidence});
+        c.ctx, std::move(*loaded), *c.testbed,
+        SurrogateSourceOptions{3, c.interval, f.surrogate.confidence});
   } else if (profile) {
     PipelineOptions po = f.surrogate.pipeline(c.regressor, f.testbed, c.interval,
                                               f.quiet ? nullptr : stderr, c.terminal);
@@ -161,7 +162,7 @@ Result<RunSource> make_run_source(const RunContext& c) {
     po.model = c.out / "surrogate.json";
     po.standalone_repeats = f.repeats;
     po.catalog = &c.catalog;
-    auto p = profile_and_fit(c.w, c.text, *c.testbed, po);
+    auto p = profile_and_fit(c.ctx, c.w, c.text, *c.testbed, po);
     if (!p) return p.error();
     std::fprintf(c.log,
                  "profile: %llu standalone + %llu co-run measurements (%llu + %llu taken "
@@ -179,8 +180,8 @@ Result<RunSource> make_run_source(const RunContext& c) {
     }
     made.refit_dataset = po.dataset;
     made.source = std::make_unique<SurrogateSource>(
-        std::move(p->surrogate), *c.testbed,
-        SurrogateSourceOptions{3, c.interval, f.surrogate.seed, f.surrogate.confidence});
+        c.ctx, std::move(p->surrogate), *c.testbed,
+        SurrogateSourceOptions{3, c.interval, f.surrogate.confidence});
   } else {
     std::fprintf(c.log, "profile: none: plans start from the catalog twin and learn online\n");
     made.source = std::make_unique<TwinSource>(TwinOptions{0.1, c.interval});
@@ -200,8 +201,7 @@ Result<std::unique_ptr<OnlineLog>> open_online_log(const RunContext& c, const Ru
   const Workload& w = c.w;
   return OnlineLog::open(
       c.out / "dataset.db", w, c.text, c.f.testbed, c.interval,
-      run_key(c.f.surrogate.seed, c.f.solver, ro.controller.learning,
-              ro.controller.admission.enabled,
+      run_key(c.ctx.seed, c.f.solver, ro.controller.learning, ro.controller.admission.enabled,
               source.describe() + "|transitions " + c.f.transitions, source.fitted()),
       static_cast<std::uint64_t>(std::ceil(
           (w.timeline.duration_s > 0 ? w.timeline.duration_s : c.interval) / c.interval)));
@@ -340,9 +340,9 @@ Result<RunTotals> report_run(const RunContext& c, const RunReport& report,
 // Profiles and fits `w` (unless told otherwise), runs its timeline online on the testbed,
 // writes dataset.db, surrogate.json, report.json and report.html into `out`, and prints the
 // run as it goes; `unit` (a node's unit, e.g. "gpu1") prefixes its lines.
-Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Workload& w,
-                               const std::string& text, const std::filesystem::path& out,
-                               const std::string& unit) {
+Result<RunTotals> run_workload(const Context& ctx, const Flags& f, const Catalog& catalog,
+                               const Workload& w, const std::string& text,
+                               const std::filesystem::path& out, const std::string& unit) {
   auto testbed_made = make_testbed(f.testbed);
   if (!testbed_made) return testbed_made.error();
   const Testbed* testbed = testbed_made->get();
@@ -355,7 +355,8 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
   const double interval = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
   std::FILE* log = f.json ? stderr : stdout;
   const bool terminal = ::isatty(::fileno(stderr)) != 0;
-  const RunContext c{f, catalog, w, text, out, unit, testbed, regressor, interval, log, terminal};
+  const RunContext c{f,    ctx,     catalog,   w,        text, out,
+                     unit, testbed, regressor, interval, log,  terminal};
   print_run_header(c);
 
   auto made = make_run_source(c);
@@ -364,8 +365,6 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
 
   RunOptions ro;
   ro.controller.solver = f.solver;
-  ro.controller.seed = f.surrogate.seed;
-  ro.controller.threads = f.surrogate.threads;
   ro.controller.learning = f.learning.options;
   ro.controller.learning.enabled = learning_on;
   ro.controller.admission.enabled = f.degrade.shed();
@@ -385,7 +384,7 @@ Result<RunTotals> run_workload(const Flags& f, const Catalog& catalog, const Wor
 
   IntervalTeller teller{c};
   ro.on_interval = [&](const IntervalRecord& r, const Workload&) { teller.tell(r); };
-  auto report = run_online(w, *testbed, std::move(source), ro);
+  auto report = run_online(ctx, w, *testbed, std::move(source), ro);
   if (!report) return report.error();
   if (!f.json && terminal) std::fprintf(log, "\n%s", teller.t.render().c_str());
   return report_run(c, *report, teller.told);
@@ -401,8 +400,8 @@ std::string unit_dir(const GpuUnit& unit) {
 
 /// Runs one unit of a node as one GPU: writes the share of the workload it runs (`models`) to
 /// `dir`/workload.yaml, then runs that workload with its dataset and reports under `dir`.
-Result<RunTotals> run_unit(const Flags& f, const Catalog& catalog, const Workload& w,
-                           const std::string& text, const GpuUnit& unit,
+Result<RunTotals> run_unit(const Context& ctx, const Flags& f, const Catalog& catalog,
+                           const Workload& w, const std::string& text, const GpuUnit& unit,
                            const std::vector<std::size_t>& models,
                            const std::filesystem::path& dir) {
   std::FILE* log = f.json ? stderr : stdout;
@@ -416,7 +415,7 @@ Result<RunTotals> run_unit(const Flags& f, const Catalog& catalog, const Workloa
   auto uw = parse_workload(*unit_text, file.string(), catalog);
   if (!uw) return uw.error().wrap(unit.label() + "'s workload");
   std::fprintf(log, "\n");
-  auto r = run_workload(f, catalog, *uw, *unit_text, dir, unit.label());
+  auto r = run_workload(ctx, f, catalog, *uw, *unit_text, dir, unit.label());
   if (!r) return r.error().wrap(unit.label());
   return *r;
 }
@@ -442,8 +441,8 @@ nlohmann::json unit_json(const Workload& w, const GpuUnit& unit, const std::vect
 // online on its own — profiled, fitted, learned and re-planned as one GPU — since units
 // share nothing (separate GPUs, or MIG slices isolated from each other). The placement stays
 // for the run; each unit's workload file, dataset and reports go under `out`/UNIT.
-int run_node(const Flags& f, const Catalog& catalog, const Workload& w, const std::string& text,
-             const std::filesystem::path& out) {
+int run_node(const Context& ctx, const Flags& f, const Catalog& catalog, const Workload& w,
+             const std::string& text, const std::filesystem::path& out) {
   if (!f.model.empty()) {
     return report_error(
         Error("--surrogate: a node run fits one surrogate per GPU or MIG slice "
@@ -460,10 +459,8 @@ int run_node(const Flags& f, const Catalog& catalog, const Workload& w, const st
   pf.solver = f.solver;
   pf.testbed = f.testbed;
   pf.catalog = f.catalog;
-  pf.seed = f.surrogate.seed;
-  pf.threads = f.surrogate.threads;
   pf.window_s = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
-  auto session = make_node_session(all, pf);
+  auto session = make_node_session(ctx, all, pf);
   if (!session) return report_error(session.error());
   auto plan = (*session)->planner->plan();
   if (!plan) return report_error(plan.error());
@@ -490,7 +487,7 @@ int run_node(const Flags& f, const Catalog& catalog, const Workload& w, const st
     if (on[u].empty()) continue;
     const GpuUnit& unit = plan->layout.units[u];
     const std::filesystem::path dir = out / unit_dir(unit);
-    auto r = run_unit(f, catalog, w, text, unit, on[u], dir);
+    auto r = run_unit(ctx, f, catalog, w, text, unit, on[u], dir);
     if (!r) return report_error(r.error());
     node.violations += r->violations;
     node.decisions += r->decisions;
@@ -569,8 +566,9 @@ const bool registered = register_command({
         // One default directory per testbed: a dataset that mixed testbeds could not be fitted.
         const std::string dir = f->testbed == "sim" ? name : name + "-" + f->testbed;
         const std::filesystem::path out = f->out.empty() ? "out/run/" + dir : f->out;
-        if (!w->node.single_gpu()) return run_node(*f, **catalog, *w, *text, out);
-        auto run = run_workload(*f, **catalog, *w, *text, out, {});
+        const Context ctx = f->surrogate.context();
+        if (!w->node.single_gpu()) return run_node(ctx, *f, **catalog, *w, *text, out);
+        auto run = run_workload(ctx, *f, **catalog, *w, *text, out, {});
         if (!run) return report_error(run.error());
         return run->violations == 0 ? kExitOk : kExitFailure;
       });

@@ -55,16 +55,16 @@ Result<std::string> load_token(const std::string& token_file, const std::filesys
 // A new node state's first model sets: the node planner places the workload's models (on the
 // catalog twin, as `corun run` does on a node), and each GPU's share is written as the workload
 // its service starts with (STATE/gpuK/workload.yaml).
-Result<std::vector<std::string>> place_initial(const Workload& w, const std::string& file,
+Result<std::vector<std::string>> place_initial(const Context& ctx, const Workload& w,
+                                               const std::string& file,
                                                const std::filesystem::path& state,
-                                               const std::string& solver, std::uint64_t seed) {
+                                               const std::string& solver) {
   auto text = read_file(file);
   if (!text) return text.error();
   PlanFlags pf;
   pf.file = file;
   pf.solver = solver;
-  pf.seed = seed;
-  auto session = make_node_session(w, pf);
+  auto session = make_node_session(ctx, w, pf);
   if (!session) return session.error();
   auto plan = (*session)->planner->plan();
   if (!plan) return plan.error();
@@ -274,7 +274,6 @@ Result<serve::ServiceOptions> service_options(const Flags& f, const std::string&
   so.device = f.device;
   so.workload_file = f.workload;
   so.solver = f.solver;
-  so.seed = f.seed;
   so.max_body_bytes = f.max_body;
   so.telemetry_flush_ms = f.flush_ms;
   so.min_replan_interval_ms = f.min_replan_ms;
@@ -314,19 +313,21 @@ struct OpenService {
 
 /// Opens the service: a node of `served.gpus` GPUs (a new one placed from its workload), or
 /// the single-GPU service.
-Result<OpenService> open_service(const Flags& f, serve::ServiceOptions so, const Served& served,
+Result<OpenService> open_service(const Context& ctx, const Flags& f, serve::ServiceOptions so,
+                                 const Served& served,
                                  const serve::NodeService::SourceFactory& make_source) {
   OpenService out;
   if (served.gpus > 1) {
     std::vector<std::string> initial;
     if (served.workload && !served.stored.has_value()) {
-      auto placed = place_initial(*served.workload, f.workload, f.state, f.solver, f.seed);
+      auto placed = place_initial(ctx, *served.workload, f.workload, f.state, f.solver);
       if (!placed) return placed.error();
       initial = std::move(*placed);
     }
     if (served.workload) so.device = served.workload->device.name;
     so.workload_file.clear();
-    auto node = serve::NodeService::open(so, served.gpus, initial, *served.catalog, make_source);
+    auto node =
+        serve::NodeService::open(ctx, so, served.gpus, initial, *served.catalog, make_source);
     if (!node) return node.error();
     std::fprintf(stderr, "corun serve: a node of %zu GPU(s), one planner and learner each\n",
                  served.gpus);
@@ -336,7 +337,7 @@ Result<OpenService> open_service(const Flags& f, serve::ServiceOptions so, const
   } else {
     auto source = make_source();
     if (!source) return source.error();
-    auto service = serve::Service::open(std::move(so), *served.catalog, std::move(*source));
+    auto service = serve::Service::open(ctx, std::move(so), *served.catalog, std::move(*source));
     if (!service) return service.error();
     auto* raw = service->get();
     out.stop = [raw] { raw->stop(); };
@@ -360,14 +361,16 @@ int run_serve(Flags& f) {
 
   auto served = decide_served(f);
   if (!served) return report_error(served.error());
+  // --threads is the HTTP server's: the solver runs on the Context's default threads.
+  const Context ctx{f.seed, kDefaultThreads};
   const TwinOptions twin{f.margin, 10};
-  auto make_source = [&f, twin]() -> Result<std::unique_ptr<PredictorSource>> {
+  auto make_source = [&f, ctx, twin]() -> Result<std::unique_ptr<PredictorSource>> {
     if (f.surrogate.empty()) {
       return std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>(twin));
     }
     auto s = surrogate::Surrogate::load(f.surrogate);
     if (!s) return s.error();
-    auto fitted = FittedOrTwinSource::on_own_testbed(std::move(*s), {3, 10, f.seed}, twin);
+    auto fitted = FittedOrTwinSource::on_own_testbed(ctx, std::move(*s), {3, 10}, twin);
     if (!fitted) return fitted.error();
     return std::unique_ptr<PredictorSource>(std::move(*fitted));
   };
@@ -375,7 +378,7 @@ int run_serve(Flags& f) {
   if (!so) return report_error(so.error());
 
   if (auto ok = serve::check(so->stack); !ok) return report_error(ok.error());
-  auto service = open_service(f, std::move(*so), *served, make_source);
+  auto service = open_service(ctx, f, std::move(*so), *served, make_source);
   if (!service) return report_error(service.error());
   serve::ServerOptions http;
   http.host = f.host;

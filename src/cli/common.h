@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "corun/catalog/catalog.h"
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/serve/kube.h"
 #include "corun/serve/server.h"
@@ -92,16 +93,16 @@ void add_listen_flags(CLI::App& sub, std::string& host, int& port, std::string& 
 /// there (atomically), so that a script that asked for port 0 can find it.
 Status start_server(serve::HttpServer& server, const std::string& port_file);
 
-/// @brief The seed every verb starts from unless --seed says otherwise.
-inline constexpr std::uint64_t kDefaultSeed = 1;
+/// @brief The seed every verb starts from unless --seed says otherwise (Context's).
+inline constexpr std::uint64_t kDefaultSeed = Context::kDefaultSeed;
 
 /// @brief Adds --seed, the one declaration every verb shares: its help says what the seed
 /// draws (`what`: "the solver and the twin") and that a seed gives one result.
 CLI::Option* add_seed_flag(CLI::App& sub, std::uint64_t& seed, const std::string& what);
 
 /// @brief The compute threads (solver, profiling and evaluation workers) of a verb unless
-/// --threads says otherwise: the cores of the smallest machine corun is built and tested on.
-inline constexpr int kDefaultThreads = 2;
+/// --threads says otherwise (Context's).
+inline constexpr int kDefaultThreads = Context::kDefaultThreads;
 /// @brief The HTTP workers of `corun serve` and `corun extender` unless --threads says otherwise.
 inline constexpr int kDefaultHttpThreads = 8;
 

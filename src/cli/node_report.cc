@@ -25,9 +25,9 @@ std::string predicted_headline(const ModelSpec& m, const Predicted& p) {
 
 namespace {
 
-Result<NodeSources> make_node_sources(const Workload& w, const std::string& surrogate_file,
-                                      const std::string& testbed, double window_s,
-                                      std::uint64_t seed) {
+Result<NodeSources> make_node_sources(const Context& ctx, const Workload& w,
+                                      const std::string& surrogate_file, const std::string& testbed,
+                                      double window_s) {
   NodeSources out;
   out.slices = std::make_unique<TwinSource>(TwinOptions{0.1, window_s});
   if (surrogate_file.empty()) {
@@ -43,8 +43,8 @@ Result<NodeSources> make_node_sources(const Workload& w, const std::string& surr
   auto t = make_testbed(testbed);
   if (!t) return t.error();
   out.reprofile = std::move(*t);
-  out.whole = std::make_unique<SurrogateSource>(std::move(*s), *out.reprofile,
-                                                SurrogateSourceOptions{3, window_s, seed});
+  out.whole = std::make_unique<SurrogateSource>(ctx, std::move(*s), *out.reprofile,
+                                                SurrogateSourceOptions{3, window_s});
   out.describe = out.whole->describe() + " (whole GPUs), twin (MIG slices)";
   return out;
 }
@@ -69,10 +69,11 @@ void add_measure_flags(CLI::App& sub, PlanFlags& f) {
   sub.add_flag("--json", f.json, "print JSON");
 }
 
-Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags,
+Result<std::unique_ptr<NodeSession>> make_node_session(const Context& ctx, const Workload& w,
+                                                       const PlanFlags& flags,
                                                        UnitPlanCache* shared) {
   auto session = std::make_unique<NodeSession>();
-  auto sources = make_node_sources(w, flags.model, flags.testbed, flags.window_s, flags.seed);
+  auto sources = make_node_sources(ctx, w, flags.model, flags.testbed, flags.window_s);
   if (!sources) return sources.error();
   session->sources = std::move(*sources);
   auto solver = make_solver(flags.solver);
@@ -80,10 +81,10 @@ Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const 
   session->solver = std::move(*solver);
   session->models = std::make_unique<SourceUnitModels>(w, *session->sources.whole,
                                                        *session->sources.slices);
-  NodePlanOptions options{{flags.seed, flags.threads, std::nullopt}};
+  NodePlanOptions options;
   options.screen = flags.screen == "none" ? std::string() : flags.screen;
   session->planner =
-      std::make_unique<NodePlanner>(w, *session->models, *session->solver, options, shared);
+      std::make_unique<NodePlanner>(ctx, w, *session->models, *session->solver, options, shared);
   return session;
 }
 

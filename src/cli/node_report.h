@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common.h"
+#include "corun/core/context.h"
 #include "corun/plan/solver.h"
 #include "corun/runtime/node_plan.h"
 #include "corun/runtime/predictor_source.h"
@@ -36,6 +37,9 @@ struct PlanFlags {
   double window_s = 10;
   bool json = false;
   std::string screen = NodePlanOptions{}.screen;  ///< the node search's screening solver
+
+  /// @brief The run's Context: --seed and --threads.
+  [[nodiscard]] Context context() const { return {seed, threads}; }
 };
 
 /// @brief --node-screen: the per-GPU solver that prices the node search's candidates.
@@ -56,9 +60,11 @@ struct NodeSession {
 };
 
 /// @brief Builds a NodeSession for `w` (which outlives it); `flags.model` empty = the twin
-/// everywhere. `shared` (outlives the session; may be null): per-unit plans the planner shares
-/// with planners of other sessions built from the same flags.
-Result<std::unique_ptr<NodeSession>> make_node_session(const Workload& w, const PlanFlags& flags,
+/// everywhere. `ctx`: the seed and threads of the planner and of the surrogate's re-profiling.
+/// `shared` (outlives the session; may be null): per-unit plans the planner shares with
+/// planners of other sessions built from the same flags and Context.
+Result<std::unique_ptr<NodeSession>> make_node_session(const Context& ctx, const Workload& w,
+                                                       const PlanFlags& flags,
                                                        UnitPlanCache* shared = nullptr);
 
 /// @brief The models a node plan puts on each of its units (indices into w.models), and the

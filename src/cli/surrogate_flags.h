@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common.h"
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/core/strings.h"
 #include "corun/runtime/learner.h"
@@ -18,8 +19,10 @@
 namespace corun::cli {
 
 /// @brief The regressor `corun run`, `corun eval scheduler` and `corun fit` use unless told
-/// otherwise (chosen by docs/results/surrogate-choice.md).
-inline constexpr const char* kDefaultRegressor = "gbdt";
+/// otherwise: PipelineOptions' default, its one declaration.
+inline std::string default_regressor() {
+  return std::string(surrogate::to_string(PipelineOptions{}.regressor));
+}
 
 /// @brief The value of a --regressor flag, or an error that names the flag and the nearest
 /// regressor name.
@@ -33,7 +36,7 @@ inline Result<surrogate::RegressorKind> parse_regressor_flag(const std::string& 
 }
 
 struct SurrogateFlags {
-  std::string regressor = kDefaultRegressor;
+  std::string regressor = default_regressor();
   std::uint64_t seed = kDefaultSeed;
   std::uint64_t budget = 0;
   int threads = kDefaultThreads;
@@ -56,19 +59,21 @@ struct SurrogateFlags {
     add_threads_flag(sub, threads, "the solver and the profiling");
   }
 
+  /// @brief The run's Context: --seed and --threads.
+  [[nodiscard]] Context context() const { return {seed, threads}; }
+
   /// @brief The regressor named by --regressor, or an error naming the flag.
   [[nodiscard]] Result<surrogate::RegressorKind> regressor_kind() const {
     return parse_regressor_flag(regressor);
   }
 
   /// @brief Pipeline settings from these flags (the caller sets dataset and model paths,
-  /// standalone repeats and the catalog). Monotone unless the regressor is the MLP or
-  /// --unconstrained was given.
+  /// standalone repeats and the catalog; the seed travels in context(), passed to
+  /// profile_and_fit). Monotone unless the regressor is the MLP or --unconstrained was given.
   [[nodiscard]] PipelineOptions pipeline(surrogate::RegressorKind kind, std::string testbed,
                                          double window_s, std::FILE* log, bool terminal) const {
     PipelineOptions po;
     po.testbed = std::move(testbed);
-    po.seed = seed;
     po.corun_budget = budget;
     po.window_s = window_s;
     po.regressor = kind;

@@ -38,7 +38,8 @@ class ExactSolver final : public Solver {
  public:
   [[nodiscard]] std::string_view name() const override { return "exact"; }
 
-  Result<PlanResult> solve(const PlanProblem& p, const SolverOptions& o) const override {
+  Result<PlanResult> solve(const Context& ctx, const PlanProblem& p,
+                           const SolverOptions& o) const override {
     const auto start = std::chrono::steady_clock::now();
     const auto* agg = dynamic_cast<const AggregatePredictor*>(&p.predictor());
     if (agg == nullptr) {
@@ -50,7 +51,7 @@ class ExactSolver final : public Solver {
     detail::ExactSearch s(p, *agg);
 
     const auto ga = detail::make_ga_solver(false);
-    auto seed_plan = ga->solve(p, o);
+    auto seed_plan = ga->solve(ctx, p, o);
     if (!seed_plan) return seed_plan.error();
     if (seed_plan->feasible) {
       s.best_utility = seed_plan->utility;
@@ -61,7 +62,7 @@ class ExactSolver final : public Solver {
     // the GA's least-violating plan is the answer.
     const bool plannable = std::none_of(p.active_models().begin(), p.active_models().end(),
                                         [&](std::size_t m) { return s.cands[m].empty(); });
-    if (plannable) s.run_split(o.threads);
+    if (plannable) s.run_split(ctx.threads);
     PlanResult r = s.best.empty() ? *seed_plan : evaluate_plan(p, s.best, "exact");
     r.solver = "exact";
     r.stats.evaluated = seed_plan->stats.evaluated + s.evaluated;

@@ -14,7 +14,8 @@ class ExhaustiveSolver final : public Solver {
  public:
   [[nodiscard]] std::string_view name() const override { return "exhaustive"; }
 
-  Result<PlanResult> solve(const PlanProblem& p, const SolverOptions& o) const override {
+  Result<PlanResult> solve(const Context& ctx, const PlanProblem& p,
+                           const SolverOptions&) const override {
     const auto start = std::chrono::steady_clock::now();
     const auto& act = p.active_models();
     if (act.empty()) return Error("no active models to plan");
@@ -24,7 +25,7 @@ class ExhaustiveSolver final : public Solver {
                    " joint configurations (more than 2^64); use ga, exact, greedy or hillclimb");
     }
     const std::uint64_t total = candidates.value();
-    const int threads = std::max(1, o.threads);
+    const int threads = std::max(1, ctx.threads);
     struct Best {
       double fitness = -std::numeric_limits<double>::infinity();
       std::uint64_t index = 0;

@@ -64,13 +64,13 @@ using UtilityBounds = std::optional<std::vector<std::vector<double>>>;
 /// random stream, from the first generation to the polished plan.
 class GaRun {
  public:
-  GaRun(const PlanProblem& p, const SolverOptions& o)
+  GaRun(const Context& ctx, const PlanProblem& p)
       : p_(p),
         act_(p.active_models()),
         n_(p.models()),
         pop_size_(std::clamp(kPopulationPerGene * act_.size(), kMinPopulation, kMaxPopulation)),
-        rng_(derive_seed(o.seed, {0x6761})),
-        eval_(p, 256, o.threads),
+        rng_(derive_seed(ctx.seed, {0x6761})),
+        eval_(p, 256, ctx.threads),
         by_quality_(n_),
         rank_(n_) {
     rank_by_quality();
@@ -381,10 +381,11 @@ class GaSolver final : public Solver {
   explicit GaSolver(bool bounded_polish) : bounded_polish_(bounded_polish) {}
   [[nodiscard]] std::string_view name() const override { return "ga"; }
 
-  Result<PlanResult> solve(const PlanProblem& p, const SolverOptions& o) const override {
+  Result<PlanResult> solve(const Context& ctx, const PlanProblem& p,
+                           const SolverOptions& o) const override {
     const auto start = std::chrono::steady_clock::now();
     if (p.active_models().empty()) return Error("no active models to plan");
-    GaRun ga(p, o);
+    GaRun ga(ctx, p);
     ga.seed_population(o.warm_start);
     ga.evolve();
     ga.polish();

@@ -28,7 +28,8 @@ class GreedySolver final : public Solver {
  public:
   [[nodiscard]] std::string_view name() const override { return "greedy"; }
 
-  Result<PlanResult> solve(const PlanProblem& p, const SolverOptions&) const override {
+  Result<PlanResult> solve(const Context&, const PlanProblem& p,
+                           const SolverOptions&) const override {
     const auto start = std::chrono::steady_clock::now();
     const auto& act = p.active_models();
     if (act.empty()) return Error("no active models to plan");
@@ -88,13 +89,14 @@ class HillClimbSolver final : public Solver {
  public:
   [[nodiscard]] std::string_view name() const override { return "hillclimb"; }
 
-  Result<PlanResult> solve(const PlanProblem& p, const SolverOptions& o) const override {
+  Result<PlanResult> solve(const Context& ctx, const PlanProblem& p,
+                           const SolverOptions& o) const override {
     const auto start = std::chrono::steady_clock::now();
     const auto& act = p.active_models();
     if (act.empty()) return Error("no active models to plan");
     const std::size_t n = p.models();
-    Rng rng(derive_seed(o.seed, {0x6863}));
-    detail::Evaluator eval(p, 256, o.threads);
+    Rng rng(derive_seed(ctx.seed, {0x6863}));
+    detail::Evaluator eval(p, 256, ctx.threads);
     constexpr int kRadius = 3;
     constexpr int kStarts = 3;
 

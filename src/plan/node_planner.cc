@@ -100,9 +100,10 @@ struct NodePlanner::Cache {
   std::uint64_t hits = 0;
 };
 
-NodePlanner::NodePlanner(const Workload& w, UnitModels& models, const Solver& solver,
-                         NodePlanOptions options, UnitPlanCache* shared)
-    : w_(&w),
+NodePlanner::NodePlanner(const Context& ctx, const Workload& w, UnitModels& models,
+                         const Solver& solver, NodePlanOptions options, UnitPlanCache* shared)
+    : ctx_(ctx),
+      w_(&w),
       models_(&models),
       solver_(&solver),
       options_(options),
@@ -138,10 +139,11 @@ namespace {
 // The per-unit plan of `mask` on `unit`, solved once per (device, set).
 // With `screen` (not null) the set is planned by that cheap solver alone: its plans are cached
 // apart from the full solver's and never shared.
-Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const Solver& solver,
-                                 const Solver& exhaustive, const Solver* screen,
-                                 const NodePlanOptions& options, NodePlanner::Cache& cache,
-                                 const GpuUnit& unit, std::uint64_t mask) {
+Result<const SubPlan*> unit_plan(const Context& ctx, const Workload& w, UnitModels& models,
+                                 const Solver& solver, const Solver& exhaustive,
+                                 const Solver* screen, const NodePlanOptions& options,
+                                 NodePlanner::Cache& cache, const GpuUnit& unit,
+                                 std::uint64_t mask) {
   const auto key = std::make_pair(unit.device.name, mask);
   auto& plans = screen != nullptr ? cache.screened_plans : cache.plans;
   if (auto it = plans.find(key); it != plans.end()) {
@@ -194,14 +196,14 @@ Result<const SubPlan*> unit_plan(const Workload& w, UnitModels& models, const So
     // Screening solves tiny sets exactly too: exhaustive costs there what the greedy pass does.
     const bool tiny = count.exact() && count.value() <= options.screen_exhaustive_up_to;
     const Solver& by = screen != nullptr && !tiny ? *screen : small ? exhaustive : solver;
-    SolverOptions so = options.solver;
+    SolverOptions so;
     if (screen == nullptr && !small) {
       // The full plan of a set the search screened starts from the screened plan.
       if (auto it = cache.screened_plans.find(key); it != cache.screened_plans.end()) {
         so.warm_start = it->second.config;
       }
     }
-    auto r = by.solve(problem, so);
+    auto r = by.solve(ctx, problem, so);
     if (!r) return r.error();
     const auto score = problem.score(r->config, r->predicted);
     sp.config = r->config;
@@ -255,8 +257,8 @@ Result<NodePlan> NodePlanner::plan_with(const NodeLayout& layout,
   bool units_ok = true;
   for (std::size_t u = 0; u < layout.units.size(); ++u) {
     const std::uint64_t mask = mask_of(assignment, u);
-    auto sp = unit_plan(*w_, *models_, *solver_, *exhaustive_, screen, options_, *cache_,
-                        layout.units[u], mask);
+    auto sp = unit_plan(ctx_, *w_, *models_, *solver_, *exhaustive_, screen, options_,
+                        *cache_, layout.units[u], mask);
     if (!sp) return sp.error();
     const SubPlan& s = **sp;
     p.utility += s.utility;
@@ -374,7 +376,7 @@ using AssignmentPlanner =
 /// restarts, and the best plans it met.
 class LayoutSearch {
  public:
-  LayoutSearch(const Workload& w, const NodePlanOptions& options,
+  LayoutSearch(const Context& ctx, const Workload& w, const NodePlanOptions& options,
                std::vector<std::vector<std::size_t>> allowed, bool screening,
                AssignmentPlanner plan)
       : n_(w.models.size()),
@@ -382,7 +384,7 @@ class LayoutSearch {
         allowed_(std::move(allowed)),
         screening_(screening),
         plan_(std::move(plan)),
-        rng_(derive_seed(options.solver.seed, {0x6e6f6465ULL})),
+        rng_(derive_seed(ctx.seed, {0x6e6f6465ULL})),
         // A plan at the utility bound ends the search: nothing after it could replace it (each
         // replacement must be better), so stopping returns the plan the whole search would.
         bound_(utility_bound(w)) {}
@@ -584,7 +586,7 @@ Result<NodePlan> NodePlanner::plan(const NodeLayout& layout) {
   if (!in) return in.error();
   const std::size_t n = w_->models.size();
   const std::size_t units = layout.units.size();
-  LayoutSearch search(*w_, options_, allowed_units(*in, cache_->min_vram, n, units),
+  LayoutSearch search(ctx_, *w_, options_, allowed_units(*in, cache_->min_vram, n, units),
                       screen_ != nullptr, [&](std::span<const std::int32_t> a, bool screening) {
                         return plan_with(layout, a, "corun", screening);
                       });

@@ -27,9 +27,10 @@ std::string Controller::model_key(const ModelSpec& m) {
   return k;
 }
 
-Controller::Controller(Workload w, std::unique_ptr<PredictorSource> source,
+Controller::Controller(const Context& ctx, Workload w, std::unique_ptr<PredictorSource> source,
                        ControllerOptions options)
-    : options_(std::move(options)),
+    : ctx_(ctx),
+      options_(std::move(options)),
       source_(std::move(source)),
       workload_(std::move(w)),
       recent_(std::make_unique<Recent>()) {

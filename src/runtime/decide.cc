@@ -10,7 +10,7 @@
 
 #include "controller_state.h"
 #include "corun/core/check.h"
-#include "corun/core/rng.h"
+#include "corun/core/context.h"
 #include "corun/plan/objective.h"
 #include "corun/runtime/controller.h"
 #include "corun/runtime/corrected_predictor.h"
@@ -294,10 +294,9 @@ Result<Decision> Controller::search(const Workload& w, const std::shared_ptr<Pre
     problem.set_transitions(std::move(cost), std::move(allowed), std::move(scale));
   }
   SolverOptions so;
-  so.seed = derive_seed(options_.seed, {static_cast<std::uint64_t>(id)});
-  so.threads = options_.threads;
   if (warm.size() == n) so.warm_start = warm;
-  auto solved = solve_degrading(problem, *solver_, so);
+  auto solved =
+      solve_degrading(ctx_.derived({static_cast<std::uint64_t>(id)}), problem, *solver_, so);
   if (!solved) return solved.error().wrap("planning");
   if (hook_ms != nullptr && options_.on_decision) {
     const auto hook_start = std::chrono::steady_clock::now();

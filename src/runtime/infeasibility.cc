@@ -263,9 +263,9 @@ std::string Infeasibility::admission() const {
          " % of its demand and refuses the rest";
 }
 
-Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& solver,
-                                     const SolverOptions& options) {
-  auto first = solver.solve(problem, options);
+Result<DegradedPlan> solve_degrading(const Context& ctx, const PlanProblem& problem,
+                                     const Solver& solver, const SolverOptions& options) {
+  auto first = solver.solve(ctx, problem, options);
   if (!first) return first.error();
   const std::size_t n = problem.models();
   DegradedPlan out;
@@ -309,7 +309,7 @@ Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& s
     }
     SolverOptions o = options;
     if (o.warm_start && o.warm_start->size() == n) o.warm_start = view.viewed(*o.warm_start);
-    auto r = solver.solve(p, o);
+    auto r = solver.solve(ctx, p, o);
     if (!r) return r.error();
     JointConfig original = view.original(r->config);
     return std::make_pair(std::move(*r), std::move(original));

@@ -45,16 +45,16 @@ NodeOutcome measure_node_plan(const Workload& w, NodePlan plan, const Testbed& t
   return out;
 }
 
-Result<CapacityAnswer> gpus_needed(const Workload& w, PredictorSource& whole, const Solver& solver,
-                                   const NodePlanOptions& options, std::size_t from_gpus,
-                                   std::size_t max_gpus) {
+Result<CapacityAnswer> gpus_needed(const Context& ctx, const Workload& w, PredictorSource& whole,
+                                   const Solver& solver, const NodePlanOptions& options,
+                                   std::size_t from_gpus, std::size_t max_gpus) {
   CapacityAnswer out;
   for (std::size_t k = std::max<std::size_t>(1, from_gpus); k <= max_gpus; ++k) {
     Workload node = w;
     node.node.options.assign(k, std::vector<MigPartition>{MigPartition{}});
     for (auto& m : node.models) m.gpu.reset();  // pins name GPUs of another node
     SourceUnitModels models(node, whole, whole);
-    NodePlanner planner(node, models, solver, options);
+    NodePlanner planner(ctx, node, models, solver, options);
     auto plan = planner.plan();
     if (!plan) return plan.error().wrap("planning " + std::to_string(k) + " GPU(s)");
     out.tried_up_to = k;

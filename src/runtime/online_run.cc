@@ -218,7 +218,7 @@ class OnlineLoop {
     // What runs: the plan's refused shares never reach the testbed; utility still counts
     // against the whole demand, so the refused share earns nothing.
     const Workload runs = admitted_workload(truth, rec.admitted);
-    const std::uint64_t seed = derive_seed(options_.controller.seed, {kIntervalStream, step});
+    const std::uint64_t seed = derive_seed(controller_.context().seed, {kIntervalStream, step});
     if (auto s = measure(rec, runs, config, mo, seed, step); !s.ok()) return s;
     judge(rec, truth, now, config, plan.get(), step);
     rec.learning = controller_.learning_state();
@@ -436,7 +436,7 @@ class OnlineLoop {
 
 }  // namespace
 
-Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
+Result<RunReport> run_online(const Context& ctx, const Workload& w, const Testbed& testbed,
                              std::unique_ptr<PredictorSource> source, const RunOptions& options) {
   if (auto s = make_solver(options.controller.solver); !s) return s.error();
   RunReport report;
@@ -444,7 +444,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
   report.testbed = std::string(testbed.name());
   report.device = w.device.name;
   report.solver = options.controller.solver;
-  report.seed = options.controller.seed;
+  report.seed = ctx.seed;
   report.learning = options.controller.learning.enabled;
   report.breach_target = options.controller.learning.breach_target;
   report.source = source->describe();
@@ -457,7 +457,7 @@ Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
   // SLAs are judged per interval: a swap that breaches loses whole intervals.
   ControllerOptions controller_options = options.controller;
   if (w.timeline.interval_s > 0) controller_options.transitions.window_s = w.timeline.interval_s;
-  Controller controller(planner, std::move(source), controller_options);
+  Controller controller(ctx, planner, std::move(source), controller_options);
 
   OnlineLoop loop(w, testbed, options, controller, report);
   if (auto s = loop.open_refit(); !s.ok()) return s.error();

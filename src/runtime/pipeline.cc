@@ -30,10 +30,10 @@ Result<profile::CampaignReport> campaign(profile::Dataset& ds, const Workload& w
 }
 
 // Whether a stored model was fitted on this workload's samples with these settings.
-bool matches(const surrogate::Surrogate& s, const Workload& w, const PipelineOptions& o,
-             std::uint64_t corun_samples) {
+bool matches(const surrogate::Surrogate& s, const Context& ctx, const Workload& w,
+             const PipelineOptions& o, std::uint64_t corun_samples) {
   const auto& p = s.provenance();
-  return p.workload_hash == w.hash && p.testbed == o.testbed && p.seed == o.seed &&
+  return p.workload_hash == w.hash && p.testbed == o.testbed && p.seed == ctx.seed &&
          p.corun_samples == corun_samples && s.kind() == o.kind &&
          s.regressor_kind() == o.regressor && s.monotone() == o.monotone &&
          s.check_workload(w).ok();
@@ -41,8 +41,9 @@ bool matches(const surrogate::Surrogate& s, const Workload& w, const PipelineOpt
 
 }  // namespace
 
-Result<PipelineResult> profile_and_fit(const Workload& w, std::string_view workload_text,
-                                       const Testbed& testbed, const PipelineOptions& o) {
+Result<PipelineResult> profile_and_fit(const Context& ctx, const Workload& w,
+                                       std::string_view workload_text, const Testbed& testbed,
+                                       const PipelineOptions& o) {
   if (o.dataset.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(o.dataset.parent_path(), ec);
@@ -54,7 +55,7 @@ Result<PipelineResult> profile_and_fit(const Workload& w, std::string_view workl
   auto ds = profile::Dataset::open(o.dataset, profile::Dataset::Mode::kCreate);
   if (!ds) return ds.error();
   PipelineResult r;
-  const profile::CampaignSpec standalone{profile::Plan::kStandalone, o.seed, o.testbed,
+  const profile::CampaignSpec standalone{profile::Plan::kStandalone, ctx.seed, o.testbed,
                                          o.window_s};
   auto a = campaign(*ds, w, workload_text, testbed, standalone, o.standalone_repeats, o,
                     "profile standalone");
@@ -62,7 +63,7 @@ Result<PipelineResult> profile_and_fit(const Workload& w, std::string_view workl
   r.standalone_total = a->total;
   r.standalone_measured = a->measured;
   const std::uint64_t budget = o.corun_budget > 0 ? o.corun_budget : 20 * w.models.size();
-  const profile::CampaignSpec meanfield{profile::Plan::kMeanField, o.seed, o.testbed, o.window_s};
+  const profile::CampaignSpec meanfield{profile::Plan::kMeanField, ctx.seed, o.testbed, o.window_s};
   auto b = campaign(*ds, w, workload_text, testbed, meanfield, budget, o, "profile meanfield");
   if (!b) return b.error().wrap("meanfield campaign");
   r.corun_total = b->total;
@@ -73,7 +74,7 @@ Result<PipelineResult> profile_and_fit(const Workload& w, std::string_view workl
   if (!data) return data.error();
   if (std::filesystem::exists(o.model)) {
     auto old = surrogate::Surrogate::load(o.model);
-    if (old && matches(*old, w, o, data->corun.size())) {
+    if (old && matches(*old, ctx, w, o, data->corun.size())) {
       r.surrogate = std::move(*old);
       r.model_reused = true;
       return r;
@@ -83,8 +84,8 @@ Result<PipelineResult> profile_and_fit(const Workload& w, std::string_view workl
   fit.kind = o.kind;
   fit.regressor = o.regressor;
   fit.monotone = o.monotone;
-  fit.seed = o.seed;
-  data->provenance.seed = o.seed;
+  fit.seed = ctx.seed;
+  data->provenance.seed = ctx.seed;
   data->provenance.dataset = o.dataset.string();
   const auto start = std::chrono::steady_clock::now();
   auto s = surrogate::Surrogate::fit(w, data->standalone, data->corun, fit, data->provenance);

@@ -67,8 +67,6 @@ RunOptions row_run_options(const Workload& w, const SchedulerEvalOptions& option
                            const std::string& solver, bool learning, bool aware) {
   RunOptions ro;
   ro.controller.solver = solver;
-  ro.controller.seed = options.seed;
-  ro.controller.threads = options.threads;
   ro.controller.learning = options.learning_options;
   ro.controller.learning.enabled = learning;
   ro.controller.admission.enabled = options.shed;
@@ -80,17 +78,18 @@ RunOptions row_run_options(const Workload& w, const SchedulerEvalOptions& option
 }
 
 /// Scores each decision against the exhaustive optimum of the same problem (same predictions,
-/// margins and constraints).
-void watch_decisions(RunOptions& ro, RowTrace& trace, const std::string& solver,
+/// margins and constraints), solved with seed 1 on `ctx`'s threads.
+void watch_decisions(const Context& ctx, RunOptions& ro, RowTrace& trace, const std::string& solver,
                      const Solver& exhaustive, const SchedulerEvalOptions& options) {
-  ro.controller.on_decision = [&trace, &solver, &exhaustive, &options](const PlanProblem& p,
-                                                                       const PlanResult& chosen) {
+  const Context exhaustive_ctx{.seed = 1, .threads = ctx.threads};
+  ro.controller.on_decision = [&trace, &solver, &exhaustive, &options, exhaustive_ctx](
+                                  const PlanProblem& p, const PlanResult& chosen) {
     if (solver == "exhaustive") {
       trace.gap_ex.push_back(0.0);
       return;
     }
     if (!options.exhaustive_gap) return;
-    auto ex = exhaustive.solve(p, SolverOptions{1, options.threads, std::nullopt});
+    auto ex = exhaustive.solve(exhaustive_ctx, p, SolverOptions{});
     if (!ex) {
       trace.failure = ex.error();
       return;
@@ -205,14 +204,15 @@ struct ScenarioOracles {
   HindsightOracle hindsight;
   std::optional<HindsightSchedule> best_schedule;
 
-  ScenarioOracles(const Testbed& testbed, double window, const SchedulerEvalOptions& options)
-      : oracle(testbed, window, options.threads, options.oracle_windows, 0.99,
+  ScenarioOracles(const Context& ctx, const Testbed& testbed, double window,
+                  const SchedulerEvalOptions& options)
+      : oracle(testbed, window, ctx.threads, options.oracle_windows, 0.99,
                std::max(1, options.hindsight_candidates)),
         hindsight(oracle, ActuationTable::builtin(), window) {}
 };
 
 /// Runs one row (scenario, solver, learning, transitions) and scores it.
-Result<SchedulerEvalRow> evaluate_row(const Workload& w, const Testbed& testbed,
+Result<SchedulerEvalRow> evaluate_row(const Context& ctx, const Workload& w, const Testbed& testbed,
                                       const SourceFactory& sources,
                                       const SchedulerEvalOptions& options, const Solver& exhaustive,
                                       ScenarioOracles& oracles, const std::string& solver,
@@ -221,9 +221,9 @@ Result<SchedulerEvalRow> evaluate_row(const Workload& w, const Testbed& testbed,
   if (!source) return source.error();
   RowTrace trace;
   RunOptions ro = row_run_options(w, options, solver, learning, aware);
-  watch_decisions(ro, trace, solver, exhaustive, options);
+  watch_decisions(ctx, ro, trace, solver, exhaustive, options);
   watch_intervals(ro, trace, oracles.oracle, options);
-  auto report = run_online(w, testbed, std::move(*source), ro);
+  auto report = run_online(ctx, w, testbed, std::move(*source), ro);
   if (!report) return report.error().wrap(w.file);
   if (!trace.failure.ok()) return trace.failure.error().wrap(w.file);
   SchedulerEvalRow row;
@@ -259,7 +259,8 @@ Result<SchedulerEvalRow> evaluate_row(const Workload& w, const Testbed& testbed,
 
 }  // namespace
 
-Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(const std::vector<Workload>& scenarios,
+Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(const Context& ctx,
+                                                         const std::vector<Workload>& scenarios,
                                                          const Testbed& testbed,
                                                          const SourceFactory& sources,
                                                          const SchedulerEvalOptions& options) {
@@ -271,7 +272,7 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(const std::vector<Workl
   }
   for (const auto& w : scenarios) {
     const double window = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
-    ScenarioOracles oracles(testbed, window, options);
+    ScenarioOracles oracles(ctx, testbed, window, options);
     for (const bool learning : options.learning) {
       for (const bool aware : options.transitions) {
         for (const auto& solver : options.solvers) {
@@ -279,7 +280,7 @@ Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(const std::vector<Workl
             options.progress(w.file + " / " + solver + " / learning " + (learning ? "on" : "off") +
                              " / transitions " + (aware ? "aware" : "ignore"));
           }
-          auto row = evaluate_row(w, testbed, sources, options, **exhaustive, oracles, solver,
+          auto row = evaluate_row(ctx, w, testbed, sources, options, **exhaustive, oracles, solver,
                                   learning, aware);
           if (!row) return row.error();
           rows.push_back(std::move(*row));

@@ -164,10 +164,11 @@ Predicted SurrogatePredictor::predict_given(std::size_t m, std::int32_t l,
   return to_predicted(t.data(), true);
 }
 
-SurrogateSource::SurrogateSource(surrogate::Surrogate s, const Testbed& testbed,
+SurrogateSource::SurrogateSource(const Context& ctx, surrogate::Surrogate s, const Testbed& testbed,
                                  SurrogateSourceOptions options)
     : surrogate_(std::move(s)),
       testbed_(testbed),
+      ctx_(ctx),
       options_(options),
       table_(surrogate_.standalone()) {
   for (const auto& sig : surrogate_.signature()) profiled_.push_back(sig.demand);
@@ -199,7 +200,7 @@ Result<std::unique_ptr<Predictor>> SurrogateSource::predictor_for(const Workload
         rec.config.assign(current.models.size(), kAbsent);
         rec.config[m] = static_cast<std::int32_t>(l);
         rec.measurement_seed = derive_seed(
-            options_.seed, {0x5354414eULL, refreshes_, m, l, static_cast<std::uint64_t>(r)});
+            ctx_.seed, {0x5354414eULL, refreshes_, m, l, static_cast<std::uint64_t>(r)});
         rec.measurement =
             testbed_.measure(current, rec.config, {options_.window_s, rec.measurement_seed});
         samples.push_back(std::move(rec));

@@ -161,20 +161,22 @@ std::unique_ptr<FittedOrTwinSource::KnobOrder> match_knob_order(const Workload& 
 
 }  // namespace
 
-FittedOrTwinSource::FittedOrTwinSource(surrogate::Surrogate s, const Testbed& testbed,
-                                       SurrogateSourceOptions fitted, TwinOptions twin)
-    : fitted_(std::move(s), testbed, fitted), twin_(twin) {}
+FittedOrTwinSource::FittedOrTwinSource(const Context& ctx, surrogate::Surrogate s,
+                                       const Testbed& testbed, SurrogateSourceOptions fitted,
+                                       TwinOptions twin)
+    : fitted_(ctx, std::move(s), testbed, fitted), twin_(twin) {}
 
-FittedOrTwinSource::FittedOrTwinSource(std::unique_ptr<Testbed> owned, surrogate::Surrogate s,
-                                       SurrogateSourceOptions fitted, TwinOptions twin)
-    : owned_(std::move(owned)), fitted_(std::move(s), *owned_, fitted), twin_(twin) {}
+FittedOrTwinSource::FittedOrTwinSource(const Context& ctx, std::unique_ptr<Testbed> owned,
+                                       surrogate::Surrogate s, SurrogateSourceOptions fitted,
+                                       TwinOptions twin)
+    : owned_(std::move(owned)), fitted_(ctx, std::move(s), *owned_, fitted), twin_(twin) {}
 
 Result<std::unique_ptr<FittedOrTwinSource>> FittedOrTwinSource::on_own_testbed(
-    surrogate::Surrogate s, SurrogateSourceOptions fitted, TwinOptions twin) {
+    const Context& ctx, surrogate::Surrogate s, SurrogateSourceOptions fitted, TwinOptions twin) {
   auto t = make_testbed(s.provenance().testbed.empty() ? "sim" : s.provenance().testbed);
   if (!t) return t.error().wrap("the surrogate's testbed");
   return std::unique_ptr<FittedOrTwinSource>(
-      new FittedOrTwinSource(std::move(*t), std::move(s), fitted, twin));
+      new FittedOrTwinSource(ctx, std::move(*t), std::move(s), fitted, twin));
 }
 
 FittedOrTwinSource::~FittedOrTwinSource() = default;

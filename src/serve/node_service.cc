@@ -74,11 +74,9 @@ Result<std::optional<std::size_t>> NodeService::stored_gpus(
   return std::optional<std::size_t>(j["gpus"].get<std::size_t>());
 }
 
-Result<std::unique_ptr<NodeService>> NodeService::open(const ServiceOptions& options,
-                                                       std::size_t gpus,
-                                                       const std::vector<std::string>& initial,
-                                                       const Catalog& catalog,
-                                                       const SourceFactory& source) {
+Result<std::unique_ptr<NodeService>> NodeService::open(
+    const Context& ctx, const ServiceOptions& options, std::size_t gpus,
+    const std::vector<std::string>& initial, const Catalog& catalog, const SourceFactory& source) {
   if (gpus < 1 || gpus > 64) return Error("a node has 1 to 64 GPUs", Error::Kind::kInvalidInput);
   auto stored = stored_gpus(options.state_dir);
   if (!stored) return stored.error();
@@ -113,7 +111,7 @@ Result<std::unique_ptr<NodeService>> NodeService::open(const ServiceOptions& opt
     }
     auto src = source();
     if (!src) return src.error().wrap("gpu" + std::to_string(k));
-    auto s = Service::open(std::move(o), catalog, std::move(*src));
+    auto s = Service::open(ctx, std::move(o), catalog, std::move(*src));
     if (!s) return s.error().wrap("gpu" + std::to_string(k));
     units.push_back(std::move(*s));
   }

@@ -146,8 +146,10 @@ Status read_initial_models(const std::string& file, const Catalog& catalog,
 // ---------------------------------------------------------------------------------------------
 // Construction and recovery
 
-Service::Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store)
-    : options_(std::move(options)),
+Service::Service(const Context& ctx, ServiceOptions options, const Catalog& catalog,
+                 std::unique_ptr<StateStore> store)
+    : ctx_(ctx),
+      options_(std::move(options)),
       catalog_(&catalog),
       catalog_record_(exporting::catalog_record_json(catalog).dump()),
       store_(std::move(store)),
@@ -155,7 +157,8 @@ Service::Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr
       planner_([this](const std::string& reason) { return plan_once(reason); },
                options_.min_replan_interval_ms) {}
 
-Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Catalog& catalog,
+Result<std::unique_ptr<Service>> Service::open(const Context& ctx, ServiceOptions options,
+                                               const Catalog& catalog,
                                                std::unique_ptr<PredictorSource> source) {
   if (options.token.empty()) return Error("serve needs a non-empty bearer token");
   if (!source) return Error("serve needs a predictor source");
@@ -173,7 +176,7 @@ Result<std::unique_ptr<Service>> Service::open(ServiceOptions options, const Cat
   if (!st) return st.error().wrap("loading " + options.state_dir.string());
   auto twin = make_testbed("sim");
   if (!twin) return twin.error();
-  std::unique_ptr<Service> s(new Service(std::move(options), catalog, std::move(*store)));
+  std::unique_ptr<Service> s(new Service(ctx, std::move(options), catalog, std::move(*store)));
   s->twin_ = std::move(*twin);
   s->prometheus_ = std::move(prometheus);
   if (auto tools = mapping::tool_catalog(catalog)) {
@@ -283,12 +286,11 @@ Status Service::restore_controller_locked(const StoredState& st,
   // plan in force; decision ids continue the stored ones.
   ControllerOptions co;
   co.solver = options_.solver;
-  co.seed = options_.seed;
-  co.threads = options_.solver_threads;
   co.learning = options_.learning;
   co.transitions = options_.transitions;
   co.admission = options_.admission;
-  controller_ = std::make_unique<Controller>(registry_.workload(device_), std::move(source), co);
+  controller_ =
+      std::make_unique<Controller>(ctx_, registry_.workload(device_), std::move(source), co);
   std::vector<LearningSample> learned;
   for (std::size_t i = 0; i < st.learning.size(); ++i) {
     auto sample = learning_sample_from_json(json::parse(st.learning[i], nullptr, false));

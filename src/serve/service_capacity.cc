@@ -81,8 +81,8 @@ HttpResponse Service::post_capacity(const RouteCall& call) {
   TwinSource twin;
   auto solver = make_solver(options_.solver);
   if (!solver) return error({500, "internal", solver.error().what(), ""});
-  NodePlanOptions options{{options_.seed, options_.solver_threads, std::nullopt}};
-  auto a = gpus_needed(w, twin, **solver, options, 1, static_cast<std::size_t>(max_gpus));
+  const NodePlanOptions options;
+  auto a = gpus_needed(ctx_, w, twin, **solver, options, 1, static_cast<std::size_t>(max_gpus));
   if (!a) return error({503, "planning_failed", a.error().what(), ""});
   json out = {{"device", device_.name},
               {"gpus_needed", a->gpus == 0 ? json(nullptr) : json(a->gpus)},

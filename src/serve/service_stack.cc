@@ -142,7 +142,7 @@ void Service::read_stack_gpu(StackWindow& w, const PromQuery& query) const {
       w.same_plan && w.in_force && w.in_force->config.size() == w.workload.models.size()) {
     const Measurement m =
         twin_->measure(w.workload, w.in_force->config,
-                       MeasureOptions(options_.stack.read.window_s, options_.seed, {}, false));
+                       MeasureOptions(options_.stack.read.window_s, ctx_.seed, {}, false));
     if (m.ok()) w.predicted = m.gpu;
   }
 }

@@ -81,6 +81,24 @@ TEST(Cli, MissingFileAndBadFlagsExitWith2) {
   EXPECT_EQ(run("measure " + kSrc + "/workloads/paper-n2.yaml --testbed simm").code, 2);
 }
 
+// The --regressor default each verb shows in its --help ("--regressor TEXT=gbdt ..."): the
+// value after the '=' up to the next space.
+std::string regressor_default(const std::string& verb) {
+  const RunResult r = run(verb + " --help");
+  const std::string key = "--regressor TEXT=";
+  const auto at = r.out.find(key);
+  if (r.code != 0 || at == std::string::npos) return "(no --regressor in " + verb + " --help)";
+  const auto from = at + key.size();
+  return r.out.substr(from, r.out.find_first_of(" \n", from) - from);
+}
+
+TEST(Cli, FitRunAndEvalSchedulerDefaultToTheSameRegressor) {
+  const std::string fit = regressor_default("fit");
+  EXPECT_EQ(fit, "gbdt");  // docs/results/surrogate-choice.md chose it
+  EXPECT_EQ(regressor_default("run"), fit);
+  EXPECT_EQ(regressor_default("eval scheduler"), fit);
+}
+
 TEST(Cli, PaperN5HasExactly78732JointConfigurations) {
   const RunResult r = run("space " + kSrc + "/workloads/paper-n5.yaml --json");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -324,7 +324,8 @@ TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth
   o.stack.read.window_s = kWindowS;
   o.stack.read.min_requests = 1;  // a 2 s window of 2 requests/s
   o.stack.dcgm_labels = {{"gpu", "0"}};
-  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto opened =
+      Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   ASSERT_TRUE(opened.ok()) << opened.error().what();
   Service& s = **opened;
   // The workload's entries as a client registers them.

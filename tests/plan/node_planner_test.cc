@@ -60,7 +60,7 @@ Result<NodePlan> plan_synthetic(const Workload& w) {
   SyntheticUnits units(w);
   auto solver = make_solver("ga");
   EXPECT_TRUE(solver.ok());
-  NodePlanner planner(w, units, **solver, NodePlanOptions{});
+  NodePlanner planner(Context{}, w, units, **solver, NodePlanOptions{});
   return planner.plan();
 }
 
@@ -80,7 +80,7 @@ TEST(NodePlanner, RespectsPinsAndIsNeverWorseThanABaseline) {
   SyntheticUnits units(w);
   auto solver = make_solver("ga");
   ASSERT_TRUE(solver.ok());
-  NodePlanner planner(w, units, **solver, NodePlanOptions{});
+  NodePlanner planner(Context{}, w, units, **solver, NodePlanOptions{});
   auto plan = planner.plan();
   ASSERT_TRUE(plan.ok()) << plan.error().what();
   EXPECT_TRUE(plan->placed);
@@ -126,7 +126,7 @@ TEST(NodePlanner, ASharedCachePlansEachSetOfModelsOnce) {
   ASSERT_TRUE(solver.ok());
   UnitPlanCache shared;
   SyntheticUnits units(w);
-  NodePlanner first(w, units, **solver, NodePlanOptions{}, &shared);
+  NodePlanner first(Context{}, w, units, **solver, NodePlanOptions{}, &shared);
   auto plan = first.plan();
   ASSERT_TRUE(plan.ok()) << plan.error().what();
   EXPECT_GT(plan->subplans, 0u);
@@ -135,13 +135,13 @@ TEST(NodePlanner, ASharedCachePlansEachSetOfModelsOnce) {
   const std::vector<std::int32_t> same(plan->assignment.rbegin(), plan->assignment.rend());
   const NodeLayout layout = node_layouts(reversed)[0];
   SyntheticUnits reversed_units(reversed);
-  NodePlanner second(reversed, reversed_units, **solver, NodePlanOptions{}, &shared);
+  NodePlanner second(Context{}, reversed, reversed_units, **solver, NodePlanOptions{}, &shared);
   auto again = second.plan_assignment(layout, same, "same");
   ASSERT_TRUE(again.ok()) << again.error().what();
   EXPECT_EQ(again->subplans, 0u);
   EXPECT_GT(again->cache_hits, 0u);
   SyntheticUnits alone_units(reversed);
-  NodePlanner alone(reversed, alone_units, **solver, NodePlanOptions{});
+  NodePlanner alone(Context{}, reversed, alone_units, **solver, NodePlanOptions{});
   auto fresh = alone.plan_assignment(layout, same, "same");
   ASSERT_TRUE(fresh.ok()) << fresh.error().what();
   EXPECT_GT(fresh->subplans, 0u);
@@ -203,7 +203,7 @@ TEST(NodePlanner, APlanAtTheUtilityBoundEndsTheSearch) {
   SyntheticUnits units(four);
   auto solver = make_solver("ga");
   ASSERT_TRUE(solver.ok());
-  NodePlanner starts(four, units, **solver, NodePlanOptions{});
+  NodePlanner starts(Context{}, four, units, **solver, NodePlanOptions{});
   std::uint64_t start_sets = 0;
   for (const auto& rule : placement_rule_names()) {
     auto b = starts.plan_baseline(node_layouts(four)[0], rule);
@@ -234,7 +234,7 @@ TEST(NodePlanner, AScreenedSearchPlansFewSetsWithTheFullSolver) {
     SyntheticUnits units(w);
     NodePlanOptions options;
     options.screen = screen;
-    NodePlanner planner(w, units, **solver, options);
+    NodePlanner planner(Context{}, w, units, **solver, options);
     auto p = planner.plan();
     EXPECT_TRUE(p.ok()) << p.error().what();
     std::vector<NodePlan> baselines;

@@ -33,7 +33,7 @@ Workload with_slas_scaled(Workload w, double scale) {
 PlanResult solve(const std::string& solver, const PlanProblem& p, std::uint64_t seed = 1) {
   auto s = make_solver(solver);
   EXPECT_TRUE(s.ok());
-  auto r = (*s)->solve(p, SolverOptions{seed, 2, std::nullopt});
+  auto r = (*s)->solve(Context{.seed = seed, .threads = 2}, p, SolverOptions{});
   EXPECT_TRUE(r.ok()) << r.error().what();
   return std::move(r).value();
 }
@@ -228,8 +228,8 @@ TEST(Solvers, ExactSplitSearchFindsTheSequentialPlanWithAnyWorkers) {
     // The solver itself, one thread or two: the same plan.
     auto exact = make_solver("exact");
     ASSERT_TRUE(exact.ok());
-    auto a = (*exact)->solve(p, SolverOptions{1, 1, std::nullopt});
-    auto b = (*exact)->solve(p, SolverOptions{1, 2, std::nullopt});
+    auto a = (*exact)->solve(Context{.seed = 1, .threads = 1}, p, SolverOptions{});
+    auto b = (*exact)->solve(Context{.seed = 1, .threads = 2}, p, SolverOptions{});
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a->config, b->config) << "scale " << scale;
     EXPECT_TRUE(a->stats.proved_optimal && b->stats.proved_optimal);
@@ -342,7 +342,7 @@ TEST(Solvers, ExhaustiveRefusesASpaceBeyondTwoToThe64) {
   EXPECT_EQ(p.candidate_count().approx(), std::ldexp(1.0, 210));
   auto s = make_solver("exhaustive");
   ASSERT_TRUE(s.ok());
-  const auto r = (*s)->solve(p, SolverOptions{1, 2, std::nullopt});
+  const auto r = (*s)->solve(Context{.seed = 1, .threads = 2}, p, SolverOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind(), Error::Kind::kInvalidInput);  // the CLI's exit code 2
   EXPECT_NE(r.error().message().find("more than 2^64"), std::string::npos) << r.error().what();
@@ -376,7 +376,7 @@ TEST(Solvers, WarmStartFromTheOptimumKeepsIt) {
   PlanProblem p(w, std::vector<bool>(5, true), pred);
   const PlanResult ex = solve("exhaustive", p);
   auto ga = make_solver("ga");
-  auto r = (*ga)->solve(p, SolverOptions{9, 1, ex.config});
+  auto r = (*ga)->solve(Context{.seed = 9, .threads = 1}, p, SolverOptions{ex.config});
   ASSERT_TRUE(r.ok());
   EXPECT_NEAR(r->utility, ex.utility, 1e-9);
 }

@@ -83,7 +83,7 @@ Result<RunReport> run(const Workload& w, const Testbed& t, double optimism, bool
   o.controller.solver = solver;
   o.controller.learning.enabled = learning;
   o.log = log;
-  return run_online(w, t, std::make_unique<SimSource>(t, optimism), o);
+  return run_online(Context{}, w, t, std::make_unique<SimSource>(t, optimism), o);
 }
 
 // A second controller `b` that replays `taught` (through JSON, as serve stores samples) learns
@@ -213,7 +213,7 @@ timeline:
   ASSERT_TRUE(w.ok()) << w.error().what();
   SimTestbed sim;
   // The controller never sees a drift event, only its effect in what it measures.
-  Controller c(*w, std::make_unique<SimSource>(sim, 1.0), ControllerOptions{});
+  Controller c(Context{}, *w, std::make_unique<SimSource>(sim, 1.0), ControllerOptions{});
   EXPECT_EQ(c.workload().models.size(), 1u);
   auto r = run(*w, sim, 1.0, true);
   ASSERT_TRUE(r.ok()) << r.error().what();
@@ -232,7 +232,7 @@ timeline:
 TEST(Controller, ObservationsOfAnotherPlanAreStale) {
   const Workload w = scenario();
   SimTestbed sim;
-  Controller c(w, std::make_unique<SimSource>(sim, 1.0), ControllerOptions{});
+  Controller c(Context{}, w, std::make_unique<SimSource>(sim, 1.0), ControllerOptions{});
   auto d = c.replan("start");
   ASSERT_TRUE(d.ok() && *d);
   ModelObservation o;
@@ -256,7 +256,7 @@ TEST(Controller, AModelsFirstJumpIsNotBlamedOnItsConfigurationAlone) {
   // would be 0.09 / (0.09 + 4.02) x 2 ≈ 0.04.
   const Workload w = scenario();
   SimTestbed sim;
-  Controller c(w, std::make_unique<SimSource>(sim, 1.0), ControllerOptions{});
+  Controller c(Context{}, w, std::make_unique<SimSource>(sim, 1.0), ControllerOptions{});
   auto d = c.replan("start");
   ASSERT_TRUE(d.ok() && *d);
   std::vector<ModelObservation> obs(2);
@@ -277,7 +277,7 @@ TEST(Controller, AModelsFirstJumpIsNotBlamedOnItsConfigurationAlone) {
 TEST(Controller, ReplayRebuildsWhatObservationsTaught) {
   const Workload w = scenario();
   SimTestbed sim;
-  Controller a(w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
+  Controller a(Context{}, w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
   auto d = a.replan("start");
   ASSERT_TRUE(d.ok() && *d);
   std::vector<LearningSample> taught;
@@ -286,7 +286,7 @@ TEST(Controller, ReplayRebuildsWhatObservationsTaught) {
     a.observe(observations(m, (**d).config), (**d).id, &taught);
   }
   ASSERT_FALSE(taught.empty());
-  Controller b(w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
+  Controller b(Context{}, w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
   expect_replay_matches(a, b, taught);
 }
 
@@ -328,7 +328,7 @@ TEST(Controller, PlanForAHypotheticalWorkloadChangesNothing) {
   SimTestbed sim;
   ControllerOptions o;
   o.solver = "greedy";
-  Controller c(w, std::make_unique<SimSource>(sim, 0.5), o);
+  Controller c(Context{}, w, std::make_unique<SimSource>(sim, 0.5), o);
   auto d = c.replan("start");
   ASSERT_TRUE(d.ok() && *d);
   for (int k = 0; k < 4; ++k) {
@@ -373,7 +373,7 @@ TEST(Controller, ADecisionThatKeepsWhatRunsKeepsThePlanId) {
   ControllerOptions o;
   o.solver = "exhaustive";
   o.learning.enabled = false;
-  Controller c(w, std::make_unique<SimSource>(sim, 1.0), o);
+  Controller c(Context{}, w, std::make_unique<SimSource>(sim, 1.0), o);
   auto first = c.replan("start");
   ASSERT_TRUE(first.ok() && *first);
   EXPECT_EQ((**first).id, 1);
@@ -408,7 +408,7 @@ TEST(Controller, ADecisionThatKeepsWhatRunsKeepsThePlanId) {
 TEST(Controller, ADemandChangeWidensTheBoundAndReplaysTheSame) {
   Workload w = scenario();
   SimTestbed sim;
-  Controller a(w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
+  Controller a(Context{}, w, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
   std::vector<LearningSample> taught;
   auto learn = [&](int windows) {
     auto d = a.replan("learning");
@@ -439,7 +439,7 @@ TEST(Controller, ADemandChangeWidensTheBoundAndReplaysTheSame) {
 
   Workload now = w;
   now.models[0].demand = e.demand;
-  Controller b(now, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
+  Controller b(Context{}, now, std::make_unique<SimSource>(sim, 0.5), ControllerOptions{});
   expect_replay_matches(a, b, taught);
   b.restore(*a.plan());
   auto replayed = b.what_if(a.plan()->config);
@@ -460,7 +460,7 @@ TEST(Controller, ExplorationRaisesOnlyTheThroughputOfWhatIsNotKnownYet) {
     ControllerOptions o;
     o.solver = "greedy";
     o.learning.explore_sd = explore;
-    return std::make_unique<Controller>(w, std::make_unique<SimSource>(sim, 0.8), o);
+    return std::make_unique<Controller>(Context{}, w, std::make_unique<SimSource>(sim, 0.8), o);
   };
   auto calm = controller(0);
   auto bold = controller(1);
@@ -563,7 +563,7 @@ TEST(SchedulerEval, ScoresEverySolverAndLearningModeOnEveryScenario) {
   SchedulerEvalOptions o;
   o.solvers = {"exhaustive", "greedy"};
   o.learning = {false, true};
-  auto rows = evaluate_scheduler({w}, sim, factory, o);
+  auto rows = evaluate_scheduler(Context{}, {w}, sim, factory, o);
   ASSERT_TRUE(rows.ok()) << rows.error().what();
   ASSERT_EQ(rows->size(), 4u);
   const auto& ex = (*rows)[0];
@@ -612,7 +612,7 @@ TEST(SchedulerEval, RunsEachTransitionModeAsARowAndCountsWhatTheTestbedCharged) 
   o.transitions = {true, false};
   o.oracle = false;
   o.exhaustive_gap = false;
-  auto rows = evaluate_scheduler({w}, sim, factory, o);
+  auto rows = evaluate_scheduler(Context{}, {w}, sim, factory, o);
   ASSERT_TRUE(rows.ok()) << rows.error().what();
   ASSERT_EQ(rows->size(), 2u);
   const auto& aware = (*rows)[0];

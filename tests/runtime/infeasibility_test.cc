@@ -54,14 +54,14 @@ Result<RunReport> run_on_twin(const Workload& w, bool shed = true) {
   RunOptions o;
   o.controller.solver = "exhaustive";
   o.controller.admission.enabled = shed;
-  return run_online(w, sim, std::make_unique<TwinSource>(), o);
+  return run_online(Context{}, w, sim, std::make_unique<TwinSource>(), o);
 }
 
 // A controller planning `w` exhaustively from the catalog twin.
 std::unique_ptr<Controller> exhaustive_on_twin(const Workload& w) {
   ControllerOptions o;
   o.solver = "exhaustive";
-  return std::make_unique<Controller>(w, std::make_unique<TwinSource>(), o);
+  return std::make_unique<Controller>(Context{}, w, std::make_unique<TwinSource>(), o);
 }
 
 TEST(Infeasibility, NamesTheModelTheSlaAndTheDemandThatLimitsIt) {
@@ -71,7 +71,7 @@ TEST(Infeasibility, NamesTheModelTheSlaAndTheDemandThatLimitsIt) {
   const PlanProblem p(w, {true, true}, truth);
   auto solver = make_solver("exhaustive");
   ASSERT_TRUE(solver.ok());
-  auto r = solve_degrading(p, **solver, {1, 1, std::nullopt});
+  auto r = solve_degrading(Context{.seed = 1, .threads = 1}, p, **solver, {});
   ASSERT_TRUE(r.ok()) << r.error().what();
   ASSERT_EQ(r->why.size(), 1u);
   const Infeasibility& why = r->why[0];
@@ -128,7 +128,7 @@ TEST(Infeasibility, TheLowestWeightGivesUpFirstAndMovesAside) {
   const Crowded crowded;
   const PlanProblem p(*w, {true, true}, crowded);
   auto solver = make_solver("exhaustive");
-  auto r = solve_degrading(p, **solver, {1, 1, std::nullopt});
+  auto r = solve_degrading(Context{.seed = 1, .threads = 1}, p, **solver, {});
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->why.size(), 1u);
   EXPECT_EQ(r->why[0].name, "b");
@@ -151,7 +151,7 @@ TEST(Infeasibility, APinHoldsThroughTheDegradationRule) {
   PlanProblem p(*w, {true, true}, crowded);
   p.pin(1, 0);
   auto solver = make_solver("exhaustive");
-  auto r = solve_degrading(p, **solver, {1, 1, std::nullopt});
+  auto r = solve_degrading(Context{.seed = 1, .threads = 1}, p, **solver, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->result.config[1], 0);
   EXPECT_FALSE(r->why.empty());
@@ -206,7 +206,7 @@ models:
   const Saturating predictor;
   const PlanProblem p(*w, {true, true}, predictor);
   auto solver = make_solver("exhaustive");
-  auto r = solve_degrading(p, **solver, {1, 1, std::nullopt});
+  auto r = solve_degrading(Context{.seed = 1, .threads = 1}, p, **solver, {});
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->why.size(), 1u);
   EXPECT_TRUE(r->why[0].alone);
@@ -341,8 +341,8 @@ TEST(Infeasibility, AShareMeasuredBeyondItsMarginIsNotAdmittedAgainWhateverThePr
   const auto scale = std::make_shared<double>(1.0);
   ControllerOptions o;
   o.solver = "exhaustive";
-  Controller c(w, std::make_unique<DialledTwin>(scale), o);
-  Controller fresh(w, std::make_unique<DialledTwin>(scale), o);  // never observed
+  Controller c(Context{}, w, std::make_unique<DialledTwin>(scale), o);
+  Controller fresh(Context{}, w, std::make_unique<DialledTwin>(scale), o);  // never observed
   Decision d1;
   ASSERT_NO_FATAL_FAILURE(first_shed(c, d1));
   const double f = d1.admitted[0];

@@ -106,7 +106,7 @@ TEST(OnlineLog, AResumedRunReadsItsIntervalsBackAndDecidesTheSame) {
     RunOptions o;
     o.controller.solver = "exhaustive";
     o.log = log->get();
-    auto r = run_online(w, sim, std::make_unique<TwinSource>(), o);
+    auto r = run_online(Context{}, w, sim, std::make_unique<TwinSource>(), o);
     if (r) *replayed = r->replayed;
     return r;
   };

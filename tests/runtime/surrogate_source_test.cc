@@ -117,7 +117,8 @@ TEST(SurrogateSource, DemandChangeReprofilesOnlyThatModel) {
   Workload w = three_models();
   auto tb = make_testbed("sim");
   ASSERT_TRUE(tb.ok());
-  SurrogateSource source(fitted(w, surrogate::RegressorKind::kLinear, false), **tb, {2, 10, 5});
+  SurrogateSource source(Context{.seed = 5}, fitted(w, surrogate::RegressorKind::kLinear, false),
+                         **tb, {2, 10});
   auto before = source.predictor_for(w);
   ASSERT_TRUE(before.ok()) << before.error().what();
   EXPECT_EQ(source.measurements_taken(), 0u);  // profiled at these demands already
@@ -160,7 +161,8 @@ models:
   EXPECT_TRUE(ConfigSpace(w).fits_vram(kv_limited));  // the camera fits beside it
   auto tb = make_testbed("sim");
   ASSERT_TRUE(tb.ok());
-  SurrogateSource source(fitted(w, surrogate::RegressorKind::kLinear, false), **tb, {2, 10, 5});
+  SurrogateSource source(Context{.seed = 5}, fitted(w, surrogate::RegressorKind::kLinear, false),
+                         **tb, {2, 10});
   auto predictor = source.predictor_for(w);
   ASSERT_TRUE(predictor.ok()) << predictor.error().what();
   std::vector<Predicted> at16(2), at32(2);
@@ -180,7 +182,8 @@ TEST(SurrogateSource, MarginsCoverOnlyConstrainedLatencies) {
   Workload w = three_models();
   auto tb = make_testbed("sim");
   ASSERT_TRUE(tb.ok());
-  SurrogateSource source(fitted(w, surrogate::RegressorKind::kLinear, false), **tb, {1, 10, 5});
+  SurrogateSource source(Context{.seed = 5}, fitted(w, surrogate::RegressorKind::kLinear, false),
+                         **tb, {1, 10});
   ASSERT_TRUE(source.predictor_for(w).ok());
   const auto m = source.margins(w);
   ASSERT_EQ(m.size(), 3u);
@@ -188,7 +191,8 @@ TEST(SurrogateSource, MarginsCoverOnlyConstrainedLatencies) {
   EXPECT_GT(m[1], 0.0);
   EXPECT_EQ(m[2], 0.0);  // cam1 has no SLA
   // A lower confidence keeps less headroom.
-  SurrogateSource loose(fitted(w, surrogate::RegressorKind::kLinear, false), **tb, {1, 10, 5, 0.6});
+  SurrogateSource loose(Context{.seed = 5}, fitted(w, surrogate::RegressorKind::kLinear, false),
+                        **tb, {.standalone_repeats = 1, .window_s = 10, .confidence = 0.6});
   ASSERT_TRUE(loose.predictor_for(w).ok());
   EXPECT_LE(loose.margins(w)[0], m[0]);
 }
@@ -226,8 +230,8 @@ TEST_P(Monotone, ExactAgreesWithExhaustive) {
   ASSERT_TRUE(compiled.ok());
   const SurrogatePredictor p(std::move(*compiled));
   const PlanProblem problem(w, {true, true, true}, p, {0.2, 0.2, 0.0});
-  auto ex = (*make_solver("exhaustive"))->solve(problem, {1, 2, std::nullopt});
-  auto exact = (*make_solver("exact"))->solve(problem, {1, 2, std::nullopt});
+  auto ex = (*make_solver("exhaustive"))->solve(Context{.seed = 1, .threads = 2}, problem, {});
+  auto exact = (*make_solver("exact"))->solve(Context{.seed = 1, .threads = 2}, problem, {});
   ASSERT_TRUE(ex.ok() && exact.ok());
   EXPECT_TRUE(exact->stats.proved_optimal);
   EXPECT_NEAR(exact->utility, ex->utility, 1e-9 * std::max(1.0, ex->utility));
@@ -277,8 +281,8 @@ TEST_P(Monotone, ABurstIsTheSamePredictionAtAHigherAggregate) {
     }
   }
   const PlanProblem problem(w, {true, true, true}, loaded, {0.2, 0.2, 0.0});
-  auto ex = (*make_solver("exhaustive"))->solve(problem, {1, 2, std::nullopt});
-  auto exact = (*make_solver("exact"))->solve(problem, {1, 2, std::nullopt});
+  auto ex = (*make_solver("exhaustive"))->solve(Context{.seed = 1, .threads = 2}, problem, {});
+  auto exact = (*make_solver("exact"))->solve(Context{.seed = 1, .threads = 2}, problem, {});
   ASSERT_TRUE(ex.ok() && exact.ok());
   EXPECT_TRUE(exact->stats.proved_optimal);
   EXPECT_NEAR(exact->utility, ex->utility, 1e-9 * std::max(1.0, ex->utility));

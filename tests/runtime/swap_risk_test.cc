@@ -123,7 +123,7 @@ int relaxed_imgsz(bool expresses, double horizon_s, const std::string& cam2_sla 
   o.transitions.horizon_s = horizon_s;
   o.transitions.window_s = 10;
   o.transitions.hysteresis_sd = 0;  // no band: the change is judged at its predicted throughput
-  Controller c(w, std::make_unique<TwoCamerasSource>(expresses), o);
+  Controller c(Context{}, w, std::make_unique<TwoCamerasSource>(expresses), o);
   auto first = c.replan("start");
   EXPECT_TRUE(first.ok() && first->has_value());
   if (!first.ok() || !first->has_value()) return 0;

@@ -109,7 +109,6 @@ class TraceReplay : public ::testing::Test {
     o.trace_demand_band = band;
     o.controller.solver = "exhaustive";
     o.controller.admission.enabled = false;  // shedding plans scaled copies of the demand
-    o.controller.seed = 7;
     o.controller.on_decision = [&](const PlanProblem& p, const PlanResult&) {
       seen.planned[seen.met.size()].push_back(p.workload().models[0].demand);
     };
@@ -120,7 +119,7 @@ class TraceReplay : public ::testing::Test {
       seen.code_learned.push_back(iv.learning.at(0).observations);
       seen.cam_learned.push_back(iv.learning.at(1).observations);
     };
-    auto r = run_online(workload_, sim, std::make_unique<TwinSource>(), o);
+    auto r = run_online(Context{.seed = 7}, workload_, sim, std::make_unique<TwinSource>(), o);
     EXPECT_TRUE(r.ok()) << r.error().what();
     if (r.ok()) seen.report = std::move(*r);
     return seen;

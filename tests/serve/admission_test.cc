@@ -39,7 +39,8 @@ std::unique_ptr<Service> open_service(const TempDir& dir, bool shed) {
   o.solver = "exhaustive";
   o.min_replan_interval_ms = 0;
   o.admission.enabled = shed;
-  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto opened =
+      Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   EXPECT_TRUE(opened.ok()) << opened.error().what();
   if (!opened.ok()) return nullptr;
   auto s = std::move(*opened);

@@ -31,8 +31,8 @@ ServiceOptions options_for(const std::filesystem::path& dir) {
 }
 
 std::unique_ptr<Service> open_service(const std::filesystem::path& dir) {
-  auto s =
-      Service::open(options_for(dir), Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto s = Service::open(Context{}, options_for(dir), Catalog::default_catalog(),
+                         std::make_unique<TwinSource>());
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
   return s.ok() ? std::move(*s) : nullptr;
 }
@@ -154,10 +154,11 @@ TEST(Capacity, BadBodiesAre4xxNamingTheFieldAndNoModelsIs404) {
 
 TEST(Capacity, ANodeAnswersForTheModelsOfEveryGpu) {
   TempDir dir;
-  auto made = NodeService::open(options_for(dir.path()), 2, {}, Catalog::default_catalog(), [] {
-    return Result<std::unique_ptr<PredictorSource>>(
-        std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>()));
-  });
+  auto made =
+      NodeService::open(Context{}, options_for(dir.path()), 2, {}, Catalog::default_catalog(), [] {
+        return Result<std::unique_ptr<PredictorSource>>(
+            std::unique_ptr<PredictorSource>(std::make_unique<TwinSource>()));
+      });
   ASSERT_TRUE(made.ok()) << made.error().what();
   NodeService& node = **made;
   // One large LLM pinned on each GPU: the node's models need both GPUs.

@@ -38,8 +38,8 @@ ServiceOptions options(const std::filesystem::path& dir) {
 // then stopped (its last connection checkpoints the WAL into serve.db).
 std::string stored_state(const std::filesystem::path& dir) {
   {
-    auto s =
-        Service::open(options(dir), Catalog::default_catalog(), std::make_unique<TwinSource>());
+    auto s = Service::open(Context{}, options(dir), Catalog::default_catalog(),
+                           std::make_unique<TwinSource>());
     if (!s.ok()) return "";
     for (const char* m : {testing::kCam0, testing::kChat}) {
       if (testing::call_service(**s, kToken, "POST", "/v1/models", m).status != 201) return "";
@@ -88,7 +88,7 @@ std::filesystem::path state_with(const std::filesystem::path& dir, const std::st
 // opened.
 std::string open_in_process(const std::filesystem::path& dir, const std::string& bytes,
                             Error::Kind* kind) {
-  auto s = Service::open(options(state_with(dir, bytes)), Catalog::default_catalog(),
+  auto s = Service::open(Context{}, options(state_with(dir, bytes)), Catalog::default_catalog(),
                          std::make_unique<TwinSource>());
   if (s.ok()) return "";
   *kind = s.error().kind();
@@ -264,7 +264,7 @@ TEST(DamagedServeState, AFullDiskRefusesTheWriteWholeAndKeepsWhatWasAcknowledged
 TEST(DamagedServeState, AFullDiskIsA503WithRetryAfterAndLosesNoAcknowledgedRegistration) {
   TempDir dir;
   const std::string report = report_of_child_under_file_limit(dir.path(), 128 * 1024, [&] {
-    auto s = Service::open(options(dir.path()), Catalog::default_catalog(),
+    auto s = Service::open(Context{}, options(dir.path()), Catalog::default_catalog(),
                            std::make_unique<TwinSource>());
     if (!s.ok()) return std::string();
     int acknowledged = 0;
@@ -297,7 +297,7 @@ TEST(DamagedServeState, AFullDiskIsA503WithRetryAfterAndLosesNoAcknowledgedRegis
   EXPECT_EQ(code, "storage_unavailable");
   EXPECT_NE(message.find("serve.db"), std::string::npos) << message;
 
-  auto s = Service::open(options(dir.path()), Catalog::default_catalog(),
+  auto s = Service::open(Context{}, options(dir.path()), Catalog::default_catalog(),
                          std::make_unique<TwinSource>());
   ASSERT_TRUE(s.ok()) << s.error().what();
   const json models =

@@ -59,7 +59,8 @@ struct Node {
     o.token = kToken;
     o.solver = "greedy";
     o.min_replan_interval_ms = 0;
-    auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+    auto s =
+        Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
     if (!s.ok()) return;
     service = std::move(*s);

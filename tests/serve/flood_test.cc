@@ -90,7 +90,8 @@ class ServeFloodTest : public ::testing::Test {
     o.token = kToken;
     o.solver = "greedy";
     o.min_replan_interval_ms = 0;
-    auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+    auto s =
+        Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
     ASSERT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
     service_ = std::move(*s);
     so.port = 0;

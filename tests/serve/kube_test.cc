@@ -39,7 +39,7 @@ std::unique_ptr<Service> open_service(const TempDir& dir) {
   o.token = kToken;
   o.solver = "greedy";
   o.min_replan_interval_ms = 0;
-  auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto s = Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   EXPECT_TRUE(s.ok()) << s.error().what();
   return s ? std::move(*s) : nullptr;
 }
@@ -370,7 +370,7 @@ TEST(KubeRegistrarNode, ANodeOfTwoGpusRegistersReservesAndRemoves) {
   o.token = kToken;
   o.solver = "greedy";
   o.min_replan_interval_ms = 0;
-  auto opened = NodeService::open(o, 2, {}, Catalog::default_catalog(),
+  auto opened = NodeService::open(Context{}, o, 2, {}, Catalog::default_catalog(),
                                   []() -> Result<std::unique_ptr<PredictorSource>> {
                                     return std::unique_ptr<PredictorSource>(
                                         std::make_unique<TwinSource>());

@@ -83,7 +83,8 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
   // Learning alone: the windows come within seconds, where the transition rule's minimum dwell
   // (60 s of wall time) would hold the plan back (SteadyTelemetry... below holds that rule).
   o.transitions.aware = false;
-  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto opened =
+      Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   ASSERT_TRUE(opened.ok()) << opened.error().what();
   Service& s = **opened;
   const std::vector<std::string> entries = {
@@ -164,7 +165,8 @@ TEST(ServeLearning, SteadyTelemetryRestartsNoModelAfterTheThirdWindow) {
   o.device = "l4";
   o.workload_file = file;
   o.min_replan_interval_ms = 0;
-  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto opened =
+      Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   ASSERT_TRUE(opened.ok()) << opened.error().what();
   Service& s = **opened;
   std::int64_t last_id = 0;

@@ -42,7 +42,7 @@ std::unique_ptr<NodeService> open_node(const std::filesystem::path& dir, std::si
   o.solver = "greedy";
   o.telemetry_flush_ms = 100;
   o.min_replan_interval_ms = 0;
-  auto n = NodeService::open(o, gpus, {}, Catalog::default_catalog(), twin_source);
+  auto n = NodeService::open(Context{}, o, gpus, {}, Catalog::default_catalog(), twin_source);
   EXPECT_TRUE(n.ok()) << (n.ok() ? "" : n.error().what());
   return n.ok() ? std::move(*n) : nullptr;
 }
@@ -225,7 +225,7 @@ TEST(NodeService, ModelsStayOnTheirGpuAcrossARestart) {
   ServiceOptions o;
   o.state_dir = dir.path();
   o.token = kToken;
-  auto wrong = NodeService::open(o, 3, {}, Catalog::default_catalog(), twin_source);
+  auto wrong = NodeService::open(Context{}, o, 3, {}, Catalog::default_catalog(), twin_source);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(std::string(wrong.error().what()).find("2 GPU(s), not 3"), std::string::npos);
 

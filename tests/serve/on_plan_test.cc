@@ -41,7 +41,8 @@ std::unique_ptr<Service> open_with_hook(const TempDir& dir, const std::string& c
   o.min_replan_interval_ms = 0;
   o.on_plan.command = command;
   o.on_plan.timeout_ms = timeout_ms;
-  auto opened = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto opened =
+      Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   EXPECT_TRUE(opened.ok()) << opened.error().what();
   return opened.ok() ? std::move(*opened) : nullptr;
 }

@@ -26,7 +26,7 @@ json served_plan(const Catalog& catalog, const TempDir& dir) {
   o.token = kToken;
   o.solver = "greedy";
   o.min_replan_interval_ms = 0;
-  auto s = Service::open(o, catalog, std::make_unique<TwinSource>());
+  auto s = Service::open(Context{}, o, catalog, std::make_unique<TwinSource>());
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
   if (!s.ok()) return nullptr;
   EXPECT_EQ(testing::call_service(**s, kToken, "POST", "/v1/models", kCam0).status, 201);

@@ -77,7 +77,7 @@ std::unique_ptr<Service> open_service(
   o.stack.prometheus_url = "http://127.0.0.1:1";
   o.stack.read.window_s = 3600;
   o.stack.dcgm_labels = dcgm;
-  auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto s = Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   EXPECT_TRUE(s.ok()) << s.error().what();
   return s.ok() ? std::move(*s) : nullptr;
 }
@@ -304,12 +304,12 @@ TEST(StackTelemetry, OptionsAreCheckedAtOpen) {
   o.state_dir = dir.path();
   o.token = kToken;
   o.stack.prometheus_url = "https://prom:9090";
-  auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto s = Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().what().find("https is not supported"), std::string::npos);
   o.stack.prometheus_url = "http://prom:9090";
   o.stack.demand_band = 0;
-  s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  s = Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().what().find("telemetry.demand_band"), std::string::npos);
 }

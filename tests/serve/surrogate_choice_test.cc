@@ -41,7 +41,8 @@ TEST(ServeSurrogate, UsedWhileTheModelsMatchTwinOtherwise) {
   ASSERT_TRUE(s.ok()) << s.error().what();
 
   constexpr double kTwinMargin = 0.123;
-  auto source = FittedOrTwinSource::on_own_testbed(*s, {3, 10, 1}, TwinOptions{kTwinMargin, 10});
+  auto source = FittedOrTwinSource::on_own_testbed(Context{.seed = 1}, *s, {3, 10},
+                                                   TwinOptions{kTwinMargin, 10});
   ASSERT_TRUE(source.ok()) << source.error().what();
   ASSERT_TRUE((*source)->predictor_for(*w).ok());
   const auto fitted = (*source)->margins(*w);

@@ -39,7 +39,7 @@ std::unique_ptr<Service> open_service(const fs::path& dir, const std::string& wo
   o.solver = "greedy";
   o.workload_file = workload;
   o.min_replan_interval_ms = 0;
-  auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+  auto s = Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
   return s.ok() ? std::move(*s) : nullptr;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/plan/node_placement.h"
 #include "corun/plan/objective.h"
@@ -61,7 +62,6 @@ struct NodePlan {
 
 /// @brief How the node search runs.
 struct NodePlanOptions {
-  SolverOptions solver;  ///< seed and threads of each per-unit plan (and of the search)
   /// Per-unit problems with at most this many joint configurations are solved exhaustively
   /// (a proof under the predictor); larger ones with the given solver.
   std::uint64_t exhaustive_up_to = 4096;
@@ -100,8 +100,9 @@ class NodePlanner {
   /// @param shared per-unit plans shared with other planners (outlives the planner; null =
   /// this planner's own only): sets already planned there are not solved again, and what
   /// this planner solves is added
-  NodePlanner(const Workload& w, UnitModels& models, const Solver& solver, NodePlanOptions options,
-              UnitPlanCache* shared = nullptr);
+  /// @param ctx the seed and threads of each per-unit plan and of the search
+  NodePlanner(const Context& ctx, const Workload& w, UnitModels& models, const Solver& solver,
+              NodePlanOptions options, UnitPlanCache* shared = nullptr);
   ~NodePlanner();
 
   /// @brief The joint plan over every layout of the node.
@@ -125,6 +126,7 @@ class NodePlanner {
   Result<NodePlan> plan_with(const NodeLayout& layout, std::span<const std::int32_t> assignment,
                              std::string strategy, bool screening);
 
+  const Context ctx_;
   const Workload* w_;
   UnitModels* models_;
   const Solver* solver_;

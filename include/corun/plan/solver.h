@@ -7,15 +7,14 @@
 #include <string_view>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/plan/objective.h"
 
 namespace corun {
 
-/// @brief How a solver runs: its seed, thread budget and optional warm start.
+/// @brief How a solver runs besides its Context (seed, threads): an optional warm start.
 struct SolverOptions {
-  std::uint64_t seed = 1;
-  int threads = 1;
   /// The plan in force, used by solvers that warm-start (GA, hill climbing). Entries for
   /// models that are not active are ignored.
   std::optional<JointConfig> warm_start;
@@ -49,7 +48,7 @@ struct PlanResult {
 ///   const PlanProblem p(w, std::vector<bool>(w.models.size(), true), truth);  // all active
 ///   Result<std::unique_ptr<Solver>> s = make_solver("exhaustive");  // one of solver_names()
 ///   if (!s) return s.error();                            // unknown names get a suggestion
-///   Result<PlanResult> r = (*s)->solve(p, SolverOptions{1, 2, std::nullopt});  // seed, threads
+///   Result<PlanResult> r = (*s)->solve(Context{.seed = 1, .threads = 2}, p, {});
 ///   if (!r) return r.error();
 ///   const JointConfig& plan = r->config;  // one local index per model; see r->feasible
 /// @endcode
@@ -57,7 +56,9 @@ class Solver {
  public:
   virtual ~Solver() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
-  virtual Result<PlanResult> solve(const PlanProblem& problem,
+  /// @param ctx the search's seed (GA, hill climbing) and worker threads; the answer does not
+  /// depend on the threads
+  virtual Result<PlanResult> solve(const Context& ctx, const PlanProblem& problem,
                                    const SolverOptions& options) const = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
@@ -28,8 +29,6 @@ namespace corun {
 /// @brief How the online controller decides and learns. Every setting is declared here once.
 struct ControllerOptions {
   std::string solver = "ga";  ///< exhaustive, ga, exact, greedy or hillclimb
-  std::uint64_t seed = 1;     ///< solver seeds derive from it and the decision id
-  int threads = 2;            ///< solver threads
   LearningOptions learning;
   /// Learning off only: after a measured breach the model's margin grows to the observed
   /// under-prediction plus this much (corun's rule before online learning).
@@ -84,14 +83,17 @@ bool measured_breach(const ModelSpec& m, const ModelObservation& o);
 /// dropped (replan() returns none) and a new one is due.
 ///
 /// @code
-/// Controller c(workload, std::make_unique<TwinSource>(), options);
+/// Controller c(Context{}, workload, std::make_unique<TwinSource>(), options);
 /// auto d = c.replan("start");                    // plan
 /// auto r = c.observe(observations, c.plan()->id);  // learn from what ran
 /// if (r.replan) c.replan(r.reason);
 /// @endcode
 class Controller {
  public:
-  Controller(Workload w, std::unique_ptr<PredictorSource> source, ControllerOptions options);
+  /// @param ctx each decision's solver seed derives from ctx.seed and the decision id; the
+  /// solver runs on ctx.threads
+  Controller(const Context& ctx, Workload w, std::unique_ptr<PredictorSource> source,
+             ControllerOptions options);
   ~Controller();
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
@@ -108,6 +110,7 @@ class Controller {
   void set_workload(Workload w);
   [[nodiscard]] Workload workload() const;
   [[nodiscard]] const ControllerOptions& options() const { return options_; }
+  [[nodiscard]] const Context& context() const { return ctx_; }
 
   /// @brief The controller's clock, in seconds (simulated in `corun run`, wall time since
   /// start in `corun serve`): event times for the horizon, dwell times. Never goes back.
@@ -247,6 +250,7 @@ class Controller {
   [[nodiscard]] double planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const
       CORUN_REQUIRES(mutex_);
 
+  const Context ctx_;
   const ControllerOptions options_;
   /// Used by decisions only: the source belongs to one search at a time.
   std::unique_ptr<PredictorSource> source_ CORUN_PT_GUARDED_BY(planner_mutex_);

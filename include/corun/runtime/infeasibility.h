@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/plan/solver.h"
 
@@ -69,7 +70,7 @@ struct DegradedPlan {
 /// Each given-up SLA is explained (Infeasibility). The answer's `feasible` says whether every
 /// remaining SLA holds. A model the problem pins (PlanProblem::pin) stays in its configuration
 /// through every step.
-Result<DegradedPlan> solve_degrading(const PlanProblem& problem, const Solver& solver,
-                                     const SolverOptions& options);
+Result<DegradedPlan> solve_degrading(const Context& ctx, const PlanProblem& problem,
+                                     const Solver& solver, const SolverOptions& options);
 
 }  // namespace corun

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "corun/core/context.h"
 #include "corun/plan/node.h"
 #include "corun/runtime/predictor_source.h"
 #include "corun/testbed/node.h"
@@ -58,9 +59,9 @@ struct CapacityAnswer {
 /// `max_gpus` GPUs of its device, starting at `from_gpus`, with `whole` predicting whole
 /// GPUs and `solver` per GPU, and stops at the first feasible node. The predictions of a node
 /// of k GPUs are those of one GPU (a GPU's co-runners are the models placed on it).
-Result<CapacityAnswer> gpus_needed(const Workload& w, PredictorSource& whole, const Solver& solver,
-                                   const NodePlanOptions& options, std::size_t from_gpus,
-                                   std::size_t max_gpus);
+Result<CapacityAnswer> gpus_needed(const Context& ctx, const Workload& w, PredictorSource& whole,
+                                   const Solver& solver, const NodePlanOptions& options,
+                                   std::size_t from_gpus, std::size_t max_gpus);
 
 /// @brief Runs `plan` on `testbed` (measure_node) and scores what it measured.
 NodeOutcome measure_node_plan(const Workload& w, NodePlan plan, const Testbed& testbed,

@@ -139,7 +139,9 @@ struct RunOptions {
 /// that moved a planned bound, an adopted refit), the plan in force is measured for one interval
 /// and the controller learns from it. A refit started after interval k is adopted at the start of
 /// interval k+2, so a run is deterministic whatever the fit's wall time.
-Result<RunReport> run_online(const Workload& w, const Testbed& testbed,
+/// `ctx` is the controller's (Controller), and each interval's measurement noise derives
+/// from its seed; the report records the seed.
+Result<RunReport> run_online(const Context& ctx, const Workload& w, const Testbed& testbed,
                              std::unique_ptr<PredictorSource> source, const RunOptions& options);
 
 /// @brief The observations of a measurement of `config`, for Controller::observe.

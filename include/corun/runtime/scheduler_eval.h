@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/runtime/online_run.h"
 
@@ -93,8 +94,6 @@ struct SchedulerEvalOptions {
   std::vector<bool> transitions = {true};
   LearningOptions learning_options;     ///< when learning is on (enabled is set per row)
   bool shed = true;                     ///< ControllerOptions::admission.enabled
-  std::uint64_t seed = 1;
-  int threads = 2;
   bool oracle = true;  ///< compute the references (exhaustive sweeps on the testbed)
   /// Independent windows behind the robust oracle: a 1 % breach rate is only told apart from
   /// 2 % with hundreds of them (with 20, the oracle picks plans that passed by luck).
@@ -117,9 +116,10 @@ Status check_enumerable(const Workload& w, const SchedulerEvalOptions& options);
 
 /// @brief Runs every scenario with every solver and learning mode and scores the runs. Refuses
 /// a scenario check_enumerable() refuses, before running any.
+/// `ctx`: every run's seed, and the threads of its solver, its exhaustive gap and the oracles.
 Result<std::vector<SchedulerEvalRow>> evaluate_scheduler(
-    const std::vector<Workload>& scenarios, const Testbed& testbed, const SourceFactory& sources,
-    const SchedulerEvalOptions& options);
+    const Context& ctx, const std::vector<Workload>& scenarios, const Testbed& testbed,
+    const SourceFactory& sources, const SchedulerEvalOptions& options);
 
 nlohmann::json to_json(const SchedulerEvalRow& r);
 

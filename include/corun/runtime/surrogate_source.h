@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/plan/predictor.h"
 #include "corun/profile/dataset.h"
@@ -68,7 +69,6 @@ struct SurrogateSourceOptions {
   /// --plan standalone --repeats`).
   int standalone_repeats = 3;
   double window_s = 10;
-  std::uint64_t seed = 1;
   /// One-sided confidence of the SLA margins: each constrained latency is planned at the
   /// error model's upper bound at this level (CompiledSurrogate::upper_factor). Eight
   /// timelines of 30 intervals x 5 models are 1,200 chances to breach: expecting none needs a
@@ -91,7 +91,9 @@ class SurrogateSource final : public PredictorSource {
  public:
   /// @param s fitted surrogate for the workload's models (checked against each workload)
   /// @param testbed where standalone profiles are re-measured (kept by reference)
-  SurrogateSource(surrogate::Surrogate s, const Testbed& testbed, SurrogateSourceOptions options);
+  /// @param ctx the seed the re-profiling measurements' noise derives from
+  SurrogateSource(const Context& ctx, surrogate::Surrogate s, const Testbed& testbed,
+                  SurrogateSourceOptions options);
 
   [[nodiscard]] std::string describe() const override;
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override;
@@ -110,6 +112,7 @@ class SurrogateSource final : public PredictorSource {
  private:
   surrogate::Surrogate surrogate_;
   const Testbed& testbed_;
+  Context ctx_;
   SurrogateSourceOptions options_;
   surrogate::StandaloneTable table_;
   std::vector<Demand> profiled_;  ///< per model: the demand table_ was measured at

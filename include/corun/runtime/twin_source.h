@@ -51,14 +51,14 @@ class TwinSource final : public PredictorSource {
 /// plans with.
 class FittedOrTwinSource final : public PredictorSource {
  public:
+  /// @param ctx the seed the re-profiling measurements' noise derives from (SurrogateSource)
   /// @param s the fitted surrogate
   /// @param testbed where changed demands are re-profiled alone (kept by reference)
-  FittedOrTwinSource(surrogate::Surrogate s, const Testbed& testbed, SurrogateSourceOptions fitted,
-                     TwinOptions twin);
+  FittedOrTwinSource(const Context& ctx, surrogate::Surrogate s, const Testbed& testbed,
+                     SurrogateSourceOptions fitted, TwinOptions twin);
   /// @brief The same, re-profiling on the testbed the surrogate was fitted on (owned).
-  static Result<std::unique_ptr<FittedOrTwinSource>> on_own_testbed(surrogate::Surrogate s,
-                                                                     SurrogateSourceOptions fitted,
-                                                                     TwinOptions twin);
+  static Result<std::unique_ptr<FittedOrTwinSource>> on_own_testbed(
+      const Context& ctx, surrogate::Surrogate s, SurrogateSourceOptions fitted, TwinOptions twin);
   ~FittedOrTwinSource() override;
   [[nodiscard]] std::string describe() const override;
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override;
@@ -76,7 +76,7 @@ class FittedOrTwinSource final : public PredictorSource {
   struct KnobOrder;  ///< the workload in the surrogate's knob order (implementation detail)
 
  private:
-  FittedOrTwinSource(std::unique_ptr<Testbed> owned, surrogate::Surrogate s,
+  FittedOrTwinSource(const Context& ctx, std::unique_ptr<Testbed> owned, surrogate::Surrogate s,
                      SurrogateSourceOptions fitted, TwinOptions twin);
   std::unique_ptr<Testbed> owned_;  // declared before fitted_, which refers to it
   SurrogateSource fitted_;

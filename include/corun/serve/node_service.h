@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/catalog/catalog.h"
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
@@ -41,7 +42,8 @@ class NodeService final : public HttpHandler {
   /// `options.device` when new. `initial[k]` (when present and not empty) is the workload file
   /// GPU k's service starts a new state with (serve ignores it for a state that has one). A
   /// state made for another GPU count is refused.
-  static Result<std::unique_ptr<NodeService>> open(const ServiceOptions& options, std::size_t gpus,
+  static Result<std::unique_ptr<NodeService>> open(const Context& ctx, const ServiceOptions& options,
+                                                   std::size_t gpus,
                                                    const std::vector<std::string>& initial,
                                                    const Catalog& catalog,
                                                    const SourceFactory& source);

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/catalog/catalog.h"
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
@@ -77,8 +78,6 @@ struct ServiceOptions {
   std::string device = "rtx3090";   ///< catalog device of a new state
   std::string workload_file;        ///< initial model set of a new state ("" = none)
   std::string solver = "ga";
-  std::uint64_t seed = 1;
-  int solver_threads = 1;
   std::size_t max_body_bytes = 64 * 1024;
   /// Period of the telemetry summary flush to SQLite: the durability window of telemetry.
   int telemetry_flush_ms = 1000;
@@ -128,7 +127,10 @@ class Service final : public HttpHandler {
  public:
   /// @brief Opens the state directory, reloads models, plans and telemetry, and starts the
   /// planner and the telemetry flusher. A state without a plan gets one planned at start.
-  static Result<std::unique_ptr<Service>> open(ServiceOptions options, const Catalog& catalog,
+  /// @param ctx the seed of the planner, the twin and the tool placements, and the solver's
+  /// threads, for the service's lifetime
+  static Result<std::unique_ptr<Service>> open(const Context& ctx, ServiceOptions options,
+                                               const Catalog& catalog,
                                                std::unique_ptr<PredictorSource> source);
   ~Service() override;
   Service(const Service&) = delete;
@@ -176,7 +178,8 @@ class Service final : public HttpHandler {
   static std::span<const Route<Service>> routes();
 
  private:
-  Service(ServiceOptions options, const Catalog& catalog, std::unique_ptr<StateStore> store);
+  Service(const Context& ctx, ServiceOptions options, const Catalog& catalog,
+          std::unique_ptr<StateStore> store);
   Status restore(const StoredState& st, std::unique_ptr<PredictorSource> source)
       CORUN_EXCLUDES(state_mutex_);
   /// Restores the registered models (the stored ones, then `initial`, stored as they are
@@ -291,6 +294,7 @@ class Service final : public HttpHandler {
   bool wait_for(const std::atomic<std::int64_t>& counter, std::int64_t after, int timeout_ms);
   nlohmann::json learning_json() const;
 
+  const Context ctx_;
   ServiceOptions options_;
   const Catalog* catalog_;
   /// The `catalog` member of GET /v1/plan (export/catalog_record.h): the overlay this service
