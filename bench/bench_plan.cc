@@ -54,7 +54,7 @@ const Fixture& fixture(const std::string& file,
   surrogate::FitOptions o;
   o.regressor = regressor;
   o.monotone = true;
-  auto s = surrogate::Surrogate::fit(wl, *table, corun, o, {});
+  auto s = surrogate::Surrogate::fit(Context{}, wl, *table, corun, o, {});  // seed 1
   if (!s) std::abort();
   auto c = surrogate::CompiledSurrogate::compile(*s, wl);
   if (!c) std::abort();

@@ -43,7 +43,7 @@ const CompiledSurrogate& compiled(SurrogateKind kind, RegressorKind reg) {
   o.kind = kind;
   o.regressor = reg;
   o.calibration_folds = 0;
-  auto s = surrogate::Surrogate::fit(w, *table, corun, o, {});
+  auto s = surrogate::Surrogate::fit(Context{}, w, *table, corun, o, {});  // seed 1
   if (!s) std::abort();
   auto c = CompiledSurrogate::compile(*s, w);
   if (!c) std::abort();

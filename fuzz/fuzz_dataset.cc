@@ -42,8 +42,8 @@ void fit_on(const corun::profile::Dataset& ds) {
       data->standalone.measurements() > 0 ? s::SurrogateKind::kMeanField : s::SurrogateKind::kJoint;
   o.regressor = s::RegressorKind::kLinear;
   o.calibration_folds = 0;
-  const auto fitted =
-      s::Surrogate::fit(data->workload, data->standalone, data->corun, o, data->provenance);
+  const auto fitted = s::Surrogate::fit(corun::Context{}, data->workload, data->standalone,
+                                        data->corun, o, data->provenance);
   if (!fitted.ok() && fitted.error().message().empty()) __builtin_trap();
 }
 

@@ -120,26 +120,31 @@ eval::SurrogateEvalOptions eval_options(const Flags& f,
   o.heldout = f.heldout;
   o.heldout_repeats = f.heldout_repeats;
   o.standalone_repeats = f.standalone_repeats;
-  o.seed = f.seed;
   o.window_s = f.window_s;
   o.surrogates = surrogates;
   o.onboarding = !f.no_onboarding;
-  o.threads = f.threads > 0 ? f.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return o;
+}
+
+/// The evaluation's context: --seed, and --threads (0: every core).
+Context eval_context(const Flags& f) {
+  return {.seed = f.seed,
+          .threads = f.threads > 0
+                         ? f.threads
+                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
 }
 
 /// Evaluates the surrogates on each workload in turn, with a progress line on stderr unless
 /// --quiet.
 Result<std::vector<eval::SurrogateEvalReport>> evaluate_workloads(
-    const Flags& f, const std::vector<Workload>& workloads, const Testbed& testbed,
-    const eval::SurrogateEvalOptions& o) {
+    const Context& ctx, const Flags& f, const std::vector<Workload>& workloads,
+    const Testbed& testbed, const eval::SurrogateEvalOptions& o) {
   std::vector<eval::SurrogateEvalReport> reports;
   for (const auto& w : workloads) {
     const std::size_t tasks = (o.n_max - o.n_min + 1) * static_cast<std::size_t>(o.seeds);
     profile::Progress progress(f.quiet ? nullptr : stderr, ::isatty(::fileno(stderr)) != 0,
                                "eval surrogate " + w.file, tasks, 0);
-    auto rep = eval::evaluate_surrogates(w, testbed, o, &progress);
+    auto rep = eval::evaluate_surrogates(ctx, w, testbed, o, &progress);
     if (!rep) return rep.error();
     reports.push_back(std::move(*rep));
   }
@@ -252,7 +257,7 @@ int run_eval_surrogate(const Flags& f) {
   auto workloads = load_workloads(f, range->second);
   if (!workloads) return report_error(workloads.error());
   const eval::SurrogateEvalOptions o = eval_options(f, *range, *budgets, *surrogates);
-  auto reports = evaluate_workloads(f, *workloads, **testbed, o);
+  auto reports = evaluate_workloads(eval_context(f), f, *workloads, **testbed, o);
   if (!reports) return report_error(reports.error());
   if (!f.markdown.empty() || !f.html.empty()) {
     if (auto st = write_documents(f, *reports); !st.ok()) return report_error(st.error());

@@ -67,11 +67,11 @@ const bool registered = register_command({
         }
         options.monotone =
             f->monotone || (!f->unconstrained && surrogate::can_fit_monotone(*kind, *reg));
-        options.seed = f->seed;
         options.calibration_folds = f->folds;
-        data->provenance.seed = f->seed;
-        auto s = surrogate::Surrogate::fit(data->workload, data->standalone, data->corun, options,
-                                           data->provenance, data->cotenants);
+        const Context ctx{.seed = f->seed};  // --seed; the fit starts no threads
+        data->provenance.seed = ctx.seed;
+        auto s = surrogate::Surrogate::fit(ctx, data->workload, data->standalone, data->corun,
+                                           options, data->provenance, data->cotenants);
         if (!s) return report_error(s.error());
         if (auto st = s->save(f->out); !st.ok()) return report_error(st.error());
         nlohmann::json heads = nlohmann::json::array();

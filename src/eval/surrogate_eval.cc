@@ -241,7 +241,9 @@ std::vector<profile::SampleRecord> take(const std::vector<profile::SampleRecord>
   return {v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size()))};
 }
 
-Result<SurrogateScores> fit_and_score(const Workload& w, const surrogate::StandaloneTable& table,
+// Fits on `train`, drawing from ctx.seed (recorded as the provenance's), and scores.
+Result<SurrogateScores> fit_and_score(const Context& ctx, const Workload& w,
+                                      const surrogate::StandaloneTable& table,
                                       const std::vector<profile::SampleRecord>& train,
                                       const std::vector<HeldOut>& heldout,
                                       const surrogate::FitOptions& fit,
@@ -249,9 +251,9 @@ Result<SurrogateScores> fit_and_score(const Workload& w, const surrogate::Standa
   surrogate::Provenance prov;
   prov.testbed = testbed;
   prov.device = w.device.name;
-  prov.seed = fit.seed;
+  prov.seed = ctx.seed;
   prov.workload_hash = w.hash;
-  auto s = Surrogate::fit(w, table, train, fit, prov);
+  auto s = Surrogate::fit(ctx, w, table, train, fit, prov);
   if (!s) return s.error();
   auto c = CompiledSurrogate::compile(*s, w);
   if (!c) return c.error();
@@ -259,13 +261,13 @@ Result<SurrogateScores> fit_and_score(const Workload& w, const surrogate::Standa
 }
 
 // What every step of one (N, seed) task reads: the workload's first n models, the testbed,
-// the options and the task's seed.
+// the options and the task's context (its seed derived from the run's and the seed index).
 struct TaskContext {
   const Workload& w;
   const Testbed& testbed;
   const SurrogateEvalOptions& o;
   std::size_t n;
-  std::uint64_t seed;
+  const Context ctx;
 };
 
 // The co-run samples the surrogates of a task are fitted on: the MeanField plan's (MeanField
@@ -288,12 +290,12 @@ CorunPools measure_corun_pools(const TaskContext& t) {
   }
   CorunPools pools;
   if (need_mf) {
-    pools.mf = profile::measure_plan(w, t.testbed, profile::Plan::kMeanField, max_budget, t.seed,
-                                     o.window_s);
+    pools.mf = profile::measure_plan(w, t.testbed, profile::Plan::kMeanField, max_budget,
+                                     t.ctx.seed, o.window_s);
   }
   if (need_joint) {
-    pools.joint =
-        profile::measure_plan(w, t.testbed, profile::Plan::kJoint, max_budget, t.seed, o.window_s);
+    pools.joint = profile::measure_plan(w, t.testbed, profile::Plan::kJoint, max_budget,
+                                        t.ctx.seed, o.window_s);
   }
   return pools;
 }
@@ -305,7 +307,7 @@ std::vector<HeldOut> measure_heldout(const TaskContext& t) {
   // Held-out: uniform random feasible joint configurations from their own plan seed, each
   // measured `heldout_repeats` times with independent noise.
   std::vector<HeldOut> heldout;
-  const std::uint64_t hseed = derive_seed(t.seed, {kHeldOutStream});
+  const std::uint64_t hseed = t.ctx.derived({kHeldOutStream}).seed;
   const ConfigSpace space(w);
   for (std::size_t i = 0; i < o.heldout; ++i) {
     HeldOut h;
@@ -339,11 +341,10 @@ bool score_budgets(const TaskContext& t, const surrogate::StandaloneTable& table
       fit.regressor = spec.regressor;
       fit.monotone = spec.monotone;
       fit.regressor_options = o.regressor_options;
-      fit.seed = derive_seed(t.seed, {kFitStream, k, budget});
       fit.calibration_folds =
           spec.kind == SurrogateKind::kMeanField && mult == kCoverageMultiplier ? 5 : 0;
-      auto s =
-          fit_and_score(w, table, take(pool, budget), heldout, fit, std::string(t.testbed.name()));
+      auto s = fit_and_score(t.ctx.derived({kFitStream, k, budget}), w, table, take(pool, budget),
+                             heldout, fit, std::string(t.testbed.name()));
       if (!s) {
         r.error = s.error()
                       .wrap(std::string(surrogate::to_string(spec.kind)) + "/" +
@@ -403,16 +404,17 @@ void score_onboarding(const TaskContext& t, const surrogate::StandaloneTable& ta
   const SurrogateEvalOptions& o = t.o;
   // The last model never co-runs during training: the co-run plan runs without it.
   const std::size_t newcomer = t.n - 1;
-  const std::uint64_t oseed = derive_seed(t.seed, {kOnboardStream});
-  const std::vector<profile::SampleRecord> train = measure_onboarding_samples(t, newcomer, oseed);
+  const Context onboard = t.ctx.derived({kOnboardStream});
+  const std::vector<profile::SampleRecord> train =
+      measure_onboarding_samples(t, newcomer, onboard.seed);
   surrogate::FitOptions fit;
   fit.kind = SurrogateKind::kCrossModel;
   fit.regressor = o.onboarding_regressor;
   fit.regressor_options = o.regressor_options;
-  fit.seed = derive_seed(oseed, {kFitStream});
   fit.calibration_folds = 0;
   fit.withheld_models = {newcomer};
-  auto s = fit_and_score(w, table, train, heldout, fit, std::string(t.testbed.name()));
+  auto s = fit_and_score(onboard.derived({kFitStream}), w, table, train, heldout, fit,
+                         std::string(t.testbed.name()));
   if (!s) {
     r.error = s.error().wrap("onboarding").what();
     return;
@@ -423,16 +425,16 @@ void score_onboarding(const TaskContext& t, const surrogate::StandaloneTable& ta
   r.standalone_only = score_predictions(w, heldout, naive, nullptr, -1);
 }
 
-TaskResult run_task(const Workload& full, const Testbed& testbed, const SurrogateEvalOptions& o,
-                    std::size_t n, int seed_index) {
+/// Runs one (N, seed) task of the run whose context is `ctx`.
+TaskResult run_task(const Context& ctx, const Workload& full, const Testbed& testbed,
+                    const SurrogateEvalOptions& o, std::size_t n, int seed_index) {
   TaskResult r;
   const Workload w = full.prefix(n);
-  const std::uint64_t seed = derive_seed(o.seed, {static_cast<std::uint64_t>(seed_index)});
-  const TaskContext t{w, testbed, o, n, seed};
+  const TaskContext t{w, testbed, o, n, ctx.derived({static_cast<std::uint64_t>(seed_index)})};
 
   const auto standalone = profile::measure_plan(
       w, testbed, profile::Plan::kStandalone, static_cast<std::uint64_t>(o.standalone_repeats),
-      seed, o.standalone_window_s > 0 ? o.standalone_window_s : o.window_s);
+      t.ctx.seed, o.standalone_window_s > 0 ? o.standalone_window_s : o.window_s);
   auto table = surrogate::StandaloneTable::from_samples(w, standalone);
   if (!table) {
     r.error = table.error().what();
@@ -484,19 +486,19 @@ struct Task {
   int seed;
 };
 
-/// Runs every task on o.threads threads (the calling one included), reporting progress.
-std::vector<TaskResult> run_tasks(const Workload& w, const Testbed& testbed,
+/// Runs every task on ctx.threads threads (the calling one included), reporting progress.
+std::vector<TaskResult> run_tasks(const Context& ctx, const Workload& w, const Testbed& testbed,
                                   const SurrogateEvalOptions& o, const std::vector<Task>& tasks,
                                   profile::Progress* progress) {
   std::vector<TaskResult> results(tasks.size());
   std::atomic<std::size_t> next{0}, done{0};
   const auto worker = [&] {
     for (std::size_t i = next++; i < tasks.size(); i = next++) {
-      results[i] = run_task(w, testbed, o, tasks[i].n, tasks[i].seed);
+      results[i] = run_task(ctx, w, testbed, o, tasks[i].n, tasks[i].seed);
       ++done;
     }
   };
-  const int threads = std::clamp(o.threads, 1, static_cast<int>(tasks.size()));
+  const int threads = std::clamp(ctx.threads, 1, static_cast<int>(tasks.size()));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
   if (threads == 1) {
@@ -516,14 +518,14 @@ std::vector<TaskResult> run_tasks(const Workload& w, const Testbed& testbed,
 }
 
 /// The report with its header filled in (workload, testbed, settings) and no rows yet.
-SurrogateEvalReport report_header(const Workload& w, const Testbed& testbed,
+SurrogateEvalReport report_header(const Context& ctx, const Workload& w, const Testbed& testbed,
                                   const SurrogateEvalOptions& o) {
   SurrogateEvalReport rep;
   rep.workload = std::filesystem::path(w.file).stem().string();
   rep.workload_hash = w.hash;
   rep.device = w.device.name;
   rep.testbed = std::string(testbed.name());
-  rep.seed = o.seed;
+  rep.seed = ctx.seed;
   rep.heldout = o.heldout;
   rep.heldout_repeats = o.heldout_repeats;
   rep.onboarding_regressor = std::string(surrogate::to_string(o.onboarding_regressor));
@@ -675,7 +677,8 @@ std::vector<SurrogateSpec> default_surrogates() {
           {SurrogateKind::kPairwise, RegressorKind::kLinear}};
 }
 
-Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed& testbed,
+Result<SurrogateEvalReport> evaluate_surrogates(const Context& ctx, const Workload& w,
+                                                const Testbed& testbed,
                                                 const SurrogateEvalOptions& o,
                                                 profile::Progress* progress) {
   if (Status st = check_options(w, o); !st.ok()) return st.error();
@@ -683,12 +686,12 @@ Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed
   for (std::size_t n = o.n_min; n <= o.n_max; ++n) {
     for (int s = 0; s < o.seeds; ++s) tasks.push_back({n, s});
   }
-  const std::vector<TaskResult> results = run_tasks(w, testbed, o, tasks, progress);
+  const std::vector<TaskResult> results = run_tasks(ctx, w, testbed, o, tasks, progress);
   for (const auto& r : results) {
     if (!r.error.empty()) return Error("surrogate evaluation: " + r.error, Error::Kind::kInternal);
   }
 
-  SurrogateEvalReport rep = report_header(w, testbed, o);
+  SurrogateEvalReport rep = report_header(ctx, w, testbed, o);
   summarise_tasks(w, o, tasks, results, rep);
   return rep;
 }

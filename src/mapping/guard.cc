@@ -136,7 +136,6 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
   // Monotone in the others' aggregate, as `corun run` fits it: adding the tools to the
   // aggregate can then never be predicted to help a co-runner.
   fit.monotone = o.regressor != surrogate::RegressorKind::kMlp;
-  fit.seed = co.seed;
   // The guard uses point predictions anchored on the plan's measurement, not the error model.
   fit.calibration_folds = 0;
   surrogate::Provenance prov;
@@ -147,7 +146,8 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
   prov.workload_name = w.file;
   prov.standalone_measurements = table->measurements();
   prov.corun_samples = corun.size();
-  auto s = surrogate::Surrogate::fit(w, *table, corun, fit, prov, cotenants);
+  auto s = surrogate::Surrogate::fit(Context{.seed = co.seed}, w, *table, corun, fit, prov,
+                                     cotenants);
   if (!s) return s.error().wrap(where);
   const std::string source = "meanfield " + std::string(surrogate::to_string(o.regressor)) +
                              " fitted on " + prov.testbed + " (seed " + std::to_string(co.seed) +

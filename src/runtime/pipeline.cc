@@ -84,11 +84,10 @@ Result<PipelineResult> profile_and_fit(const Context& ctx, const Workload& w,
   fit.kind = o.kind;
   fit.regressor = o.regressor;
   fit.monotone = o.monotone;
-  fit.seed = ctx.seed;
   data->provenance.seed = ctx.seed;
   data->provenance.dataset = o.dataset.string();
   const auto start = std::chrono::steady_clock::now();
-  auto s = surrogate::Surrogate::fit(w, data->standalone, data->corun, fit, data->provenance);
+  auto s = surrogate::Surrogate::fit(ctx, w, data->standalone, data->corun, fit, data->provenance);
   if (!s) return s.error().wrap("fitting the surrogate");
   r.fit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (auto st = s->save(o.model); !st.ok()) return st.error();

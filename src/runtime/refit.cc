@@ -24,11 +24,11 @@ Result<std::unique_ptr<BackgroundRefit>> BackgroundRefit::open(
   if (!data) return data.error().wrap("reading the campaigns to refit on");
   std::unique_ptr<BackgroundRefit> r(new BackgroundRefit());
   r->data_ = std::move(*data);
+  // The refit draws from the seed `fitted` was fitted with (Context::seed, recorded here).
   r->data_.provenance.seed = fitted.provenance().seed;
   r->fit_.kind = fitted.kind();
   r->fit_.regressor = fitted.regressor_kind();
   r->fit_.monotone = fitted.monotone();
-  r->fit_.seed = fitted.provenance().seed;
   return r;
 }
 
@@ -58,11 +58,13 @@ void BackgroundRefit::start() {
   if (!cotenants.empty()) cotenants.resize(rows.size());
   used_ = online_.size();
   surrogate::Provenance prov = data_.provenance;
+  // Fitted with the seed of the surrogate it replaces (set as the provenance's in open()).
+  const Context ctx{.seed = prov.seed};
   job_ = std::async(std::launch::async,
-                    [w = data_.workload, table = data_.standalone, rows = std::move(rows),
+                    [ctx, w = data_.workload, table = data_.standalone, rows = std::move(rows),
                      cotenants = std::move(cotenants), fit = fit_,
                      prov = std::move(prov)]() -> Result<surrogate::Surrogate> {
-                      return surrogate::Surrogate::fit(w, table, rows, fit, prov, cotenants);
+                      return surrogate::Surrogate::fit(ctx, w, table, rows, fit, prov, cotenants);
                     });
 }
 

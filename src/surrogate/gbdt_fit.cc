@@ -135,8 +135,8 @@ Status export_trees(BoosterHandle booster, GbdtModel& m) {
 
 }  // namespace
 
-Result<GbdtModel> fit_gbdt(const Matrix& x, const Matrix& y, const GbdtOptions& o,
-                           std::uint64_t seed) {
+Result<GbdtModel> fit_gbdt(const Context& ctx, const Matrix& x, const Matrix& y,
+                           const GbdtOptions& o) {
   CORUN_CHECK(x.rows == y.rows && x.rows > 0);
   GbdtModel m;
   m.in = static_cast<int>(x.cols);
@@ -145,23 +145,23 @@ Result<GbdtModel> fit_gbdt(const Matrix& x, const Matrix& y, const GbdtOptions& 
   for (std::size_t k = 0; k < y.cols; ++k) {
     auto d = make_dmatrix(x, y.data.data() + k, y.cols);
     if (!d) return d.error();
-    auto b = train_booster((*d)->h, o, derive_seed(seed, {k}), k);
+    auto b = train_booster((*d)->h, o, ctx.derived({k}).seed, k);
     if (!b) return b.error();
     if (auto s = export_trees((*b)->h, m); !s.ok()) return s.error();
   }
   return m;
 }
 
-Result<std::vector<float>> xgboost_reference_predict(const Matrix& x_train, const Matrix& y_train,
-                                                     const Matrix& x_test, const GbdtOptions& o,
-                                                     std::uint64_t seed) {
+Result<std::vector<float>> xgboost_reference_predict(const Context& ctx, const Matrix& x_train,
+                                                     const Matrix& y_train, const Matrix& x_test,
+                                                     const GbdtOptions& o) {
   std::vector<float> out(x_test.rows * y_train.cols);
   auto test = make_dmatrix(x_test, nullptr, 0);
   if (!test) return test.error();
   for (std::size_t k = 0; k < y_train.cols; ++k) {
     auto d = make_dmatrix(x_train, y_train.data.data() + k, y_train.cols);
     if (!d) return d.error();
-    auto b = train_booster((*d)->h, o, derive_seed(seed, {k}), k);
+    auto b = train_booster((*d)->h, o, ctx.derived({k}).seed, k);
     if (!b) return b.error();
     bst_ulong len = 0;
     const float* res = nullptr;

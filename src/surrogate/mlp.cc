@@ -122,9 +122,9 @@ void copy_weights(const Layer& l, std::vector<float>& w, std::vector<float>& b) 
 
 }  // namespace
 
-MlpModel fit_mlp(const Matrix& x, const Matrix& y_in, const MlpOptions& o, std::uint64_t seed) {
+MlpModel fit_mlp(const Context& ctx, const Matrix& x, const Matrix& y_in, const MlpOptions& o) {
   CORUN_CHECK(x.rows == y_in.rows && x.rows > 0);
-  Rng rng(seed);
+  Rng rng(ctx.seed);
   const int in = static_cast<int>(x.cols);
   const int out = static_cast<int>(y_in.cols);
   Net net(in, o, out, rng);

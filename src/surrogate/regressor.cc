@@ -47,16 +47,16 @@ const std::vector<std::string>& regressor_names() {
 // ---------------------------------------------------------------------------------------------
 // Regressor.
 
-Result<Regressor> Regressor::fit(RegressorKind kind, const Matrix& x, const Matrix& y,
-                                 const RegressorOptions& options, std::uint64_t seed) {
+Result<Regressor> Regressor::fit(const Context& ctx, RegressorKind kind, const Matrix& x,
+                                 const Matrix& y, const RegressorOptions& options) {
   if (x.rows == 0) return Error("no training rows");
   Regressor r;
   switch (kind) {
     case RegressorKind::kMlp:
-      r.model_ = fit_mlp(x, y, options.mlp, seed);
+      r.model_ = fit_mlp(ctx, x, y, options.mlp);
       break;
     case RegressorKind::kGbdt: {
-      auto g = fit_gbdt(x, y, options.gbdt, seed);
+      auto g = fit_gbdt(ctx, x, y, options.gbdt);
       if (!g) return g.error();
       PackedForest packed = PackedForest::pack(*g);
       r.model_ = Forest{std::move(*g), std::move(packed)};

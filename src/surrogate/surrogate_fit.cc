@@ -130,10 +130,12 @@ std::vector<float> predict_matrix(const Regressor& reg, const Matrix& x) {
 }
 
 // Out-of-fold predictions (standardised units) of every row, or in-sample ones when there are
-// too few rows for `folds` folds. Returns the source name.
-Result<std::string> out_of_fold(RegressorKind kind, const Matrix& x, const Matrix& y,
-                                const Regressor& full, const RegressorOptions& options, int folds,
-                                std::uint64_t seed, std::vector<float>& pred) {
+// too few rows for `folds` folds. The folds and their fits draw from ctx.seed. Returns the
+// source name.
+Result<std::string> out_of_fold(const Context& ctx, RegressorKind kind, const Matrix& x,
+                                const Matrix& y, const Regressor& full,
+                                const RegressorOptions& options, int folds,
+                                std::vector<float>& pred) {
   pred.assign(x.rows * y.cols, 0.0f);
   const auto k = static_cast<std::size_t>(std::max(folds, 0));
   if (k < 2 || x.rows < 2 * k) {
@@ -142,13 +144,13 @@ Result<std::string> out_of_fold(RegressorKind kind, const Matrix& x, const Matri
   }
   std::vector<std::size_t> order(x.rows);
   std::iota(order.begin(), order.end(), 0);
-  Rng rng(derive_seed(seed, {0xF01D}));
+  Rng rng(ctx.derived({0xF01D}).seed);
   for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
   for (std::size_t f = 0; f < k; ++f) {
     std::vector<std::size_t> train, test;
     for (std::size_t i = 0; i < order.size(); ++i) (i % k == f ? test : train).push_back(order[i]);
     auto reg =
-        Regressor::fit(kind, x.take(train), y.take(train), options, derive_seed(seed, {0xF01D, f}));
+        Regressor::fit(ctx.derived({0xF01D, f}), kind, x.take(train), y.take(train), options);
     if (!reg) return reg.error();
     const std::vector<float> p = predict_matrix(*reg, x.take(test));
     for (std::size_t r = 0; r < test.size(); ++r) {
@@ -177,9 +179,10 @@ Status check_fit_inputs(const FitOptions& o, std::span<const profile::SampleReco
   return {};
 }
 
-// What every fitting step reads: the features, the workload, its co-run samples (and their
-// co-tenant loads) and the settings.
+// What every fitting step reads: the run's context (its seed), the features, the workload, its
+// co-run samples (and their co-tenant loads) and the settings.
 struct FitInputs {
+  const Context& ctx;
   const FeatureMap& fm;
   const Workload& w;
   std::span<const profile::SampleRecord> corun;
@@ -243,11 +246,11 @@ Status fit_cross_model(const FitInputs& in, FittedHeads& out) {
   standardise(rows.y, rows.n, 1, ym, ys);
   const Matrix x = to_matrix(rows.x, rows.n, dim, xm, xs);
   const Matrix y = to_matrix(rows.y, rows.n, 1, ym, ys);
-  auto reg = Regressor::fit(o.regressor, x, y, o.regressor_options, derive_seed(o.seed, {0}));
+  auto reg = Regressor::fit(in.ctx.derived({0}), o.regressor, x, y, o.regressor_options);
   if (!reg) return reg.error().wrap("fitting the cross-model regressor");
   std::vector<float> pred;
   auto source =
-      out_of_fold(o.regressor, x, y, *reg, o.regressor_options, o.calibration_folds, o.seed, pred);
+      out_of_fold(in.ctx, o.regressor, x, y, *reg, o.regressor_options, o.calibration_folds, pred);
   if (!source) return source.error();
   std::vector<std::vector<double>> residuals(out.heads.size());
   std::vector<double> pooled;
@@ -292,12 +295,12 @@ Status fit_model_head(const FitInputs& in, std::size_t m, FittedHeads& out) {
   standardise(rows.y, rows.n, k, h.y_mean, h.y_scale);
   const Matrix x = to_matrix(rows.x, rows.n, dim, h.x_mean, h.x_scale);
   const Matrix y = to_matrix(rows.y, rows.n, k, h.y_mean, h.y_scale);
-  const std::uint64_t seed = derive_seed(o.seed, {m});
+  const Context model_ctx = in.ctx.derived({m});
   const RegressorOptions ro = constrained_options(in, m, h.targets);
-  auto reg = Regressor::fit(o.regressor, x, y, ro, seed);
+  auto reg = Regressor::fit(model_ctx, o.regressor, x, y, ro);
   if (!reg) return reg.error().wrap("fitting model '" + w.models[m].name + "'");
   std::vector<float> pred;
-  auto source = out_of_fold(o.regressor, x, y, *reg, ro, o.calibration_folds, seed, pred);
+  auto source = out_of_fold(model_ctx, o.regressor, x, y, *reg, ro, o.calibration_folds, pred);
   if (!source) return source.error();
   for (std::size_t c = 0; c < k; ++c) {
     std::vector<double> res(rows.n);
@@ -331,7 +334,8 @@ bool can_fit_monotone(SurrogateKind kind, RegressorKind regressor) {
          (kind == SurrogateKind::kMeanField || kind == SurrogateKind::kPairwise);
 }
 
-Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& standalone,
+Result<Surrogate> Surrogate::fit(const Context& ctx, const Workload& w,
+                                 const StandaloneTable& standalone,
                                  std::span<const profile::SampleRecord> corun, const FitOptions& o,
                                  Provenance provenance, std::span<const Totals> cotenants) {
   auto fm = FeatureMap::build(o.kind, w, standalone);
@@ -350,7 +354,7 @@ Result<Surrogate> Surrogate::fit(const Workload& w, const StandaloneTable& stand
   }
   if (!w.models.empty()) s.feature_names_ = fm->names(0);
 
-  const FitInputs in{*fm, w, corun, cotenants, o};
+  const FitInputs in{ctx, *fm, w, corun, cotenants, o};
   FittedHeads fitted;
   const Status fit_status = o.kind == SurrogateKind::kCrossModel ? fit_cross_model(in, fitted)
                                                                  : fit_per_model(in, fitted);

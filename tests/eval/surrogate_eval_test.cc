@@ -37,8 +37,7 @@ TEST(SurrogateEval, MeanFieldMeetsTheAcceptanceThresholdsAt20N) {
     o.budget_multipliers = {20};
     o.surrogates = {{SurrogateKind::kMeanField, RegressorKind::kMlp}};
     o.onboarding = false;
-    o.threads = 2;
-    auto r = evaluate_surrogates(w, **tb, o, nullptr);
+    auto r = evaluate_surrogates(Context{.threads = 2}, w, **tb, o, nullptr);
     ASSERT_TRUE(r.ok()) << r.error().what();
     ASSERT_EQ(r->rows.size(), 1u);
     const SurrogateEvalRow& row = r->rows.front();
@@ -63,7 +62,6 @@ SurrogateEvalOptions small() {
   o.budget_multipliers = {2, 5};
   o.regressor_options.mlp.max_steps = 300;
   o.regressor_options.gbdt.rounds = 30;
-  o.threads = 1;
   return o;
 }
 
@@ -71,10 +69,9 @@ TEST(SurrogateEval, ReportHasEveryRowAndIsDeterministicAcrossThreads) {
   const Workload w = load("paper-n6.yaml");
   auto tb = make_testbed("sim");
   SurrogateEvalOptions o = small();
-  auto a = evaluate_surrogates(w, **tb, o, nullptr);
+  auto a = evaluate_surrogates(Context{.threads = 1}, w, **tb, o, nullptr);
   ASSERT_TRUE(a.ok()) << a.error().what();
-  o.threads = 2;
-  auto b = evaluate_surrogates(w, **tb, o, nullptr);
+  auto b = evaluate_surrogates(Context{.threads = 2}, w, **tb, o, nullptr);
   ASSERT_TRUE(b.ok());
   const nlohmann::json ja = to_json(*a), jb = to_json(*b);
   EXPECT_EQ(ja, jb);
@@ -108,13 +105,13 @@ TEST(SurrogateEval, RefusesImpossibleOptions) {
   auto tb = make_testbed("sim");
   SurrogateEvalOptions o = small();
   o.n_max = 4;
-  EXPECT_FALSE(evaluate_surrogates(w, **tb, o, nullptr).ok());
+  EXPECT_FALSE(evaluate_surrogates(Context{.threads = 1}, w, **tb, o, nullptr).ok());
   o = small();
   o.heldout = 3;
-  EXPECT_FALSE(evaluate_surrogates(w, **tb, o, nullptr).ok());
+  EXPECT_FALSE(evaluate_surrogates(Context{.threads = 1}, w, **tb, o, nullptr).ok());
   o = small();
   o.budget_multipliers = {0};
-  EXPECT_FALSE(evaluate_surrogates(w, **tb, o, nullptr).ok());
+  EXPECT_FALSE(evaluate_surrogates(Context{.threads = 1}, w, **tb, o, nullptr).ok());
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ surrogate::Surrogate fitted(const Workload& w, surrogate::RegressorKind reg, boo
   o.regressor = reg;
   o.monotone = monotone;
   o.regressor_options.gbdt.rounds = 60;
-  auto s = surrogate::Surrogate::fit(w, *table, corun, o, {});
+  auto s = surrogate::Surrogate::fit(Context{}, w, *table, corun, o, {});
   EXPECT_TRUE(s.ok()) << s.error().what();
   return *s;
 }

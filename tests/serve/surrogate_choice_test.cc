@@ -37,7 +37,7 @@ TEST(ServeSurrogate, UsedWhileTheModelsMatchTwinOtherwise) {
   o.regressor = surrogate::RegressorKind::kLinear;
   surrogate::Provenance prov;
   prov.testbed = "sim";
-  auto s = surrogate::Surrogate::fit(*w, *table, corun, o, prov);
+  auto s = surrogate::Surrogate::fit(Context{}, *w, *table, corun, o, prov);
   ASSERT_TRUE(s.ok()) << s.error().what();
 
   constexpr double kTwinMargin = 0.123;

@@ -93,8 +93,8 @@ TEST(Mlp, LearnsANonlinearFunctionALinearModelCannot) {
   make_data(600, 3, 1, 2, f, x, y);
   make_data(300, 3, 1, 3, f, xt, yt);
   RegressorOptions o;
-  auto mlp = Regressor::fit(RegressorKind::kMlp, x, y, o, 7);
-  auto lin = Regressor::fit(RegressorKind::kLinear, x, y, o, 7);
+  auto mlp = Regressor::fit(Context{.seed = 7}, RegressorKind::kMlp, x, y, o);
+  auto lin = Regressor::fit(Context{.seed = 7}, RegressorKind::kLinear, x, y, o);
   ASSERT_TRUE(mlp.ok() && lin.ok());
   const double r2_mlp = r2(*mlp, xt, yt, 0);
   const double r2_lin = r2(*lin, xt, yt, 0);
@@ -102,7 +102,7 @@ TEST(Mlp, LearnsANonlinearFunctionALinearModelCannot) {
   EXPECT_GT(r2_mlp, r2_lin + 0.2) << "linear " << r2_lin;
   // The plain network (no linear skip) learns it too.
   o.mlp.linear_skip = false;
-  auto plain = Regressor::fit(RegressorKind::kMlp, x, y, o, 7);
+  auto plain = Regressor::fit(Context{.seed = 7}, RegressorKind::kMlp, x, y, o);
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(plain->mlp().skip.empty());
   EXPECT_GT(r2(*plain, xt, yt, 0), 0.9);
@@ -119,9 +119,9 @@ TEST(Mlp, SameSeedSameWeightsOtherSeedOtherWeights) {
       x, y);
   MlpOptions o;
   o.max_steps = 300;
-  const MlpModel a = fit_mlp(x, y, o, 11);
-  const MlpModel b = fit_mlp(x, y, o, 11);
-  const MlpModel c = fit_mlp(x, y, o, 12);
+  const MlpModel a = fit_mlp(Context{.seed = 11}, x, y, o);
+  const MlpModel b = fit_mlp(Context{.seed = 11}, x, y, o);
+  const MlpModel c = fit_mlp(Context{.seed = 12}, x, y, o);
   EXPECT_EQ(a.w1, b.w1);
   EXPECT_EQ(a.w3, b.w3);
   EXPECT_NE(a.w1, c.w1);
@@ -141,8 +141,8 @@ TEST(Mlp, EarlyStoppingFallsBackToTheLinearFitOnPureNoise) {
   make_data(
       400, 3, 1, 6, [](const auto& v, auto& o) { o[0] = v[0]; }, xt, yt);
   RegressorOptions o;
-  auto mlp = Regressor::fit(RegressorKind::kMlp, x, y, o, 3);
-  auto lin = Regressor::fit(RegressorKind::kLinear, x, y, o, 3);
+  auto mlp = Regressor::fit(Context{.seed = 3}, RegressorKind::kMlp, x, y, o);
+  auto lin = Regressor::fit(Context{.seed = 3}, RegressorKind::kLinear, x, y, o);
   ASSERT_TRUE(mlp.ok() && lin.ok());
   EXPECT_GT(r2(*mlp, xt, yt, 0), r2(*lin, xt, yt, 0) - 0.05);
 }
@@ -158,9 +158,9 @@ TEST(Gbdt, FlatExportPredictsWhatXgboostPredicts) {
   xt.at(0, 1) = NAN;  // missing values follow XGBoost's default direction
   GbdtOptions o;
   o.rounds = 60;
-  auto model = fit_gbdt(x, y, o, 21);
+  auto model = fit_gbdt(Context{.seed = 21}, x, y, o);
   ASSERT_TRUE(model.ok()) << model.error().what();
-  auto ref = xgboost_reference_predict(x, y, xt, o, 21);
+  auto ref = xgboost_reference_predict(Context{.seed = 21}, x, y, xt, o);
   ASSERT_TRUE(ref.ok()) << ref.error().what();
   Regressor reg;
   auto back = Regressor::from_json({{"kind", "gbdt"},
@@ -216,7 +216,7 @@ TEST(Gbdt, PackedAndSpecialisedFormsPredictBitForBit) {
   RegressorOptions o;
   o.gbdt.rounds = 80;
   o.gbdt.max_depth = 5;
-  auto reg = Regressor::fit(RegressorKind::kGbdt, x, y, o, 3);
+  auto reg = Regressor::fit(Context{.seed = 3}, RegressorKind::kGbdt, x, y, o);
   ASSERT_TRUE(reg.ok()) << reg.error().what();
   const GbdtModel& m = reg->gbdt();
   Rng rng(17);
@@ -256,7 +256,7 @@ TEST(Gbdt, PackedAndSpecialisedFormsPredictBitForBit) {
     }
   }
   // Other kinds have nothing to specialise.
-  auto lin = Regressor::fit(RegressorKind::kLinear, x, y, o, 3);
+  auto lin = Regressor::fit(Context{.seed = 3}, RegressorKind::kLinear, x, y, o);
   ASSERT_TRUE(lin.ok());
   std::vector<float> row(4, 0.0f);
   EXPECT_FALSE(lin->specialize(row.data(), fixed).has_value());
@@ -323,7 +323,7 @@ TEST(Gbdt, SpecialisedFormStaysMonotone) {
   o.gbdt.rounds = 120;
   o.gbdt.max_depth = 4;
   o.gbdt.monotone = {{0, 1, 0, 1}, {0, 0, 0, -1}};
-  auto reg = Regressor::fit(RegressorKind::kGbdt, x, y, o, 5);
+  auto reg = Regressor::fit(Context{.seed = 5}, RegressorKind::kGbdt, x, y, o);
   ASSERT_TRUE(reg.ok()) << reg.error().what();
   const std::vector<std::uint8_t> fixed = {1, 0, 1, 0};
   Rng rng(23);
@@ -373,7 +373,7 @@ TEST(Regressor, JsonRoundTripPredictsIdentically) {
   o.mlp.max_steps = 200;
   o.gbdt.rounds = 30;
   for (auto kind : {RegressorKind::kMlp, RegressorKind::kGbdt, RegressorKind::kLinear}) {
-    auto reg = Regressor::fit(kind, x, y, o, 4);
+    auto reg = Regressor::fit(Context{.seed = 4}, kind, x, y, o);
     ASSERT_TRUE(reg.ok());
     // Through text, as in a model file.
     auto back = Regressor::from_json(nlohmann::json::parse(reg->to_json().dump()));

@@ -52,14 +52,13 @@ Surrogate fit(SurrogateKind kind, RegressorKind reg, std::uint64_t seed = 1, int
   FitOptions o;
   o.kind = kind;
   o.regressor = reg;
-  o.seed = seed;
   o.calibration_folds = folds;
   o.regressor_options.mlp.max_steps = 600;
   o.regressor_options.gbdt.rounds = 40;
   Provenance p;
   p.testbed = "sim";
   p.device = "rtx3090";
-  auto s = Surrogate::fit(data().w, data().table, data().corun, o, p);
+  auto s = Surrogate::fit(Context{.seed = seed}, data().w, data().table, data().corun, o, p);
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().what());
   return std::move(s).value();
 }
@@ -365,7 +364,7 @@ TEST(Surrogate, CrossModelPredictsAModelItNeverSawCoRun) {
   o.withheld_models = {2};
   o.calibration_folds = 0;
   o.regressor_options.mlp.max_steps = 400;
-  auto s = Surrogate::fit(d.w, d.table, d.corun, o, {});
+  auto s = Surrogate::fit(Context{}, d.w, d.table, d.corun, o, {});
   ASSERT_TRUE(s.ok()) << s.error().what();
   for (const Head& h : s->heads()) {
     if (h.model == 2) {
@@ -386,13 +385,13 @@ TEST(Surrogate, CrossModelPredictsAModelItNeverSawCoRun) {
   EXPECT_LT(lat, 5 * alone);
   // Withholding is a cross-model feature only.
   o.kind = SurrogateKind::kMeanField;
-  EXPECT_FALSE(Surrogate::fit(d.w, d.table, d.corun, o, {}).ok());
+  EXPECT_FALSE(Surrogate::fit(Context{}, d.w, d.table, d.corun, o, {}).ok());
 }
 
 TEST(Surrogate, NoUsableRowsIsAnError) {
   const Data& d = data();
   FitOptions o;
-  auto s = Surrogate::fit(d.w, d.table, {}, o, {});
+  auto s = Surrogate::fit(Context{}, d.w, d.table, {}, o, {});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().what().find("no usable co-run rows"), std::string::npos);
   EXPECT_EQ(s.error().kind(), Error::Kind::kInvalidInput);  // nothing ran
@@ -404,7 +403,7 @@ TEST(Surrogate, SamplesThatAllFailedNameTheFirstFailure) {
   const Data& d = data();
   std::vector<profile::SampleRecord> failed = d.corun;
   for (auto& r : failed) r.measurement.error = "cannot start worker /x/corun-torch-worker";
-  auto s = Surrogate::fit(d.w, d.table, failed, FitOptions{}, {});
+  auto s = Surrogate::fit(Context{}, d.w, d.table, failed, FitOptions{}, {});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().what().find("the first failure: cannot start worker /x/corun-torch-worker"),
             std::string::npos)

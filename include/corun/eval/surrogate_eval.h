@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/profile/progress.h"
 #include "corun/spec/workload.h"
@@ -49,7 +50,6 @@ struct SurrogateEvalOptions {
   /// so it can afford longer windows than the co-run campaign.
   double standalone_window_s = 0;
   double window_s = 10;
-  std::uint64_t seed = 1;
   std::vector<SurrogateSpec> surrogates = default_surrogates();
   surrogate::RegressorOptions regressor_options;
   /// Onboarding: for each N >= 3, the last model of the prefix is only profiled standalone
@@ -59,7 +59,6 @@ struct SurrogateEvalOptions {
   /// Trees handle the heterogeneity of families and targets in one shared model better than
   /// the MLP does (measured: MAPE 6 % vs 14 % on paper-n6 at N = 6).
   surrogate::RegressorKind onboarding_regressor = surrogate::RegressorKind::kGbdt;
-  int threads = 1;  ///< (N, seed) tasks run in parallel; results do not depend on it
 };
 
 /// @brief Scores of one (N, surrogate, budget), averaged over seeds. All R^2 are computed on
@@ -136,7 +135,10 @@ struct SurrogateEvalReport {
 
 /// @brief Runs the evaluation: for each N (the first N models), seed, surrogate and budget,
 /// profiles on the testbed, fits, and scores on held-out measured configurations.
-Result<SurrogateEvalReport> evaluate_surrogates(const Workload& w, const Testbed& testbed,
+/// @param ctx the base of each run's seed (reported per row), and the (N, seed) tasks run in
+/// parallel on ctx.threads (results do not depend on it)
+Result<SurrogateEvalReport> evaluate_surrogates(const Context& ctx, const Workload& w,
+                                                const Testbed& testbed,
                                                 const SurrogateEvalOptions& options,
                                                 profile::Progress* progress);
 

@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 
 namespace corun::surrogate {
@@ -208,9 +209,9 @@ class Regressor {
  public:
   Regressor() = default;
 
-  /// @brief Fits on standardised inputs `x` and targets `y`. Deterministic in `seed`.
-  static Result<Regressor> fit(RegressorKind kind, const Matrix& x, const Matrix& y,
-                               const RegressorOptions& options, std::uint64_t seed);
+  /// @brief Fits on standardised inputs `x` and targets `y`. Deterministic in `ctx.seed`.
+  static Result<Regressor> fit(const Context& ctx, RegressorKind kind, const Matrix& x,
+                               const Matrix& y, const RegressorOptions& options);
 
   [[nodiscard]] RegressorKind kind() const;
   [[nodiscard]] int inputs() const;
@@ -248,10 +249,10 @@ class Regressor {
 };
 
 /// @brief Fits an MLP (exposed for tests of the optimiser on synthetic data).
-MlpModel fit_mlp(const Matrix& x, const Matrix& y, const MlpOptions& options, std::uint64_t seed);
+MlpModel fit_mlp(const Context& ctx, const Matrix& x, const Matrix& y, const MlpOptions& options);
 /// @brief Fits XGBoost trees through its C API and exports them to flat arrays.
-Result<GbdtModel> fit_gbdt(const Matrix& x, const Matrix& y, const GbdtOptions& options,
-                           std::uint64_t seed);
+Result<GbdtModel> fit_gbdt(const Context& ctx, const Matrix& x, const Matrix& y,
+                           const GbdtOptions& options);
 /// @brief Ridge regression by Cholesky on the normal equations (intercept not penalised).
 /// `signs` (per output, per input: +1, -1 or 0; may be empty) constrains weights to be
 /// non-negative or non-positive, as GbdtOptions::monotone does for trees.
@@ -260,9 +261,8 @@ LinearModel fit_linear(const Matrix& x, const Matrix& y, double lambda,
 
 /// @brief Predictions of XGBoost itself for the same data and options (tests compare the flat
 /// export against it). Returns n x out values.
-Result<std::vector<float>> xgboost_reference_predict(const Matrix& x_train, const Matrix& y_train,
-                                                     const Matrix& x_test,
-                                                     const GbdtOptions& options,
-                                                     std::uint64_t seed);
+Result<std::vector<float>> xgboost_reference_predict(const Context& ctx, const Matrix& x_train,
+                                                     const Matrix& y_train, const Matrix& x_test,
+                                                     const GbdtOptions& options);
 
 }  // namespace corun::surrogate

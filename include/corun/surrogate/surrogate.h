@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/profile/dataset.h"
 #include "corun/spec/workload.h"
@@ -82,7 +83,6 @@ struct FitOptions {
   SurrogateKind kind = SurrogateKind::kMeanField;
   RegressorKind regressor = RegressorKind::kMlp;
   RegressorOptions regressor_options;
-  std::uint64_t seed = 1;
   /// Folds of the cross-validation behind the error model (0 or 1: in-sample residuals).
   int calibration_folds = 5;
   /// kCrossModel only: models whose co-run rows are not trained on (onboarding: a model only
@@ -105,7 +105,7 @@ struct FitOptions {
 ///   auto corun = profile::measure_plan(w, tb, profile::Plan::kMeanField, 60, 1, 10);
 ///   Result<StandaloneTable> table = StandaloneTable::from_samples(w, alone);
 ///   if (!table) return table.error();
-///   Result<Surrogate> s = Surrogate::fit(w, *table, corun, FitOptions{}, Provenance{});
+///   Result<Surrogate> s = Surrogate::fit(Context{}, w, *table, corun, FitOptions{}, {});
 ///   if (!s) return s.error();
 ///   if (Status st = s->save("model.json"); !st) return st;  // Surrogate::load() reads it
 ///   Result<CompiledSurrogate> c = CompiledSurrogate::compile(*s, w);
@@ -117,12 +117,13 @@ struct FitOptions {
 class Surrogate {
  public:
   /// @brief Fits on co-run samples (one row per running model per sample; failed rows are
-  /// skipped). Deterministic in options.seed.
+  /// skipped). Deterministic in ctx.seed.
   /// @param cotenants empty, or one entry per co-run sample: load outside the workload that
   /// shared the GPU while the sample was measured (a synthetic co-tenant), added to the
   /// sample's aggregate as one more co-runner would be. Joint surrogates have no aggregate and
   /// refuse a non-zero entry.
-  static Result<Surrogate> fit(const Workload& w, const StandaloneTable& standalone,
+  static Result<Surrogate> fit(const Context& ctx, const Workload& w,
+                               const StandaloneTable& standalone,
                                std::span<const profile::SampleRecord> corun,
                                const FitOptions& options, Provenance provenance,
                                std::span<const Totals> cotenants = {});
