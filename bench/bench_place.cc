@@ -123,10 +123,10 @@ void BM_MapFromFiles(benchmark::State& state, const char* policy) {
   for (auto _ : state) {
     auto tools = mapping::tool_catalog(cat);
     auto scenario = mapping::load_scenario(kDagFile, *tools);
-    auto co = mapping::load_corunners(f.dir / "plan.json", kWorkload.string(), cat, **sim,
-                                      scenario->seed);
+    const Context ctx{.seed = scenario->seed};
+    auto co = mapping::load_corunners(ctx, f.dir / "plan.json", kWorkload.string(), cat, **sim);
     auto problem = mapping::PlacementProblem::build(*scenario, *tools, cat, *co);
-    auto placed = mapping::place(*problem, {policy, "builtin", std::nullopt}, scenario->seed);
+    auto placed = mapping::place(*problem, {policy, "builtin", std::nullopt}, ctx);
     if (!placed) std::abort();
     benchmark::DoNotOptimize(placed->truth.makespan_ms);
   }
@@ -139,12 +139,12 @@ void BM_PlaceOnly(benchmark::State& state, const char* policy) {
   auto sim = make_testbed("sim");
   auto tools = mapping::tool_catalog(cat);
   auto scenario = mapping::load_scenario(kDagFile, *tools);
-  auto co = mapping::load_corunners(f.dir / "plan.json", kWorkload.string(), cat, **sim,
-                                    scenario->seed);
+  const Context ctx{.seed = scenario->seed};
+  auto co = mapping::load_corunners(ctx, f.dir / "plan.json", kWorkload.string(), cat, **sim);
   auto problem = mapping::PlacementProblem::build(*scenario, *tools, cat, *co);
   if (!problem) std::abort();
   for (auto _ : state) {
-    auto placed = mapping::place(*problem, {policy, "builtin", std::nullopt}, scenario->seed);
+    auto placed = mapping::place(*problem, {policy, "builtin", std::nullopt}, ctx);
     benchmark::DoNotOptimize(placed->truth.makespan_ms);
   }
 }

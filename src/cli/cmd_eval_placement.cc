@@ -168,7 +168,8 @@ Result<Problems> load_problems(const Flags& f, const Catalog& cat,
                    did_you_mean(f.device, cat.device_names()));
     }
     for (int k = 0; k < f.random; ++k) {
-      auto s = mapping::generate_scenario(tools, *d, f.random_seed + std::uint64_t(k));
+      auto s = mapping::generate_scenario(Context{.seed = f.random_seed + std::uint64_t(k)},
+                                          tools, *d);
       auto p = mapping::PlacementProblem::build(std::move(s), tools, *d);
       if (!p) return p.error();
       out.problems.push_back(std::move(*p));

@@ -136,6 +136,8 @@ int run_map(const Flags& f) {
   auto scenario = mapping::load_scenario(f.file, *tools);
   if (!scenario) return report_error(scenario.error());
   if (f.seed) scenario->seed = *f.seed;
+  // The co-runners' measurement and the placement draw from the scenario's seed.
+  const Context ctx{.seed = scenario->seed};
   if (!f.workload_file.empty() && f.plan_file.empty()) {
     return report_error(
         Error("--workload: give the plan too (--plan FILE)", Error::Kind::kInvalidInput));
@@ -143,8 +145,8 @@ int run_map(const Flags& f) {
   auto testbed = make_testbed(f.testbed_name);
   if (!testbed) return report_error(testbed.error().wrap("--testbed"));
   auto co = f.plan_file.empty() ? mapping::scenario_corunners(*scenario, **cat, **testbed)
-                                : mapping::load_corunners(f.plan_file, f.workload_file, **cat,
-                                                          **testbed, scenario->seed);
+                                : mapping::load_corunners(ctx, f.plan_file, f.workload_file,
+                                                          **cat, **testbed);
   if (!co) return report_error(co.error());
   auto problem = mapping::PlacementProblem::build(*scenario, *tools, **cat, *co);
   if (!problem) return report_error(problem.error());
@@ -154,7 +156,7 @@ int run_map(const Flags& f) {
     if (!c) return report_error(c.error());
     how.llm = *c;
   }
-  auto placed = mapping::place(*problem, how, scenario->seed);
+  auto placed = mapping::place(*problem, how, ctx);
   if (!placed) return report_error(placed.error());
   const mapping::RunResult& truth = placed->truth;
   std::optional<mapping::Oracle> oracle;

@@ -313,9 +313,9 @@ Result<AgentAction> BuiltinAgent::act(const Observation& o) {
   return a;
 }
 
-Result<PolicyResult> AgentPolicy::decide(TrialRunner& runner, std::uint64_t seed) {
+Result<PolicyResult> AgentPolicy::decide(TrialRunner& runner, const Context& ctx) {
   const PlacementProblem& p = runner.problem();
-  Monitor monitor(runner, seed, monitor_);
+  Monitor monitor(runner, ctx, monitor_);
   PolicyResult r;
   std::optional<Mapping> final_mapping;
   for (int step = 0; step < max_steps_; ++step) {

@@ -8,17 +8,17 @@
 
 namespace corun::mapping {
 
-Result<CoRunners> CoRunners::measure(exporting::PlanInput plan, const Testbed& testbed,
-                                     std::uint64_t seed, double window_s) {
+Result<CoRunners> CoRunners::measure(const Context& ctx, exporting::PlanInput plan,
+                                     const Testbed& testbed, double window_s) {
   CoRunners c;
   c.config.assign(plan.workload.models.size(), kAbsent);
   for (const exporting::PlannedModel& p : plan.models) {
     c.config[p.model] = static_cast<std::int32_t>(p.local_index);
   }
-  c.seed = seed;
+  c.seed = ctx.seed;
   c.window_s = window_s;
   c.testbed = std::string(testbed.name());
-  c.measured = testbed.measure(plan.workload, c.config, MeasureOptions(window_s, seed));
+  c.measured = testbed.measure(plan.workload, c.config, MeasureOptions(window_s, ctx.seed));
   if (!c.measured.error.empty()) {
     return Error(plan.plan_file + ": the co-running plan did not run on " +
                      std::string(testbed.name()) + ": " + c.measured.error,
@@ -124,20 +124,20 @@ double worst_excess(const std::vector<SlaOutcome>& outcomes) {
   return worst;
 }
 
-Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::path& plan_file,
+Result<std::shared_ptr<const CoRunners>> load_corunners(const Context& ctx,
+                                                        const std::filesystem::path& plan_file,
                                                         const std::string& workload_file,
                                                         const Catalog& catalog,
-                                                        const Testbed& testbed,
-                                                        std::uint64_t seed) {
+                                                        const Testbed& testbed) {
   auto plan = exporting::load_plan_input(plan_file, workload_file, catalog);
   if (!plan) return plan.error();
-  return guarded_corunners(std::move(*plan), testbed, seed);
+  return guarded_corunners(ctx, std::move(*plan), testbed);
 }
 
-Result<std::shared_ptr<const CoRunners>> guarded_corunners(exporting::PlanInput plan,
-                                                           const Testbed& testbed,
-                                                           std::uint64_t seed) {
-  auto c = CoRunners::measure(std::move(plan), testbed, seed);
+Result<std::shared_ptr<const CoRunners>> guarded_corunners(const Context& ctx,
+                                                           exporting::PlanInput plan,
+                                                           const Testbed& testbed) {
+  auto c = CoRunners::measure(ctx, std::move(plan), testbed);
   if (!c) return c.error();
   auto guard = CoRunnerGuard::fit(*c, testbed);
   if (!guard) return guard.error();
@@ -153,8 +153,8 @@ Result<std::shared_ptr<const CoRunners>> scenario_corunners(const Scenario& scen
   const auto resolve = [&](const std::string& f) {
     return f.empty() || std::filesystem::path(f).is_absolute() ? f : (dir / f).string();
   };
-  auto c = load_corunners(resolve(scenario.co_running.plan), resolve(scenario.co_running.workload),
-                          catalog, testbed, scenario.seed);
+  auto c = load_corunners(Context{.seed = scenario.seed}, resolve(scenario.co_running.plan),
+                          resolve(scenario.co_running.workload), catalog, testbed);
   if (!c) return c.error().wrap(scenario.file + ": co_running");
   return c;
 }

@@ -243,8 +243,8 @@ nlohmann::json to_json(const Observation& o) {
   return j;
 }
 
-Monitor::Monitor(TrialRunner& runner, std::uint64_t seed, MonitorOptions options)
-    : runner_(&runner), problem_(&runner.problem()), seed_(seed), options_(options) {
+Monitor::Monitor(TrialRunner& runner, const Context& ctx, MonitorOptions options)
+    : runner_(&runner), problem_(&runner.problem()), ctx_(ctx), options_(options) {
   const PlacementProblem& p = *problem_;
   for (std::size_t i = 0; i < p.size(); ++i) {
     NodeView v;
@@ -307,7 +307,7 @@ void Monitor::record(const Mapping& m, const RunResult& r, bool proposal) {
 
 RunResult Monitor::execute(const Mapping& mapping) {
   ++round_;
-  round_seed_ = derive_seed(seed_, {static_cast<std::uint64_t>(round_)});
+  round_seed_ = derive_seed(ctx_.seed, {static_cast<std::uint64_t>(round_)});
   RunResult r = runner_->run(mapping, round_seed_);
   record(mapping, r, true);
   current_ = mapping;
@@ -355,7 +355,7 @@ void Monitor::reprobe(std::span<const ProbeRequest> probes) {
     // The current mapping's conditions were used up by earlier probes: open a new round and
     // re-measure the baseline in it, so that every pair shares one set of conditions.
     ++round_;
-    round_seed_ = derive_seed(seed_, {static_cast<std::uint64_t>(round_)});
+    round_seed_ = derive_seed(ctx_.seed, {static_cast<std::uint64_t>(round_)});
     const RunResult base = runner_->run(*current_, round_seed_);
     record(*current_, base, false);
     round_baseline_ms_ = base.makespan_ms;

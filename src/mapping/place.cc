@@ -6,7 +6,7 @@
 namespace corun::mapping {
 
 Result<Placed> place(const PlacementProblem& problem, const PlaceOptions& options,
-                     std::uint64_t seed) {
+                     const Context& ctx) {
   std::shared_ptr<Agent> agent;
   if (options.policy == "agent") {
     auto a = make_agent(options.agent, options.llm);
@@ -17,7 +17,7 @@ Result<Placed> place(const PlacementProblem& problem, const PlaceOptions& option
   if (!policy) return policy.error().wrap("--policy");
   Executor ex(problem);
   TrialRunner runner(ex);
-  auto d = (*policy)->decide(runner, seed);
+  auto d = (*policy)->decide(runner, ctx);
   if (!d) return d.error();
   if (const Status s = problem.validate(d->mapping); !s.ok()) {
     return Error("policy returned an invalid mapping: " + s.error().what(),
@@ -25,7 +25,7 @@ Result<Placed> place(const PlacementProblem& problem, const PlaceOptions& option
   }
   Placed out;
   out.truth = ex.run(d->mapping, RunOptions{0, false});
-  out.observed = ex.run(d->mapping, RunOptions{seed, true});
+  out.observed = ex.run(d->mapping, RunOptions{ctx.seed, true});
   out.decision = std::move(*d);
   if (agent) out.agent = std::string(agent->name());
   return out;

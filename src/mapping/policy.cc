@@ -44,7 +44,7 @@ HeftProblem heft_instance(const PlacementProblem& p) {
   return h;
 }
 
-Result<PolicyResult> AllGpuPolicy::decide(TrialRunner& runner, std::uint64_t /*seed*/) {
+Result<PolicyResult> AllGpuPolicy::decide(TrialRunner& runner, const Context& /*ctx*/) {
   const PlacementProblem& p = runner.problem();
   PolicyResult r;
   r.mapping.resize(p.size());
@@ -54,7 +54,7 @@ Result<PolicyResult> AllGpuPolicy::decide(TrialRunner& runner, std::uint64_t /*s
   return r;
 }
 
-Result<PolicyResult> HeftPolicy::decide(TrialRunner& runner, std::uint64_t /*seed*/) {
+Result<PolicyResult> HeftPolicy::decide(TrialRunner& runner, const Context& /*ctx*/) {
   const PlacementProblem& p = runner.problem();
   auto s = heft(heft_instance(p));
   if (!s) return s.error().wrap(p.scenario().name);
@@ -67,7 +67,7 @@ Result<PolicyResult> HeftPolicy::decide(TrialRunner& runner, std::uint64_t /*see
   return r;
 }
 
-Result<PolicyResult> DmdaPolicy::decide(TrialRunner& runner, std::uint64_t /*seed*/) {
+Result<PolicyResult> DmdaPolicy::decide(TrialRunner& runner, const Context& /*ctx*/) {
   const PlacementProblem& p = runner.problem();
   const std::size_t n = p.size();
   const std::size_t workers = 1 + cpu_slots(p);  // worker 0 is the CUDA worker
@@ -143,7 +143,7 @@ double lower_bound_ms(const PlacementProblem& p) {
 
 }  // namespace
 
-Result<PolicyResult> BanditPolicy::decide(TrialRunner& runner, std::uint64_t seed) {
+Result<PolicyResult> BanditPolicy::decide(TrialRunner& runner, const Context& ctx) {
   const PlacementProblem& p = runner.problem();
   const std::uint64_t arms = p.mapping_count();
   if (arms > max_arms_) {
@@ -172,7 +172,7 @@ Result<PolicyResult> BanditPolicy::decide(TrialRunner& runner, std::uint64_t see
         }
       }
     }
-    const double ms = runner.makespan_ms(p.mapping_at(arm), derive_seed(seed, {t}));
+    const double ms = runner.makespan_ms(p.mapping_at(arm), derive_seed(ctx.seed, {t}));
     sum[arm] += std::isfinite(ms) ? std::min(1.0, bound / ms) : 0.0;
     ++pulls[arm];
   }
@@ -190,7 +190,7 @@ Result<PolicyResult> BanditPolicy::decide(TrialRunner& runner, std::uint64_t see
   return r;
 }
 
-Result<PolicyResult> BruteForcePolicy::decide(TrialRunner& runner, std::uint64_t seed) {
+Result<PolicyResult> BruteForcePolicy::decide(TrialRunner& runner, const Context& ctx) {
   const PlacementProblem& p = runner.problem();
   const std::uint64_t count = p.mapping_count();
   if (count > max_) {
@@ -198,7 +198,7 @@ Result<PolicyResult> BruteForcePolicy::decide(TrialRunner& runner, std::uint64_t
                      std::to_string(max_),
                  Error::Kind::kResource);
   }
-  const std::uint64_t conditions = derive_seed(seed, {0});
+  const std::uint64_t conditions = derive_seed(ctx.seed, {0});
   double best_ms = std::numeric_limits<double>::infinity();
   std::uint64_t best = 0;
   for (std::uint64_t k = 0; k < count; ++k) {

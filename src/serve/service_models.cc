@@ -215,18 +215,20 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
     }
   }
   // Without registered models the tools have the GPU to themselves.
+  // The placement and its co-runners draw from the scenario's own seed, not the service's.
+  const Context place_ctx{.seed = req.scenario.seed, .threads = ctx_.threads};
   std::shared_ptr<const mapping::CoRunners> co;
   const std::int64_t plan_id = in_force ? in_force->id : 0;
   if (in_force) {
-    const std::string key = std::to_string(plan_id) + "|" + std::to_string(req.scenario.seed) +
+    const std::string key = std::to_string(plan_id) + "|" + std::to_string(place_ctx.seed) +
                             "|" + device_.name + "|" + entries.dump();
-    auto c = cached_corunners(key, workload, in_force->config, plan_id, req.scenario.seed);
+    auto c = cached_corunners(key, workload, in_force->config, plan_id, place_ctx);
     if (!c) return error({503, "corunners_failed", c.error().what(), ""});
     co = *c;
   }
   auto problem = mapping::PlacementProblem::build(req.scenario, *tools_, *catalog_, co);
   if (!problem) return error({422, "invalid_spec", problem.error().what(), "scenario"});
-  auto placed = mapping::place(*problem, {req.policy, "builtin", std::nullopt}, req.scenario.seed);
+  auto placed = mapping::place(*problem, {req.policy, "builtin", std::nullopt}, place_ctx);
   if (!placed) return error({500, "internal", placed.error().what(), ""});
   std::vector<mapping::SlaOutcome> during;
   if (co && !placed->truth.failed) {
@@ -243,14 +245,14 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
 
 Result<std::shared_ptr<const mapping::CoRunners>> Service::cached_corunners(
     const std::string& key, const Workload& workload, const JointConfig& config,
-    std::int64_t plan_id, std::uint64_t seed) {
+    std::int64_t plan_id, const Context& ctx) {
   {
     MutexLock lock(corunners_mutex_);
     for (const auto& [k, co] : corunners_cache_) {
       if (k == key) return co;
     }
   }
-  auto c = plan_corunners(workload, config, plan_id, *twin_, seed);
+  auto c = plan_corunners(ctx, workload, config, plan_id, *twin_);
   if (!c) return c;
   MutexLock lock(corunners_mutex_);
   if (corunners_cache_.size() >= kCoRunnersCached) corunners_cache_.pop_front();

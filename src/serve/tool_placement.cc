@@ -81,11 +81,11 @@ std::variant<PlaceRequest, ApiError> parse_place_request(const json& body,
   return out;
 }
 
-Result<std::shared_ptr<const mapping::CoRunners>> plan_corunners(const Workload& workload,
+Result<std::shared_ptr<const mapping::CoRunners>> plan_corunners(const Context& ctx,
+                                                                  const Workload& workload,
                                                                   const JointConfig& config,
                                                                   std::int64_t plan_id,
-                                                                  const Testbed& twin,
-                                                                  std::uint64_t seed) {
+                                                                  const Testbed& twin) {
   exporting::PlanInput plan;
   plan.plan_file = "plan " + std::to_string(plan_id);
   plan.kind = exporting::PlanKind::kServedPlan;
@@ -97,7 +97,7 @@ Result<std::shared_ptr<const mapping::CoRunners>> plan_corunners(const Workload&
     plan.models.push_back({m, l, workload.models[m].settings(l), 1.0});
   }
   if (plan.models.empty()) return std::shared_ptr<const mapping::CoRunners>();
-  return mapping::guarded_corunners(std::move(plan), twin, seed);
+  return mapping::guarded_corunners(ctx, std::move(plan), twin);
 }
 
 double sla_headroom(const mapping::SlaOutcome& o) {

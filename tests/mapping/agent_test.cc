@@ -30,7 +30,7 @@ TEST(Monitor, ProposalOpensARoundAndListsUnmeasuredMovesAndSwaps) {
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "small", {}, 0}}, 10);
   Executor ex(p);
   TrialRunner runner(ex);
-  Monitor m(runner, 3);
+  Monitor m(runner, Context{.seed = 3});
   EXPECT_FALSE(m.observe().current);
   m.execute(Mapping{kQueue, kCpu});
   const Observation o = m.observe();
@@ -50,7 +50,7 @@ TEST(Monitor, SymmetricReprobeMeasuresBothSidesUnderOneCondition) {
   ASSERT_TRUE(p.ok());
   Executor ex(*p);
   TrialRunner runner(ex);
-  Monitor m(runner, 3);
+  Monitor m(runner, Context{.seed = 3});
   m.execute(Mapping{kQueue, kCpu});
   // First reprobe joins the proposal's round: its run is the baseline (1 execution).
   const std::vector<ProbeRequest> probes = {ProbeRequest::move(0, kNow),
@@ -80,7 +80,7 @@ TEST(Monitor, InvalidProbesAreReportedNotRun) {
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "small", {}, 0}}, 1);
   Executor ex(p);
   TrialRunner runner(ex);
-  Monitor m(runner, 3);
+  Monitor m(runner, Context{.seed = 3});
   m.execute(Mapping{kCpu, kQueue});
   // conv (2 GB) cannot go on the GPU under a 1 GB budget; a swap needs two different tools;
   // b is already on gpu_queue.
@@ -97,7 +97,7 @@ TEST(Monitor, KeepsRunningAveragesPerContext) {
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}}, 3);
   Executor ex(p);
   TrialRunner runner(ex);
-  Monitor m(runner, 3);
+  Monitor m(runner, Context{.seed = 3});
   m.execute(Mapping{kQueue, kQueue});  // b waits for a: "vram_pressure"; a runs "alone"
   std::set<std::string> contexts;
   for (const auto& s : m.observe().tool_stats) contexts.insert(s.context);
@@ -106,7 +106,7 @@ TEST(Monitor, KeepsRunningAveragesPerContext) {
   const auto p2 = make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}}, 10);
   Executor ex2(p2);
   TrialRunner runner2(ex2);
-  Monitor m2(runner2, 3);
+  Monitor m2(runner2, Context{.seed = 3});
   m2.execute(Mapping{kQueue, kQueue});
   ASSERT_FALSE(m2.observe().tool_stats.empty());
   EXPECT_EQ(m2.observe().tool_stats[0].context, "k=1");
@@ -116,7 +116,7 @@ TEST(Monitor, ObservationHoldsMeasurementsNotARecommendation) {
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "small", {}, 0}}, 10);
   Executor ex(p);
   TrialRunner runner(ex);
-  Monitor m(runner, 3);
+  Monitor m(runner, Context{.seed = 3});
   m.execute(Mapping{kQueue, kCpu});
   const auto j = to_json(m.observe());
   std::set<std::string> keys;
@@ -131,7 +131,7 @@ TEST(BuiltinAgent, StartsFromTheFasterStandaloneSide) {
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "small", {}, 0}}, 10);
   Executor ex(p);
   TrialRunner runner(ex);
-  Monitor m(runner, 3);
+  Monitor m(runner, Context{.seed = 3});
   BuiltinAgent agent;
   auto a = agent.act(m.observe());
   ASSERT_TRUE(a.ok());
@@ -171,7 +171,7 @@ TEST(AgentPolicy, ExecutorRejectsInvalidProposalsAndTellsTheAgent) {
   AgentPolicy policy(agent);
   Executor ex(p);
   TrialRunner runner(ex);
-  auto r = policy.decide(runner, 1);
+  auto r = policy.decide(runner, Context{.seed = 1});
   ASSERT_TRUE(r.ok()) << r.error().what();
   EXPECT_EQ(r->mapping, (Mapping{kCpu, kQueue}));
   EXPECT_EQ(r->executions, 1u);  // the rejected proposal never ran
@@ -209,7 +209,7 @@ TEST(BuiltinAgent, OptimalOnAtLeast90PercentOf100GeneratedScenarios) {
   const Device& dev = *Catalog::default_catalog().find_device("rtx3090");
   std::vector<PlacementProblem> problems;
   for (std::uint64_t seed = 1000; seed < 1100; ++seed) {
-    const Scenario s = generate_scenario(catalog(), dev, seed);
+    const Scenario s = generate_scenario(Context{.seed = seed}, catalog(), dev);
     ASSERT_GE(s.nodes.size(), 4u);
     ASSERT_LE(s.nodes.size(), 8u);
     problems.push_back(std::move(PlacementProblem::build(s, catalog(), dev)).value());
@@ -232,12 +232,12 @@ TEST(BuiltinAgent, OptimalOnAtLeast90PercentOf100GeneratedScenarios) {
 
 TEST(Generator, IsDeterministicBySeed) {
   const Device& dev = *Catalog::default_catalog().find_device("rtx3090");
-  EXPECT_EQ(to_yaml(generate_scenario(catalog(), dev, 42)),
-            to_yaml(generate_scenario(catalog(), dev, 42)));
-  EXPECT_NE(to_yaml(generate_scenario(catalog(), dev, 42)),
-            to_yaml(generate_scenario(catalog(), dev, 43)));
+  EXPECT_EQ(to_yaml(generate_scenario(Context{.seed = 42}, catalog(), dev)),
+            to_yaml(generate_scenario(Context{.seed = 42}, catalog(), dev)));
+  EXPECT_NE(to_yaml(generate_scenario(Context{.seed = 42}, catalog(), dev)),
+            to_yaml(generate_scenario(Context{.seed = 43}, catalog(), dev)));
   // What it writes, the scenario parser reads back.
-  const Scenario s = generate_scenario(catalog(), dev, 42);
+  const Scenario s = generate_scenario(Context{.seed = 42}, catalog(), dev);
   auto back = parse_scenario(to_yaml(s), "generated.yaml", catalog());
   ASSERT_TRUE(back.ok()) << back.error().what();
   EXPECT_EQ(to_yaml(*back), to_yaml(s));

@@ -30,7 +30,7 @@ const ToolCatalog& tools() {
 std::shared_ptr<const CoRunners> measured_plan(const char* text = kPlan) {
   auto plan = exporting::parse_plan_input(text, "plan.json", kWorkload, Catalog::default_catalog());
   EXPECT_TRUE(plan.ok()) << (plan.ok() ? "" : plan.error().what());
-  auto c = CoRunners::measure(std::move(*plan), SimTestbed(), 7);
+  auto c = CoRunners::measure(Context{.seed = 7}, std::move(*plan), SimTestbed());
   EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().what());
   return std::make_shared<const CoRunners>(std::move(*c));
 }

@@ -160,7 +160,7 @@ TEST(CoRunnerGuard, TheAgentExcludesAMappingPredictedToBreakACoRunnerAndSaysWhy)
     Executor ex(*p);
     TrialRunner runner(ex);
     AgentPolicy policy(std::make_shared<BuiltinAgent>());
-    auto d = policy.decide(runner, 3);
+    auto d = policy.decide(runner, Context{.seed = 3});
     EXPECT_TRUE(d.ok()) << (d.ok() ? "" : d.error().what());
     return *d;
   };

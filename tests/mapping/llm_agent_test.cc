@@ -146,7 +146,7 @@ struct Fixture {
   PlacementProblem problem = make_problem({{"a", "conv", {}, 0}, {"b", "small", {}, 0}}, 1);
   Executor executor{problem};
   TrialRunner runner{executor};
-  Monitor monitor{runner, 1};
+  Monitor monitor{runner, Context{.seed = 1}};
 };
 
 LlmConfig config_for(const ScriptedServer& s, double timeout_s = 5) {
@@ -367,7 +367,7 @@ TEST(LlmAgent, AWholePolicyRunSurvivesAServerThatOnlyTalksNonsense) {
   Fixture f;
   auto agent = std::make_shared<LlmAgent>(config_for(server));
   AgentPolicy policy(agent);
-  auto r = policy.decide(f.runner, 1);
+  auto r = policy.decide(f.runner, Context{.seed = 1});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(f.problem.validate(r->mapping).ok());
   EXPECT_GE(agent->fallbacks(), 1u);

@@ -41,7 +41,7 @@ ToolCatalog catalog_with_ship() {
 PolicyResult decide(Policy& policy, const PlacementProblem& p, std::uint64_t seed = 1) {
   Executor ex(p);
   TrialRunner runner(ex);
-  auto r = policy.decide(runner, seed);
+  auto r = policy.decide(runner, Context{.seed = seed});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().what());
   EXPECT_EQ(r->executions, runner.executions());
   return std::move(r).value();

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/mapping/monitor.h"
 #include "corun/mapping/policy.h"
@@ -72,7 +73,7 @@ class AgentPolicy final : public Policy {
                        MonitorOptions monitor = {})
       : agent_(std::move(agent)), max_steps_(max_steps), monitor_(monitor) {}
   [[nodiscard]] std::string_view name() const override { return "agent"; }
-  Result<PolicyResult> decide(TrialRunner& runner, std::uint64_t seed) override;
+  Result<PolicyResult> decide(TrialRunner& runner, const Context& ctx) override;
 
  private:
   std::shared_ptr<Agent> agent_;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/catalog/catalog.h"
 #include "corun/core/result.h"
 #include "corun/export/plan_input.h"
@@ -64,11 +65,11 @@ struct CoRunners {
   /// fitted); never consulted to score.
   std::shared_ptr<const CoRunnerGuard> guard;
 
-  /// @brief Measures `plan` on `testbed` (noise seeded by `seed`). A measurement that fails
+  /// @brief Measures `plan` on `testbed` (noise seeded by `ctx.seed`). A measurement that fails
   /// (out of memory, an error) is an error naming the plan: a plan that cannot run has no
   /// load to share.
-  static Result<CoRunners> measure(exporting::PlanInput plan, const Testbed& testbed,
-                                   std::uint64_t seed, double window_s = 10);
+  static Result<CoRunners> measure(const Context& ctx, exporting::PlanInput plan,
+                                   const Testbed& testbed, double window_s = 10);
 
   /// @brief Models the plan runs.
   [[nodiscard]] std::size_t running() const;
@@ -96,20 +97,21 @@ double worst_excess(const std::vector<SlaOutcome>& outcomes);
 
 /// @brief Reads `plan_file` (any format exporting::parse_plan_input reads; `workload_file`
 /// overrides the workload it names), measures it on `testbed`, and guards it with a MeanField
-/// surrogate profiled on `testbed` (CoRunnerGuard::fit, seeded by `seed`).
-Result<std::shared_ptr<const CoRunners>> load_corunners(const std::filesystem::path& plan_file,
+/// surrogate profiled on `testbed` (CoRunnerGuard::fit, seeded by `ctx.seed`).
+Result<std::shared_ptr<const CoRunners>> load_corunners(const Context& ctx,
+                                                        const std::filesystem::path& plan_file,
                                                         const std::string& workload_file,
                                                         const Catalog& catalog,
-                                                        const Testbed& testbed, std::uint64_t seed);
+                                                        const Testbed& testbed);
 
-/// @brief Measures `plan` on `testbed` (noise seeded by `seed`) and guards it with a MeanField
+/// @brief Measures `plan` on `testbed` (noise seeded by `ctx.seed`) and guards it with a MeanField
 /// surrogate profiled on `testbed` (CoRunnerGuard::fit): what load_corunners() does once the
 /// plan is read, for a plan obtained otherwise (the service's plan in force). Deterministic by
 /// seed; costs a surrogate fit (about a second for five models on the simulator).
 /// Thread-safety: reentrant when `testbed` is.
-Result<std::shared_ptr<const CoRunners>> guarded_corunners(exporting::PlanInput plan,
-                                                           const Testbed& testbed,
-                                                           std::uint64_t seed);
+Result<std::shared_ptr<const CoRunners>> guarded_corunners(const Context& ctx,
+                                                           exporting::PlanInput plan,
+                                                           const Testbed& testbed);
 
 /// @brief The co-runners `scenario` names (`co_running:`, paths relative to its file), measured
 /// and guarded as load_corunners() does with the scenario's seed; nullptr when it names none.

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/mapping/agent.h"
 #include "corun/mapping/policy.h"
@@ -109,7 +110,8 @@ struct GeneratorOptions {
 /// DAG, drawn from the whole catalog or (half the time) from the tools whose placement is
 /// contested; half get an ample VRAM budget, half a budget of 25-70 % of their summed GPU
 /// footprints; 30 % run next to a background GPU tenant.
-Scenario generate_scenario(const ToolCatalog& tools, const Device& device, std::uint64_t seed,
+/// `ctx.seed` draws the scenario, and becomes the scenario's own seed (Scenario::seed).
+Scenario generate_scenario(const Context& ctx, const ToolCatalog& tools, const Device& device,
                            const GeneratorOptions& options = {});
 
 }  // namespace corun::mapping

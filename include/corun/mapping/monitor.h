@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/mapping/policy.h"
 #include "corun/mapping/profile.h"
 
@@ -178,7 +179,8 @@ struct MonitorOptions {
 /// baseline re-run (so a paired comparison is always measured under one set of conditions).
 class Monitor {
  public:
-  Monitor(TrialRunner& runner, std::uint64_t seed, MonitorOptions options = {});
+  /// @param ctx each round's noise seed derives from ctx.seed
+  Monitor(TrialRunner& runner, const Context& ctx, MonitorOptions options = {});
 
   /// @brief Runs a validated proposal; it becomes the current mapping.
   RunResult execute(const Mapping& mapping);
@@ -199,7 +201,7 @@ class Monitor {
 
   TrialRunner* runner_;
   const PlacementProblem* problem_;
-  std::uint64_t seed_;
+  Context ctx_;
   MonitorOptions options_;
   std::vector<NodeView> nodes_;
   int round_ = 0;

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/mapping/executor.h"
 #include "corun/mapping/llm_agent.h"
@@ -51,13 +52,14 @@ struct Placed {
 ///   if (!scenario) return scenario.error();
 ///   auto problem = mapping::PlacementProblem::build(*scenario, *tools, cat);  // no co-runners
 ///   if (!problem) return problem.error();
-///   auto placed = mapping::place(*problem, {"heft", "builtin", std::nullopt}, scenario->seed);
+///   auto placed = mapping::place(*problem, {"heft", "builtin", std::nullopt},
+///                                 Context{.seed = scenario->seed});
 ///   if (!placed) return placed.error();
 ///   double ms = placed->truth.makespan_ms;  // noise-free; placed->observed: with noise
 ///   nlohmann::json j = mapping::placed_json(*problem, *placed);  // as `corun map --json`
 /// @endcode
 Result<Placed> place(const PlacementProblem& problem, const PlaceOptions& options,
-                     std::uint64_t seed);
+                     const Context& ctx);
 
 /// @brief "done", "failed", "skipped".
 std::string_view to_string(ToolRun::Status s);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/mapping/executor.h"
 #include "corun/mapping/heft.h"
@@ -61,8 +62,8 @@ class Policy {
  public:
   virtual ~Policy() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
-  /// @brief Chooses a mapping for runner.problem(). `seed` drives every random choice.
-  virtual Result<PolicyResult> decide(TrialRunner& runner, std::uint64_t seed) = 0;
+  /// @brief Chooses a mapping for runner.problem(). `ctx.seed` drives every random choice.
+  virtual Result<PolicyResult> decide(TrialRunner& runner, const Context& ctx) = 0;
 };
 
 /// @brief CPU "processors" that list schedulers (HEFT, dmda) see: host cores divided by the
@@ -80,7 +81,7 @@ HeftProblem heft_instance(const PlacementProblem& problem);
 class AllGpuPolicy final : public Policy {
  public:
   [[nodiscard]] std::string_view name() const override { return "all-gpu"; }
-  Result<PolicyResult> decide(TrialRunner& runner, std::uint64_t seed) override;
+  Result<PolicyResult> decide(TrialRunner& runner, const Context& ctx) override;
 };
 
 /// @brief HEFT on heft_instance(); tasks on processor 0 go to gpu_queue, others to cpu.
@@ -88,7 +89,7 @@ class AllGpuPolicy final : public Policy {
 class HeftPolicy final : public Policy {
  public:
   [[nodiscard]] std::string_view name() const override { return "heft"; }
-  Result<PolicyResult> decide(TrialRunner& runner, std::uint64_t seed) override;
+  Result<PolicyResult> decide(TrialRunner& runner, const Context& ctx) override;
 };
 
 /// @brief StarPU 1.3.10's dmda rule. Tasks are pushed when ready in dmda's own expected-time
@@ -100,7 +101,7 @@ class HeftPolicy final : public Policy {
 class DmdaPolicy final : public Policy {
  public:
   [[nodiscard]] std::string_view name() const override { return "dmda"; }
-  Result<PolicyResult> decide(TrialRunner& runner, std::uint64_t seed) override;
+  Result<PolicyResult> decide(TrialRunner& runner, const Context& ctx) override;
 };
 
 /// @brief UCB1 over complete mappings (one arm per valid mapping): pull every arm once, then
@@ -112,7 +113,7 @@ class BanditPolicy final : public Policy {
   explicit BanditPolicy(double budget_factor = 2.0, std::uint64_t max_arms = 100000)
       : budget_factor_(budget_factor), max_arms_(max_arms) {}
   [[nodiscard]] std::string_view name() const override { return "bandit"; }
-  Result<PolicyResult> decide(TrialRunner& runner, std::uint64_t seed) override;
+  Result<PolicyResult> decide(TrialRunner& runner, const Context& ctx) override;
 
  private:
   double budget_factor_;
@@ -125,7 +126,7 @@ class BruteForcePolicy final : public Policy {
  public:
   explicit BruteForcePolicy(std::uint64_t max_mappings = 1000000) : max_(max_mappings) {}
   [[nodiscard]] std::string_view name() const override { return "brute-force"; }
-  Result<PolicyResult> decide(TrialRunner& runner, std::uint64_t seed) override;
+  Result<PolicyResult> decide(TrialRunner& runner, const Context& ctx) override;
 
  private:
   std::uint64_t max_;

@@ -127,8 +127,8 @@ class Service final : public HttpHandler {
  public:
   /// @brief Opens the state directory, reloads models, plans and telemetry, and starts the
   /// planner and the telemetry flusher. A state without a plan gets one planned at start.
-  /// @param ctx the seed of the planner, the twin and the tool placements, and the solver's
-  /// threads, for the service's lifetime
+  /// @param ctx the seed of the planner and of the twin's measurements, and the solver's
+  /// threads, for the service's lifetime (a tool placement draws from its scenario's seed)
   static Result<std::unique_ptr<Service>> open(const Context& ctx, ServiceOptions options,
                                                const Catalog& catalog,
                                                std::unique_ptr<PredictorSource> source);
@@ -224,7 +224,7 @@ class Service final : public HttpHandler {
   /// that miss together both build, and the results are equal (deterministic by seed).
   Result<std::shared_ptr<const mapping::CoRunners>> cached_corunners(
       const std::string& key, const Workload& workload, const JointConfig& config,
-      std::int64_t plan_id, std::uint64_t seed) CORUN_EXCLUDES(corunners_mutex_);
+      std::int64_t plan_id, const Context& ctx) CORUN_EXCLUDES(corunners_mutex_);
 
   void flusher_loop();
   void flush_telemetry();

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/mapping/corunners.h"
 #include "corun/mapping/place.h"
@@ -55,11 +56,11 @@ std::variant<PlaceRequest, ApiError> parse_place_request(const nlohmann::json& b
 /// plan in errors ("plan 7"). nullptr when the plan runs no model. Costs a surrogate fit
 /// (about a second): the service caches the result per plan.
 /// Thread-safety: reentrant when `twin` is (the simulator is).
-Result<std::shared_ptr<const mapping::CoRunners>> plan_corunners(const Workload& workload,
+Result<std::shared_ptr<const mapping::CoRunners>> plan_corunners(const Context& ctx,
+                                                                  const Workload& workload,
                                                                   const JointConfig& config,
                                                                   std::int64_t plan_id,
-                                                                  const Testbed& twin,
-                                                                  std::uint64_t seed);
+                                                                  const Testbed& twin);
 
 /// @brief Fraction of an SLA left during the tools' burst: 1 − during/sla for a bound from
 /// above (latencies), during/sla − 1 for `min_throughput`; negative when the burst breaks it.
