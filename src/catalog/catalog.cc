@@ -91,18 +91,10 @@ std::optional<HostCpu> parse_cpu(const YamlField& f) {
 // ----------------------------------------------------------------------------------------
 // Models
 
-const std::vector<std::string>& family_names() {
-  static const std::vector<std::string> names = {"vision", "encoder", "speech", "llm"};
-  return names;
-}
-
 std::optional<ModelFamily> parse_family(const YamlField& f) {
   const auto s = f.string();
   if (!s) return std::nullopt;
-  for (ModelFamily fam :
-       {ModelFamily::kVision, ModelFamily::kEncoder, ModelFamily::kSpeech, ModelFamily::kLlm}) {
-    if (to_string(fam) == *s) return fam;
-  }
+  if (auto fam = corun::parse_family(*s)) return fam;
   f.error("unknown family '" + *s + "'" + did_you_mean(*s, family_names()) +
           "; known: " + join(family_names(), ", "));
   return std::nullopt;

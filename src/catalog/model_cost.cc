@@ -11,21 +11,26 @@
 
 #include "corun/catalog/model.h"
 #include "corun/core/check.h"
+#include "corun/core/enum_names.h"
 
 namespace corun {
 
-std::string_view to_string(ModelFamily f) {
-  switch (f) {
-    case ModelFamily::kVision:
-      return "vision";
-    case ModelFamily::kEncoder:
-      return "encoder";
-    case ModelFamily::kSpeech:
-      return "speech";
-    case ModelFamily::kLlm:
-      return "llm";
-  }
-  return "unknown";
+namespace {
+
+constexpr EnumNames<ModelFamily, 4> kFamilyNames{{{{ModelFamily::kVision, "vision"},
+                                                   {ModelFamily::kEncoder, "encoder"},
+                                                   {ModelFamily::kSpeech, "speech"},
+                                                   {ModelFamily::kLlm, "llm"}}}};
+
+}  // namespace
+
+std::string_view to_string(ModelFamily f) { return kFamilyNames.name(f); }
+
+std::optional<ModelFamily> parse_family(std::string_view s) { return kFamilyNames.parse(s); }
+
+const std::vector<std::string>& family_names() {
+  static const std::vector<std::string> names = kFamilyNames.names();
+  return names;
 }
 
 PhaseCost& PhaseCost::operator+=(const PhaseCost& o) {

@@ -4,11 +4,18 @@
 #include <numeric>
 
 #include "corun/core/check.h"
+#include "corun/core/enum_names.h"
 #include "corun/core/rng.h"
 
 namespace corun::profile {
 
 namespace {
+
+constexpr EnumNames<Plan, 5> kPlanNames{{{{Plan::kStandalone, "standalone"},
+                                          {Plan::kMeanField, "meanfield"},
+                                          {Plan::kJoint, "joint"},
+                                          {Plan::kOnline, "online"},
+                                          {Plan::kCoTenant, "cotenant"}}}};
 
 // Stream identifiers keep the plans' random choices independent of each other.
 constexpr std::uint64_t kStreamStratified = 0x5354524154ULL;
@@ -76,33 +83,19 @@ void keep_only(const std::vector<bool>& present, JointConfig& c) {
 
 }  // namespace
 
-std::string_view to_string(Plan p) {
-  switch (p) {
-    case Plan::kStandalone:
-      return "standalone";
-    case Plan::kMeanField:
-      return "meanfield";
-    case Plan::kJoint:
-      return "joint";
-    case Plan::kOnline:
-      return "online";
-    case Plan::kCoTenant:
-      return "cotenant";
-  }
-  return "unknown";
-}
+std::string_view to_string(Plan p) { return kPlanNames.name(p); }
 
-std::optional<Plan> parse_plan(std::string_view s) {
-  for (Plan p :
-       {Plan::kStandalone, Plan::kMeanField, Plan::kJoint, Plan::kOnline, Plan::kCoTenant}) {
-    if (to_string(p) == s) return p;
-  }
-  return std::nullopt;
-}
+std::optional<Plan> parse_plan(std::string_view s) { return kPlanNames.parse(s); }
 
 const std::vector<std::string>& plan_names() {
-  static const std::vector<std::string> names = {"standalone", "meanfield", "joint",
-                                                  "cotenant"};
+  // kOnline is no sampling plan a campaign runs: parse_plan reads it, the list leaves it out.
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& e : kPlanNames.table) {
+      if (e.value != Plan::kOnline) out.emplace_back(e.name);
+    }
+    return out;
+  }();
   return names;
 }
 

@@ -7,37 +7,52 @@
 
 #include "corun/catalog/embedded.h"
 #include "corun/core/check.h"
+#include "corun/core/enum_names.h"
 #include "corun/core/yaml.h"
 
 namespace corun {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> kActuationNames = {"none", "live", "reload", "restart"};
-constexpr std::array<std::string_view, 3> kStackNames = {"vllm", "triton", "stream"};
+constexpr EnumNames<Actuation, 4> kActuationNames{{{{Actuation::kNone, "none"},
+                                                    {Actuation::kLive, "live"},
+                                                    {Actuation::kReload, "reload"},
+                                                    {Actuation::kRestart, "restart"}}}};
+constexpr EnumNames<Stack, 3> kStackNames{
+    {{{Stack::kVllm, "vllm"}, {Stack::kTriton, "triton"}, {Stack::kStream, "stream"}}}};
 constexpr std::array<ModelFamily, 4> kFamilies = {ModelFamily::kVision, ModelFamily::kEncoder,
                                                   ModelFamily::kSpeech, ModelFamily::kLlm};
+// The order in which an unknown family's message lists the families.
+constexpr std::array<ModelFamily, 4> kFamiliesListed = {
+    ModelFamily::kLlm, ModelFamily::kVision, ModelFamily::kEncoder, ModelFamily::kSpeech};
 constexpr std::string_view kActuationFile = "actuation.yaml";
-
-template <typename E, std::size_t N>
-std::optional<E> find_name(const std::array<std::string_view, N>& names, std::string_view s) {
-  for (std::size_t i = 0; i < N; ++i) {
-    if (names[i] == s) return static_cast<E>(i);
-  }
-  return std::nullopt;
-}
-
-std::optional<ModelFamily> find_family(std::string_view s) {
-  for (ModelFamily f : kFamilies) {
-    if (to_string(f) == s) return f;
-  }
-  return std::nullopt;
-}
 
 std::string joined(std::span<const std::string_view> names) {
   std::string out;
   for (auto n : names) out += (out.empty() ? "" : ", ") + std::string(n);
   return out;
+}
+
+// The stacks' names, in table order.
+std::string stack_list() {
+  std::vector<std::string_view> names;
+  for (const auto& e : kStackNames.table) names.push_back(e.name);
+  return joined(names);
+}
+
+// The classes a knob may be given: every actuation but kNone.
+std::string knob_class_list() {
+  std::vector<std::string_view> names;
+  for (const auto& e : kActuationNames.table) {
+    if (e.value != Actuation::kNone) names.push_back(e.name);
+  }
+  return joined(names);
+}
+
+std::string family_list() {
+  std::vector<std::string_view> names;
+  for (ModelFamily f : kFamiliesListed) names.push_back(to_string(f));
+  return joined(names);
 }
 
 bool serves(const StackActuation& s, ModelFamily f) {
@@ -61,10 +76,10 @@ void parse_stack(const YamlField& f, StackActuation& s) {
     for (std::size_t i = 0; i < serves_field.size(); ++i) {
       const auto name = serves_field.at(i).string();
       if (!name) continue;
-      if (auto fam = find_family(*name)) {
+      if (auto fam = parse_family(*name)) {
         s.serves.push_back(*fam);
       } else {
-        serves_field.at(i).error("unknown family '" + *name + "' (llm, vision, encoder, speech)");
+        serves_field.at(i).error("unknown family '" + *name + "' (" + family_list() + ")");
       }
     }
   }
@@ -81,9 +96,9 @@ void parse_stack(const YamlField& f, StackActuation& s) {
       }
       const auto cls = k.string();
       if (!cls) continue;
-      const auto a = find_name<Actuation>(kActuationNames, *cls);
+      const auto a = kActuationNames.parse(*cls);
       if (!a || *a == Actuation::kNone) {
-        k.error("unknown class '" + *cls + "' (live, reload, restart)");
+        k.error("unknown class '" + *cls + "' (" + knob_class_list() + ")");
         continue;
       }
       s.knob[static_cast<std::size_t>(*id)] = *a;
@@ -117,8 +132,8 @@ void parse_stack(const YamlField& f, StackActuation& s) {
 
 }  // namespace
 
-std::string_view to_string(Actuation a) { return kActuationNames[static_cast<std::size_t>(a)]; }
-std::string_view to_string(Stack s) { return kStackNames[static_cast<std::size_t>(s)]; }
+std::string_view to_string(Actuation a) { return kActuationNames.name(a); }
+std::string_view to_string(Stack s) { return kStackNames.name(s); }
 
 Result<ActuationTable> ActuationTable::parse(std::string_view text, const std::string& file) {
   auto root = parse_yaml(text, file);
@@ -134,9 +149,9 @@ Result<ActuationTable> ActuationTable::parse(std::string_view text, const std::s
       f.error("missing required field 'stacks'");
     } else if (stacks.expect_map()) {
       for (const auto& key : stacks.keys()) {
-        const auto s = find_name<Stack>(kStackNames, key);
+        const auto s = kStackNames.parse(key);
         if (!s) {
-          stacks[key].error("unknown stack '" + key + "' (" + joined(kStackNames) + ")");
+          stacks[key].error("unknown stack '" + key + "' (" + stack_list() + ")");
           continue;
         }
         const auto i = static_cast<std::size_t>(*s);
@@ -145,7 +160,9 @@ Result<ActuationTable> ActuationTable::parse(std::string_view text, const std::s
         parse_stack(stacks[key], t.stacks_[i]);
       }
       for (std::size_t i = 0; i < seen.size(); ++i) {
-        if (!seen[i]) stacks.error("missing stack '" + std::string(kStackNames[i]) + "'");
+        if (!seen[i]) {
+          stacks.error("missing stack '" + std::string(kStackNames.table[i].name) + "'");
+        }
       }
     }
     const YamlField defaults = f["defaults"];
@@ -155,16 +172,16 @@ Result<ActuationTable> ActuationTable::parse(std::string_view text, const std::s
       std::array<bool, 4> given{};
       for (const auto& key : defaults.keys()) {
         const YamlField d = defaults[key];
-        const auto fam = find_family(key);
+        const auto fam = parse_family(key);
         if (!fam) {
           d.error("unknown family '" + key + "'");
           continue;
         }
         const auto name = d.string();
         if (!name) continue;
-        const auto s = find_name<Stack>(kStackNames, *name);
+        const auto s = kStackNames.parse(*name);
         if (!s) {
-          d.error("unknown stack '" + *name + "' (" + joined(kStackNames) + ")");
+          d.error("unknown stack '" + *name + "' (" + stack_list() + ")");
           continue;
         }
         if (diags.empty() && !serves(t.stacks_[static_cast<std::size_t>(*s)], *fam)) {

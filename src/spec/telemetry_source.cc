@@ -2,28 +2,33 @@
 
 #include <algorithm>
 
+#include "corun/core/enum_names.h"
+
 namespace corun {
 
+namespace {
+
+using Kind = TelemetrySource::Kind;
+
+constexpr EnumNames<Kind, 4> kKindNames{{{{Kind::kNone, "none"},
+                                          {Kind::kVllm, "vllm"},
+                                          {Kind::kTriton, "triton"},
+                                          {Kind::kCustom, "custom"}}}};
+// to_string answers "?" for a value outside the table, told apart by the table's "unknown".
+static_assert(!kKindNames.parse("unknown"));
+
+}  // namespace
+
 std::string_view to_string(TelemetrySource::Kind k) {
-  switch (k) {
-    case TelemetrySource::Kind::kNone:
-      return "none";
-    case TelemetrySource::Kind::kVllm:
-      return "vllm";
-    case TelemetrySource::Kind::kTriton:
-      return "triton";
-    case TelemetrySource::Kind::kCustom:
-      return "custom";
-  }
-  return "?";
+  const std::string_view name = kKindNames.name(k);
+  return name == "unknown" ? "?" : name;
 }
 
 std::optional<TelemetrySource::Kind> telemetry_source_kind(std::string_view name) {
-  for (auto k : {TelemetrySource::Kind::kVllm, TelemetrySource::Kind::kTriton,
-                 TelemetrySource::Kind::kCustom}) {
-    if (to_string(k) == name) return k;
-  }
-  return std::nullopt;
+  // "none" names no source: only the other kinds may be written.
+  const auto k = kKindNames.parse(name);
+  if (!k || *k == Kind::kNone) return std::nullopt;
+  return k;
 }
 
 bool is_stack_metric(std::string_view name) {

@@ -2,28 +2,23 @@
 
 #include <cmath>
 
+#include "corun/core/enum_names.h"
+
 namespace corun::surrogate {
 
-std::string_view to_string(Target t) {
-  switch (t) {
-    case Target::kLatencyP95:
-      return "latency_ms_p95";
-    case Target::kTtftP95:
-      return "ttft_ms_p95";
-    case Target::kTpotP95:
-      return "tpot_ms_p95";
-    case Target::kThroughput:
-      return "throughput";
-  }
-  return "unknown";
-}
+namespace {
 
-std::optional<Target> parse_target(std::string_view s) {
-  for (Target t : kAllTargets) {
-    if (to_string(t) == s) return t;
-  }
-  return std::nullopt;
-}
+constexpr EnumNames<Target, kTargetCount> kTargetNames{{{{Target::kLatencyP95, "latency_ms_p95"},
+                                                         {Target::kTtftP95, "ttft_ms_p95"},
+                                                         {Target::kTpotP95, "tpot_ms_p95"},
+                                                         {Target::kThroughput, "throughput"}}}};
+static_assert(kTargetNames.values() == kAllTargets);
+
+}  // namespace
+
+std::string_view to_string(Target t) { return kTargetNames.name(t); }
+
+std::optional<Target> parse_target(std::string_view s) { return kTargetNames.parse(s); }
 
 std::vector<Target> family_targets(ModelFamily f) {
   if (f == ModelFamily::kLlm) return {Target::kTtftP95, Target::kTpotP95, Target::kThroughput};

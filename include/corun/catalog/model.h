@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "corun/catalog/precision.h"
@@ -16,6 +17,10 @@ namespace corun {
 enum class ModelFamily { kVision, kEncoder, kSpeech, kLlm };
 
 std::string_view to_string(ModelFamily f);
+/// @brief The family called `s` (exact match), or none.
+std::optional<ModelFamily> parse_family(std::string_view s);
+/// @brief Every family name, in enum order: vision, encoder, speech, llm.
+const std::vector<std::string>& family_names();
 
 /// @brief Work of one GPU phase, derived from the architecture (never typed in).
 struct PhaseCost {
