@@ -314,6 +314,9 @@ Status Service::restore_controller_locked(const StoredState& st,
     decision_ = json_number_or(plan_, "decision", plan_id_.load());
     // The stored plan is the one in force when it covers exactly the registered models.
     if (auto stored = decision_in_force(plan_, registry_)) {
+      InForce in_force{{}, std::make_shared<const Decision>(*stored)};
+      for (const auto& r : registry_.entries()) in_force.names.push_back(r.name);
+      in_force_ = std::make_shared<const InForce>(std::move(in_force));
       controller_->restore(std::move(*stored));
     } else {
       controller_->continue_after(plan_id_.load(), decision_.load());

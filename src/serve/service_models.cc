@@ -3,6 +3,7 @@
 // corun serve's model routes: the registry (list, get, register, remove, demand) and the
 // questions asked of it (what-if, tool placement).
 
+#include <algorithm>
 #include <chrono>
 
 #include "corun/core/strings.h"
@@ -198,12 +199,12 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
   if (auto* e = std::get_if<ApiError>(&parsed)) return error(*e);
   const PlaceRequest& req = std::get<PlaceRequest>(parsed);
   Workload workload;
-  std::optional<Decision> in_force;
+  std::optional<std::pair<std::int64_t, JointConfig>> in_force;
   json entries = json::array();
   {
     MutexLock lock(state_mutex_);
     if (!registry_.empty()) {
-      in_force = decision_in_force(plan_, registry_);
+      in_force = config_in_force_locked();
       if (!in_force) {
         return error({503, "no_plan",
                       "no plan of the registered models is in force yet (a re-plan is under "
@@ -218,11 +219,11 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
   // The placement and its co-runners draw from the scenario's own seed, not the service's.
   const Context place_ctx{.seed = req.scenario.seed, .threads = ctx_.threads};
   std::shared_ptr<const mapping::CoRunners> co;
-  const std::int64_t plan_id = in_force ? in_force->id : 0;
+  const std::int64_t plan_id = in_force ? in_force->first : 0;
   if (in_force) {
     const std::string key = std::to_string(plan_id) + "|" + std::to_string(place_ctx.seed) +
                             "|" + device_.name + "|" + entries.dump();
-    auto c = cached_corunners(key, workload, in_force->config, plan_id, place_ctx);
+    auto c = cached_corunners(key, workload, in_force->second, plan_id, place_ctx);
     if (!c) return error({503, "corunners_failed", c.error().what(), ""});
     co = *c;
   }
@@ -241,6 +242,24 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
   answer["decision_ms"] =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return json_response(200, answer);
+}
+
+std::optional<std::pair<std::int64_t, JointConfig>> Service::config_in_force_locked() const {
+  if (!in_force_ || in_force_->names.size() != registry_.size() || registry_.empty()) {
+    return std::nullopt;
+  }
+  const InForce& f = *in_force_;
+  JointConfig config;
+  for (const auto& r : registry_.entries()) {
+    const auto at = std::find(f.names.begin(), f.names.end(), r.name);
+    if (at == f.names.end()) return std::nullopt;
+    const std::int32_t l = f.decision->config[static_cast<std::size_t>(at - f.names.begin())];
+    const bool in_range =
+        l == kAbsent || (l >= 0 && static_cast<std::size_t>(l) < r.model.local_config_count());
+    if (!in_range) return std::nullopt;
+    config.push_back(l);
+  }
+  return std::pair{f.decision->id, std::move(config)};
 }
 
 Result<std::shared_ptr<const mapping::CoRunners>> Service::cached_corunners(

@@ -33,6 +33,7 @@ struct Service::PlanDraft {
   std::int64_t decision = 0;
   double decision_ms = 0;
   std::shared_ptr<const Decision> before;  // the plan in force when the decision started
+  std::shared_ptr<const InForce> decided;  // what this plan puts in force (null: no models)
   bool changed = true;                     // the decision changed what runs
 };
 
@@ -93,6 +94,9 @@ Result<bool> Service::record_decision(const std::string& reason, PlanDraft& p) {
   }
   const Decision& d = **decided;
   const Workload w = controller_->workload();
+  InForce in_force{{}, std::make_shared<const Decision>(d)};
+  for (const auto& m : w.models) in_force.names.push_back(m.name);
+  p.decided = std::make_shared<const InForce>(std::move(in_force));
   p.id = d.id;
   p.decision = d.decision;
   p.decision_ms = d.decision_ms;
@@ -168,6 +172,7 @@ Status Service::publish_plan(std::uint64_t generation, PlanDraft& p) {
   {
     MutexLock lock(state_mutex_);
     plan_.swap(p.rec);
+    in_force_ = p.decided;
     history_.push_back(std::move(copy));
     if (history_.size() > options_.history_in_memory) history_.pop_front();
     plan_id_ = p.id;

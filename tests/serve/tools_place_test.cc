@@ -173,6 +173,26 @@ TEST_F(ToolsPlaceTest, AnswersAsTheCorunMapProcess) {
   }
 }
 
+// A restarted service holds the plan it restored from its store as the one in force, and
+// places next to it as the running service did.
+TEST_F(ToolsPlaceTest, AReopenedServicePlacesNextToTheRestoredPlan) {
+  json dag = kDag;
+  dag.erase("device");
+  const json before = place(*service_, {{"scenario", dag}});
+  ASSERT_EQ(before["plan_id"], plan_["id"]);
+  service_->stop();
+  service_.reset();
+  service_ = open_service(dir_.path(), kWorkload.string());
+  ASSERT_NE(service_, nullptr);
+  const auto r = testing::call_service(*service_, "", "GET", "/v1/plan");
+  ASSERT_EQ(r.status, 200);
+  ASSERT_EQ(json::parse(r.body)["id"], plan_["id"]) << "the stored plan is the one in force";
+  const json after = place(*service_, {{"scenario", dag}});
+  EXPECT_EQ(after["plan_id"], plan_["id"]);
+  expect_same_placement(after, before);
+  EXPECT_EQ(after["corunners"], before["corunners"]);
+}
+
 TEST(ToolsPlace, WithoutModelsTheToolsHaveTheGpuToThemselves) {
   TempDir dir;
   auto service = open_service(dir.path(), "");

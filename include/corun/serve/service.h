@@ -327,6 +327,20 @@ class Service final : public HttpHandler {
   mutable Mutex state_mutex_ CORUN_ACQUIRED_AFTER(mutate_mutex_);
   ModelRegistry registry_ CORUN_GUARDED_BY(state_mutex_);
   nlohmann::json plan_ CORUN_GUARDED_BY(state_mutex_);
+  /// The decision plan_ records, held as the controller made it (or as restored once from the
+  /// store), with the names of the models it was made for in its configuration's order:
+  /// requests read it instead of parsing plan_ back. Null when no plan of models is in force.
+  struct InForce {
+    std::vector<std::string> names;
+    std::shared_ptr<const Decision> decision;
+  };
+  std::shared_ptr<const InForce> in_force_ CORUN_GUARDED_BY(state_mutex_);
+  /// The plan in force for the registered models: its id and its configuration in the
+  /// registry's order, when it covers exactly the registered models and each index is one of
+  /// the model's configurations as registered now (decision_in_force()'s rule); none otherwise
+  /// (the model set changed and a re-plan is under way).
+  [[nodiscard]] std::optional<std::pair<std::int64_t, JointConfig>> config_in_force_locked() const
+      CORUN_REQUIRES(state_mutex_);
   std::deque<nlohmann::json> history_ CORUN_GUARDED_BY(state_mutex_);
   TelemetryLedger telemetry_ CORUN_GUARDED_BY(state_mutex_);
   bool stopping_ CORUN_GUARDED_BY(state_mutex_) = false;
