@@ -115,7 +115,8 @@ struct ServiceOptions {
 ///   ServiceOptions o;
 ///   o.state_dir = "state";  // SQLite state, created if needed
 ///   o.token = "secret-token";
-///   auto s = Service::open(o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+///   auto s = Service::open(Context{}, o, Catalog::default_catalog(),
+///                          std::make_unique<TwinSource>());
 ///   if (!s) return s.error();
 ///   HttpRequest req;
 ///   req.method = "GET";
