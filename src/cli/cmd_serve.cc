@@ -180,6 +180,7 @@ struct Flags {
   std::string transitions = "aware", on_plan;
   int on_plan_timeout_ms = 30000;
   std::string prometheus, window = "30s", dcgm;
+  bool dcgm_report_only = false;
   double min_requests = 20;
   std::string kube_node;
   KubeFlags kube;
@@ -302,6 +303,10 @@ Result<serve::ServiceOptions> service_options(const Flags& f, const std::string&
       so.stack.dcgm_labels.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
   }
+  if (f.dcgm_report_only && f.dcgm.empty()) {
+    return Error("--dcgm-report-only needs --dcgm", Error::Kind::kInvalidInput);
+  }
+  so.stack.unexplained.plan_with = !f.dcgm_report_only;
   return so;
 }
 
@@ -478,7 +483,11 @@ const bool registered = register_command({
           ->capture_default_str();
       sub.add_option("--dcgm", f->dcgm,
                      "with --prometheus, also read this GPU's dcgm-exporter metrics: the labels "
-                     "that select its series, e.g. gpu=0,Hostname=node-1");
+                     "that select its series, e.g. gpu=0,Hostname=node-1; GPU activity the "
+                     "plan does not explain is then planned with (docs/stack.md)");
+      sub.add_flag("--dcgm-report-only", f->dcgm_report_only,
+                   "with --dcgm, report GPU activity the plan does not explain without planning "
+                   "with it");
       sub.add_option("--min-requests", f->min_requests,
                      "with --prometheus, a window with fewer completed requests is not learned "
                      "from (its p95 would be its maximum)")

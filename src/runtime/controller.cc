@@ -84,6 +84,25 @@ std::string Controller::apply(const TimelineEvent& e) {
   return std::string(to_string(e.kind)) + " " + m.name;
 }
 
+void Controller::set_gpu_load(const Interference& load) {
+  MutexLock lock(mutex_);
+  if (load.sm_util == gpu_load_.sm_util && load.bandwidth_util == gpu_load_.bandwidth_util) return;
+  gpu_load_ = load;
+  if (options_.learning.enabled) {
+    for (auto& l : model_state_) l->reopen();
+  }
+  ++generation_;
+  event_times_s_.push_back(now_s_);
+  due_ = true;
+  due_reason_ = "gpu load";
+  recent_->windows.clear();  // measured under the other load: no refit replays them
+}
+
+Interference Controller::gpu_load() const {
+  MutexLock lock(mutex_);
+  return gpu_load_;
+}
+
 void Controller::set_workload(Workload w) {
   MutexLock lock(mutex_);
   std::vector<std::unique_ptr<ModelState>> next;

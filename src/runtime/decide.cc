@@ -219,7 +219,7 @@ Result<std::optional<Controller::Prepared>> Controller::prepare(const Workload& 
                                                                 const std::uint64_t* generation,
                                                                 bool explore, double* measure_ms) {
   const auto measure_start = std::chrono::steady_clock::now();
-  auto base = source_->predictor_for(w);
+  auto base = source_->predictor_under(w, gpu_load());
   if (!base) return base.error().wrap("predicting for the workload");
   const ErrorPriors priors = source_->priors(w);
   const std::vector<double> static_margins = source_->margins(w);

@@ -270,7 +270,7 @@ Status Controller::adopt(surrogate::Surrogate refit) {
   MutexLock planning(planner_mutex_);
   if (auto st = source_->adopt(std::move(refit)); !st.ok()) return st;
   Workload w = workload();
-  auto base = source_->predictor_for(w);
+  auto base = source_->predictor_under(w, gpu_load());
   if (!base) return base.error().wrap("re-basing on the refit surrogate");
   const ErrorPriors priors = source_->priors(w);
   MutexLock lock(mutex_);

@@ -9,6 +9,7 @@
 #include "corun/runtime/refit.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/runtime/transition_ledger.h"
+#include "corun/testbed/sim.h"
 
 namespace corun {
 
@@ -162,7 +163,11 @@ class OnlineLoop {
         report_(report),
         n_(w.models.size()),
         interval_(w.timeline.interval_s > 0 ? w.timeline.interval_s : 10),
-        ledger_(n_) {}
+        ledger_(n_) {
+    if (options_.gpu_activity && dynamic_cast<const SimTestbed*>(&testbed_) != nullptr) {
+      unexplained_.emplace(*options_.gpu_activity);
+    }
+  }
 
   /// Opens the background refit when the run asks for one and the source has a fit to refit.
   Status open_refit() {
@@ -221,6 +226,7 @@ class OnlineLoop {
     const std::uint64_t seed = derive_seed(controller_.context().seed, {kIntervalStream, step});
     if (auto s = measure(rec, runs, config, mo, seed, step); !s.ok()) return s;
     judge(rec, truth, now, config, plan.get(), step);
+    watch_gpu_activity(rec, runs, config);
     rec.learning = controller_.learning_state();
     feed_refit(runs, config, rec, mo, seed, step);
     if (options_.on_interval) options_.on_interval(rec, truth);
@@ -405,6 +411,26 @@ class OnlineLoop {
     }
   }
 
+  /// Compares the window's measured GPU activity with the catalog twin's for the plan, as
+  /// serve compares DCGM's (a window that paid a transition measured the swap: not compared),
+  /// and tells the controller the unexplained load to plan with.
+  void watch_gpu_activity(IntervalRecord& rec, const Workload& runs, const JointConfig& config) {
+    if (unexplained_ && rec.measured.ok() && rec.swap_gpu_s == 0 &&
+        std::none_of(rec.in_transition.begin(), rec.in_transition.end(),
+                     [](bool b) { return b; }) &&
+        std::any_of(config.begin(), config.end(), [](std::int32_t l) { return l != kAbsent; })) {
+      const Measurement twin =
+          twin_.measure(runs, config, MeasureOptions(interval_, 1, Conditions{}, false));
+      if (twin.ok()) {
+        rec.sm_active_predicted = twin.gpu.sm_util;
+        unexplained_->observe(rec.measured.gpu.sm_util, twin.gpu.sm_util,
+                              rec.measured.gpu.mem_bw_util, twin.gpu.mem_bw_util);
+        if (options_.gpu_activity->plan_with) controller_.set_gpu_load(unexplained_->planned());
+      }
+    }
+    rec.gpu_load = controller_.gpu_load();
+  }
+
   /// Gives the background refit a window that measured the plan (a window of a swap measured
   /// the swap), and starts a refit once enough are pending.
   void feed_refit(const Workload& runs, const JointConfig& config, const IntervalRecord& rec,
@@ -432,6 +458,8 @@ class OnlineLoop {
   TransitionLedger ledger_;  // transitions under way: what each window pays of them
   std::vector<std::vector<Demand>> replay_;
   std::vector<Demand> told_;
+  std::optional<UnexplainedLoad> unexplained_;  // RunOptions::gpu_activity
+  SimTestbed twin_;  // the catalog's simulator, noise-free: what the plan should keep busy
 };
 
 }  // namespace
@@ -439,6 +467,9 @@ class OnlineLoop {
 Result<RunReport> run_online(const Context& ctx, const Workload& w, const Testbed& testbed,
                              std::unique_ptr<PredictorSource> source, const RunOptions& options) {
   if (auto s = make_solver(options.controller.solver); !s) return s.error();
+  if (options.gpu_activity) {
+    if (auto s = check(*options.gpu_activity); !s.ok()) return s.error();
+  }
   RunReport report;
   report.workload = w.file;
   report.testbed = std::string(testbed.name());

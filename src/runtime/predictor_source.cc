@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "corun/runtime/loaded_predictor.h"
+
 namespace corun {
 
 namespace {
@@ -13,6 +15,13 @@ constexpr double kMinSd = 0.02;
 constexpr double kMinLoadSd = 0.2;
 
 }  // namespace
+
+Result<std::unique_ptr<Predictor>> PredictorSource::predictor_under(const Workload& current,
+                                                                     const Interference& load) {
+  auto base = predictor_for(current);
+  if (!base || !any_load(load)) return base;
+  return make_loaded(std::move(*base), load);
+}
 
 std::array<ErrorPrior, kTargetCount> priors_from_error_model(
     const std::vector<surrogate::ErrorQuantiles>& error, const std::vector<Target>& targets) {

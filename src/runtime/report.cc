@@ -10,6 +10,7 @@
 #include "corun/core/strings.h"
 #include "corun/core/svg.h"
 #include "corun/core/version.h"
+#include "corun/runtime/loaded_predictor.h"
 #include "report_sections.h"
 
 namespace corun {
@@ -128,6 +129,11 @@ nlohmann::json interval_json(const IntervalRecord& iv) {
                {"vram_used_gb", iv.measured.gpu.vram_used_gb},
                {"power_w", iv.measured.gpu.power_w},
                {"clock_mhz", iv.measured.gpu.clock_mhz}};
+  if (iv.sm_active_predicted) jv["gpu"]["sm_util_predicted"] = *iv.sm_active_predicted;
+  if (any_load(iv.gpu_load)) {
+    jv["gpu"]["planned_load"] = {{"sm_util", iv.gpu_load.sm_util},
+                                 {"bandwidth_util", iv.gpu_load.bandwidth_util}};
+  }
   jv["models"] = nlohmann::json::array();
   for (const auto& mm : iv.measured.models) jv["models"].push_back(interval_model_json(iv, mm));
   if (!iv.transition.empty()) jv["transition"] = to_json(iv.transition);

@@ -5,6 +5,7 @@
 
 #include "corun/core/check.h"
 #include "corun/runtime/controller.h"
+#include "corun/runtime/loaded_predictor.h"
 #include "corun/runtime/renumbered_predictor.h"
 #include "corun/runtime/testbed_predictor.h"
 
@@ -15,9 +16,9 @@ namespace {
 // The twin's predictor: a noise-free TestbedPredictor that owns the workload it measures.
 class TwinPredictor final : public Predictor {
  public:
-  TwinPredictor(const Workload& w, const Testbed& t, double window_s)
+  TwinPredictor(const Workload& w, const Testbed& t, double window_s, const Interference& load)
       : w_(std::make_unique<Workload>(w)),
-        inner_(*w_, t, MeasureOptions{window_s, 1, {}, false}) {}
+        inner_(*w_, t, MeasureOptions{window_s, 1, Conditions{load, 0, 0}, false}) {}
   [[nodiscard]] std::size_t models() const override { return inner_.models(); }
   void predict(std::span<const std::int32_t> configs, std::size_t rows,
                std::span<Predicted> out) const override {
@@ -66,9 +67,14 @@ ErrorPrior twin_prior(ModelFamily family, Target t) {
 TwinSource::TwinSource(TwinOptions options) : options_(options) {}
 
 Result<std::unique_ptr<Predictor>> TwinSource::predictor_for(const Workload& current) {
+  return predictor_under(current, Interference{});
+}
+
+Result<std::unique_ptr<Predictor>> TwinSource::predictor_under(const Workload& current,
+                                                               const Interference& load) {
   const double window =
       current.timeline.interval_s > 0 ? current.timeline.interval_s : options_.window_s;
-  return std::unique_ptr<Predictor>(std::make_unique<TwinPredictor>(current, sim_, window));
+  return std::unique_ptr<Predictor>(std::make_unique<TwinPredictor>(current, sim_, window, load));
 }
 
 std::vector<double> TwinSource::margins(const Workload& current) {
@@ -183,6 +189,14 @@ FittedOrTwinSource::~FittedOrTwinSource() = default;
 
 std::string FittedOrTwinSource::describe() const {
   return order_ ? fitted_.describe() : twin_.describe();
+}
+
+Result<std::unique_ptr<Predictor>> FittedOrTwinSource::predictor_under(
+    const Workload& current, const Interference& load) {
+  auto p = predictor_for(current);  // decides between the surrogate and the twin
+  if (!p || !any_load(load)) return p;
+  if (order_) return make_loaded(std::move(*p), load);
+  return twin_.predictor_under(current, load);
 }
 
 Result<std::unique_ptr<Predictor>> FittedOrTwinSource::predictor_for(const Workload& current) {

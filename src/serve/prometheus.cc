@@ -157,6 +157,12 @@ void render_gauges(std::string& out, const ServeGauges& g) {
           "plan).",
           *g.gpu_unexplained_load ? 1 : 0);
   }
+  if (g.gpu_planned_load_sm) {
+    gpu_gauge("corun_serve_gpu_planned_load_sm",
+              "Share of the SMs the planner predicts the unexplained load keeps busy beside the "
+              "models (0: none).",
+              *g.gpu_planned_load_sm);
+  }
 }
 
 }  // namespace

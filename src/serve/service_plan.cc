@@ -300,6 +300,7 @@ HttpResponse Service::get_metrics(const RouteCall&) {
       if (gpu_predicted_) {
         g.gpu_sm_active_predicted = gpu_predicted_->sm_util;
         g.gpu_unexplained_load = unexplained_.present();
+        g.gpu_planned_load_sm = controller_->gpu_load().sm_util;
       }
     }
   }

@@ -8,6 +8,7 @@
 
 #include "corun/core/clock.h"
 #include "corun/core/strings.h"
+#include "corun/runtime/loaded_predictor.h"
 #include "corun/serve/service.h"
 
 namespace corun::serve {
@@ -77,6 +78,7 @@ struct Service::StackWindow {
   std::optional<GpuState> predicted;
   Ingested in;
   std::vector<std::pair<std::string, json>> demand_changes;
+  bool gpu_load_changed = false;  ///< the controller now plans with another unexplained load
   std::vector<std::string> log;
   bool up = true;    ///< Prometheus answered the window
   std::string down;  ///< why it did not
@@ -273,8 +275,28 @@ void Service::observe_gpu_window_locked(StackWindow& w) {
                     static_cast<long long>(w.current));
       w.log.emplace_back(line);
     }
+    plan_with_unexplained_load_locked(w);
   }
   gpu_reading_ = std::move(w.gpu);
+}
+
+void Service::plan_with_unexplained_load_locked(StackWindow& w) {
+  if (!options_.stack.unexplained.plan_with) return;
+  const Interference load = unexplained_.planned();
+  const Interference before = controller_->gpu_load();
+  if (load.sm_util == before.sm_util && load.bandwidth_util == before.bandwidth_util) return;
+  controller_->set_gpu_load(load);
+  w.gpu_load_changed = true;
+  char line[200];
+  if (any_load(load)) {
+    std::snprintf(line, sizeof line,
+                  "GPU: planning beside the unexplained load: %.0f %% of the SMs, %.0f %% of the "
+                  "DRAM bandwidth",
+                  100 * load.sm_util, 100 * load.bandwidth_util);
+  } else {
+    std::snprintf(line, sizeof line, "GPU: planning without an unexplained load");
+  }
+  w.log.emplace_back(line);
 }
 
 void Service::apply_stack_window(const StackWindow& w) {
@@ -286,6 +308,7 @@ void Service::apply_stack_window(const StackWindow& w) {
                  ok.error().what().c_str());
   }
   if (w.in.wants.replan) planner_.request(w.in.wants.reason);
+  if (w.gpu_load_changed) planner_.request("gpu load");
   for (const auto& [name, demand] : w.demand_changes) {
     auto changed = change_demand(name, demand);
     if (const auto* e = std::get_if<ApiError>(&changed)) {
@@ -357,6 +380,9 @@ json Service::stack_json_locked() const {
       if (g.dram_active) gpu["predicted_dram_active"] = gpu_predicted_->mem_bw_util;
       json u = {{"present", unexplained_.present()}, {"sm_excess", unexplained_.sm_excess()}};
       if (unexplained_.dram_excess()) u["dram_excess"] = *unexplained_.dram_excess();
+      // What the planner predicts every model beside (none: {0, 0}).
+      const Interference planned = controller_->gpu_load();
+      u["planned"] = {{"sm", planned.sm_util}, {"dram", planned.bandwidth_util}};
       gpu["unexplained_load"] = std::move(u);
     }
     out["gpu"] = std::move(gpu);

@@ -51,30 +51,6 @@ Status check(const StackReadOptions& o) {
   return Status();
 }
 
-Status check(const UnexplainedLoadOptions& o) {
-  auto bad = [](const char* f, const char* why) {
-    return Error(std::string("unexplained_load.") + f + ": " + why, Error::Kind::kInvalidInput);
-  };
-  if (!(o.min_share > 0 && o.min_share <= 1)) return bad("min_share", "must be in (0, 1]");
-  if (o.windows < 1 || o.windows > 100) return bad("windows", "must be in [1, 100]");
-  return Status();
-}
-
-bool UnexplainedLoad::observe(double sm_measured, double sm_predicted,
-                              std::optional<double> dram_measured,
-                              std::optional<double> dram_predicted) {
-  sm_excess_ = sm_measured - sm_predicted;
-  dram_excess_.reset();
-  if (dram_measured && dram_predicted) dram_excess_ = *dram_measured - *dram_predicted;
-  const bool over = sm_excess_ >= options_.min_share ||
-                    (dram_excess_ && *dram_excess_ >= options_.min_share);
-  streak_ = over != present_ ? streak_ + 1 : 0;
-  if (streak_ < options_.windows) return false;
-  present_ = over;
-  streak_ = 0;
-  return true;
-}
-
 Status check(const OutlierOptions& o) {
   auto bad = [](const char* f, const char* why) {
     return Error(std::string("outliers.") + f + ": " + why, Error::Kind::kInvalidInput);

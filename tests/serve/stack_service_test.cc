@@ -254,7 +254,7 @@ TEST(StackTelemetry, ALoneFarWindowOfPostedTelemetryIsHeldUntilConfirmed) {
 
 // DCGM's SM activity against what the catalog twin predicts for the plan in force: equal, the
 // GPU is explained; 30 % of the SMs more in three windows in a row, an unexplained load is
-// reported in /v1/plan and /metrics (UnexplainedLoadOptions: 25 %, 3 windows).
+// reported in /v1/plan and /metrics (UnexplainedLoadOptions: 25 %, 3 windows) and planned with.
 TEST(StackTelemetry, GpuActivityThePlanDoesNotExplainIsReported) {
   TempDir dir;
   auto opened = open_service(dir, {{"gpu", "0"}});
@@ -281,12 +281,20 @@ TEST(StackTelemetry, GpuActivityThePlanDoesNotExplainIsReported) {
   json gpu = plan_of(s)["telemetry"]["gpu"];
   EXPECT_FALSE(gpu["unexplained_load"]["present"].get<bool>()) << gpu;
   EXPECT_NEAR(gpu["unexplained_load"]["sm_excess"].get<double>(), 0, 1e-9);
+  EXPECT_EQ(gpu["unexplained_load"]["planned"]["sm"].get<double>(), 0.0);
+  const std::int64_t decision = s.decision();
   for (int i = 0; i < 3; ++i) s.read_stack_window(gpu_with(predicted + 0.3).query());
   gpu = plan_of(s)["telemetry"]["gpu"];
   EXPECT_TRUE(gpu["unexplained_load"]["present"].get<bool>()) << gpu;
   EXPECT_NEAR(gpu["unexplained_load"]["sm_excess"].get<double>(), 0.3, 1e-9);
+  // The planner predicts every model beside it now (UnexplainedLoad::planned: the mean excess
+  // of the three windows; no DRAM field, so as busy on DRAM), and decides again.
+  EXPECT_NEAR(gpu["unexplained_load"]["planned"]["sm"].get<double>(), 0.3, 1e-9) << gpu;
+  EXPECT_NEAR(gpu["unexplained_load"]["planned"]["dram"].get<double>(), 0.3, 1e-9) << gpu;
+  EXPECT_TRUE(s.wait_for_decision(decision, 60000));
   const std::string metrics = call(s, "GET", "/metrics").body;
   EXPECT_NE(metrics.find("corun_serve_gpu_unexplained_load 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("corun_serve_gpu_planned_load_sm 0.3"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("corun_serve_gpu_sm_active_predicted "), std::string::npos);
   // DCGM_FI_DEV_GPU_UTIL (any kernel running) is no SM activity to compare: not judged.
   Prometheus util;

@@ -441,6 +441,38 @@ TEST(GpuWindow, AnUnexplainedLoadNeedsItsWindowsInARowToComeAndToGo) {
   EXPECT_FALSE(check(UnexplainedLoadOptions{0.1, 0}).ok());
 }
 
+// While a load is present the planner is told its size (UnexplainedLoad::planned): the mean
+// excess of the windows that confirmed it, re-estimated only when as many windows in a row are
+// off it by min_share or more, and none once it is gone.
+TEST(GpuWindow, TheLoadToPlanWithIsTheMeanOfItsConfirmingWindows) {
+  UnexplainedLoad u;  // 25 % of the SMs, 3 windows
+  u.observe(0.70, 0.40, std::nullopt, std::nullopt);
+  u.observe(0.72, 0.40, std::nullopt, std::nullopt);
+  EXPECT_EQ(u.planned().sm_util, 0.0);  // not yet confirmed
+  ASSERT_TRUE(u.observe(0.68, 0.40, std::nullopt, std::nullopt));
+  // (0.30 + 0.32 + 0.28) / 3; no DRAM measurement: as busy on DRAM as on the SMs.
+  EXPECT_NEAR(u.planned().sm_util, 0.30, 1e-12);
+  EXPECT_NEAR(u.planned().bandwidth_util, 0.30, 1e-12);
+  // Windows near it, or two far ones and a near one: the estimate stays.
+  u.observe(0.75, 0.40, std::nullopt, std::nullopt);
+  u.observe(1.00, 0.40, std::nullopt, std::nullopt);
+  u.observe(1.00, 0.40, std::nullopt, std::nullopt);
+  u.observe(0.70, 0.40, std::nullopt, std::nullopt);
+  EXPECT_NEAR(u.planned().sm_util, 0.30, 1e-12);
+  // Three in a row 0.25 or more above it: the load grew to their mean.
+  u.observe(1.00, 0.40, std::nullopt, std::nullopt);
+  u.observe(0.98, 0.40, std::nullopt, std::nullopt);
+  EXPECT_NEAR(u.planned().sm_util, 0.30, 1e-12);
+  EXPECT_FALSE(u.observe(0.96, 0.40, 0.70, 0.20));
+  EXPECT_NEAR(u.planned().sm_util, (0.60 + 0.58 + 0.56) / 3, 1e-12);
+  EXPECT_NEAR(u.planned().bandwidth_util, (0.60 + 0.58 + 0.50) / 3, 1e-12);
+  // Gone: nothing to plan with.
+  for (int i = 0; i < 3; ++i) u.observe(0.40, 0.40, std::nullopt, std::nullopt);
+  EXPECT_FALSE(u.present());
+  EXPECT_EQ(u.planned().sm_util, 0.0);
+  EXPECT_EQ(u.planned().bandwidth_util, 0.0);
+}
+
 // Where UnexplainedLoadOptions::min_share comes from: the catalog twin's error on the GPU's own
 // activity when the GPU is off its catalog description (the simulator's SimTruth::perturbed,
 // 10-40 % off in bandwidth, kernel efficiency and launch costs). Over these workloads, seeds

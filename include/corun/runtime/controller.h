@@ -112,6 +112,15 @@ class Controller {
   [[nodiscard]] const ControllerOptions& options() const { return options_; }
   [[nodiscard]] const Context& context() const { return ctx_; }
 
+  /// @brief The load outside the plan that every decision predicts each model under: a share of
+  /// the SMs and of the DRAM bandwidth that a process corun does not plan keeps busy (serve:
+  /// the unexplained load DCGM measured, docs/stack.md). A change is an event: a decision is
+  /// due ("gpu load"), and every model's learners are reopened, since what they learned of the
+  /// GPU before was measured under the other load. Where the source cannot express a load
+  /// (PredictorSource::predictor_under), decisions predict without it.
+  void set_gpu_load(const Interference& load);
+  [[nodiscard]] Interference gpu_load() const;
+
   /// @brief The controller's clock, in seconds (simulated in `corun run`, wall time since
   /// start in `corun serve`): event times for the horizon, dwell times. Never goes back.
   void advance_to(double now_s);
@@ -267,6 +276,7 @@ class Controller {
   ModelStates model_state_ CORUN_GUARDED_BY(mutex_);                ///< per model
   std::vector<double> planned_log_bound_ CORUN_GUARDED_BY(mutex_);  ///< [model * targets]
   LoadTable loads_ CORUN_GUARDED_BY(mutex_);                        ///< of the plan in force
+  Interference gpu_load_ CORUN_GUARDED_BY(mutex_);  ///< outside the plan (set_gpu_load)
   bool due_ CORUN_GUARDED_BY(mutex_) = true;
   std::string due_reason_ CORUN_GUARDED_BY(mutex_) = "start";
   std::unique_ptr<Recent> recent_ CORUN_GUARDED_BY(mutex_);

@@ -12,6 +12,7 @@
 #include "corun/core/result.h"
 #include "corun/profile/dataset.h"
 #include "corun/runtime/controller.h"
+#include "corun/runtime/unexplained_load.h"
 #include "corun/testbed/testbed.h"
 
 namespace corun {
@@ -56,6 +57,12 @@ struct IntervalRecord {
   /// kernels beside everyone, the longest such swap's (0: none). Such a window is counted on ground truth but no model
   /// learns from it, and a breach in it is the swap's, not a reason to re-plan.
   double swap_gpu_s = 0;
+  /// The GPU's activity as the catalog twin predicts it for the plan (RunOptions::gpu_activity;
+  /// none: not compared in this window), beside the measured one in `measured.gpu`.
+  std::optional<double> sm_active_predicted;
+  /// The load outside the plan the controller predicts every model beside after this window
+  /// (Controller::set_gpu_load; zeros: none).
+  Interference gpu_load;
 };
 
 /// @brief Everything a run produced.
@@ -131,6 +138,11 @@ struct RunOptions {
   /// trace demand is out of this band around the demand its plan was made for is not learned
   /// from (it measured another workload than the one predicted; serve's `demand_moved`).
   double trace_demand_band = 0.2;
+  /// The testbed's measured GPU activity against the catalog twin's prediction for the plan,
+  /// as `corun serve` reads DCGM (docs/stack.md, "GPU activity"): an unexplained load is
+  /// planned with. None: not compared. Compared only on the simulator (SimTestbed), whose
+  /// activity the catalog twin describes; torch-cpu's CPU activity it does not.
+  std::optional<UnexplainedLoadOptions> gpu_activity = UnexplainedLoadOptions{};
 };
 
 /// @brief Runs a workload's timeline on a testbed with a simulated clock: at each interval the

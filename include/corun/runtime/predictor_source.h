@@ -28,6 +28,12 @@ class PredictorSource {
   /// @brief A predictor for `current` (same models, current demands). Called before each
   /// decision; may re-measure models alone when their demand changed.
   virtual Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) = 0;
+  /// @brief A predictor for `current` with every model under `load`, a load outside the plan
+  /// on the GPU (serve's unexplained load, docs/stack.md): by default predictor_for(current)
+  /// through make_loaded() (runtime/loaded_predictor.h); the catalog twin measures under it.
+  /// Where the source's predictor cannot express a load, the predictor without it.
+  virtual Result<std::unique_ptr<Predictor>> predictor_under(const Workload& current,
+                                                              const Interference& load);
   /// @brief Static latency margin per model (0.1 = plan with 10 % headroom), from the
   /// source's own error model: what the planner uses when online learning is off. Valid after
   /// predictor_for(current).

@@ -33,6 +33,10 @@ class TwinSource final : public PredictorSource {
   explicit TwinSource(TwinOptions options = {});
   [[nodiscard]] std::string describe() const override { return "twin (catalog simulator)"; }
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override;
+  /// @brief Every candidate measured beside a co-tenant of `load` (the simulator's
+  /// Conditions::interference).
+  Result<std::unique_ptr<Predictor>> predictor_under(const Workload& current,
+                                                      const Interference& load) override;
   std::vector<double> margins(const Workload& current) override;
   ErrorPriors priors(const Workload& current) override;
   /// @brief Each configuration measured alone on the twin (noise-free), cached per model.
@@ -62,6 +66,9 @@ class FittedOrTwinSource final : public PredictorSource {
   ~FittedOrTwinSource() override;
   [[nodiscard]] std::string describe() const override;
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override;
+  /// @brief The surrogate's predictor through make_loaded(), or the twin's under `load`.
+  Result<std::unique_ptr<Predictor>> predictor_under(const Workload& current,
+                                                      const Interference& load) override;
   std::vector<double> margins(const Workload& current) override;
   ErrorPriors priors(const Workload& current) override;
   LoadTable loads(const Workload& current) override;

@@ -40,6 +40,8 @@ struct ServeGauges {
   std::optional<double> gpu_sm_active;
   std::optional<double> gpu_sm_active_predicted;
   std::optional<bool> gpu_unexplained_load;
+  /// The SM share of the unexplained load the planner predicts every model beside (0: none).
+  std::optional<double> gpu_planned_load_sm;
 };
 
 /// @brief The Prometheus text exposition (format 0.0.4) of `corun serve`: request counters by

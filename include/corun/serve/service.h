@@ -51,7 +51,8 @@ struct StackTelemetryOptions {
   std::vector<std::pair<std::string, std::string>> dcgm_labels;
   /// Applies to POSTed telemetry too: a lone window far outside a model's noise is held.
   OutlierOptions outliers;
-  /// With `dcgm_labels`: GPU activity the plan in force does not explain is reported.
+  /// With `dcgm_labels`: GPU activity the plan in force does not explain is reported, and
+  /// planned with (UnexplainedLoadOptions::plan_with).
   UnexplainedLoadOptions unexplained;
   /// An observed demand (requests or frames per second) that differs from the registered one,
   /// on the same side, by more than this fraction (check = (0, 10]) — and by more than three
@@ -271,6 +272,8 @@ class Service final : public HttpHandler {
                                      const DemandBand& band) CORUN_REQUIRES(state_mutex_);
   /// Records the GPU's window and whether the plan in force explains its load.
   void observe_gpu_window_locked(StackWindow& w) CORUN_REQUIRES(state_mutex_);
+  /// Tells the controller the unexplained load to plan with when the rule moved it.
+  void plan_with_unexplained_load_locked(StackWindow& w) CORUN_REQUIRES(state_mutex_);
   /// Logs the window, stores what it taught, and applies the re-plan and demand changes it asks.
   void apply_stack_window(const StackWindow& w) CORUN_EXCLUDES(mutate_mutex_, state_mutex_);
   /// One re-plan (the planner thread's work): decide, store, then publish.

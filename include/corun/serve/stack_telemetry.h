@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "corun/core/result.h"
+#include "corun/runtime/unexplained_load.h"
 #include "corun/serve/prometheus_client.h"
 #include "corun/serve/telemetry.h"
 #include "corun/spec/workload.h"
@@ -103,45 +104,6 @@ struct GpuReading {
   std::vector<WindowIssue> issues;
 };
 
-/// @brief How GPU activity the plan in force does not explain is told (docs/stack.md, "GPU
-/// activity"): DCGM's measured SM and DRAM activity against what the catalog twin predicts for
-/// the plan's configurations. An excess of at least `min_share` in `windows` windows in a row
-/// is an unexplained load (a process corun does not plan: another tenant, a training job, a
-/// profiler); it is gone after as many windows below.
-struct UnexplainedLoadOptions {
-  /// Of the SMs (or of the DRAM bandwidth); check = (0, 1]. Above the twin's own error: a GPU
-  /// 10-40 % off its catalog description moves the predicted SM activity by up to 0.20 and
-  /// DRAM activity by up to 0.16 (SimTruth::perturbed seeds 1, 2, 3, 7, 11 against the twin on
-  /// workloads/paper-n3, paper-n5, mix-l4 and mix-a100; docs/stack.md).
-  double min_share = 0.25;
-  int windows = 3;  ///< check = [1, 100]
-};
-
-/// @brief Checks the fields; the error names the one out of range.
-Status check(const UnexplainedLoadOptions& o);
-
-/// @brief The unexplained-load rule over successive windows. Not thread-safe.
-class UnexplainedLoad {
- public:
-  explicit UnexplainedLoad(UnexplainedLoadOptions o = {}) : options_(o) {}
-  /// @brief One window's measured and predicted activity (0..1); DRAM only when both are
-  /// known. True when the verdict (present()) changed with this window.
-  bool observe(double sm_measured, double sm_predicted, std::optional<double> dram_measured,
-               std::optional<double> dram_predicted);
-  /// @brief Whether an unexplained load is reported.
-  [[nodiscard]] bool present() const { return present_; }
-  /// @brief The last window's excess (measured minus predicted; negative when the plan's
-  /// models were predicted busier than measured).
-  [[nodiscard]] double sm_excess() const { return sm_excess_; }
-  [[nodiscard]] std::optional<double> dram_excess() const { return dram_excess_; }
-
- private:
-  UnexplainedLoadOptions options_;
-  bool present_ = false;
-  int streak_ = 0;  ///< windows in a row that disagree with present_
-  double sm_excess_ = 0;
-  std::optional<double> dram_excess_;
-};
 
 /// @brief Reads one window of the GPU that `labels` select (gpu, UUID, GPU_I_ID for a MIG
 /// instance, Hostname) from dcgm-exporter's series through `query`: missing when no
