@@ -5,8 +5,7 @@
 
 #include "command.h"
 #include "common.h"
-#include "corun/plan/node.h"
-#include "corun/runtime/node_plan.h"
+#include "corun/eval/node_eval.h"
 #include "node_report.h"
 
 namespace corun::cli {
@@ -15,39 +14,6 @@ namespace {
 struct Flags : PlanFlags {
   int repeats = 3;
 };
-
-// One strategy's plan on one layout, measured `repeats` times (seeds seed, seed+1, ...).
-struct Row {
-  NodePlan plan;
-  NodeOutcome first;           // the first measurement (shown per model)
-  double mean_utility = 0;     // measured utility, mean over repeats
-  std::size_t violations = 0;  // summed over repeats
-  std::size_t units_used = 0;
-};
-
-Row measure_row(const Workload& w, NodePlan plan, const Testbed& testbed, const Flags& f) {
-  Row r;
-  std::vector<bool> used(plan.layout.units.size(), false);
-  for (const auto u : plan.assignment) {
-    if (u != kNotPlaced) used[static_cast<std::size_t>(u)] = true;
-  }
-  for (bool b : used) r.units_used += b ? 1 : 0;
-  for (int k = 0; k < f.repeats; ++k) {
-    NodeOutcome o =
-        measure_node_plan(w, plan, testbed, {f.window_s, f.seed + static_cast<std::uint64_t>(k)});
-    r.mean_utility += o.measured_utility / f.repeats;
-    r.violations += o.violations;
-    if (k == 0) r.first = std::move(o);
-  }
-  r.plan = std::move(plan);
-  return r;
-}
-
-// Measured ranking: no violations first, then utility.
-bool measured_better(const Row& a, const Row& b) {
-  if ((a.violations == 0) != (b.violations == 0)) return a.violations == 0;
-  return a.mean_utility > b.mean_utility;
-}
 
 int run(const Flags& f) {
   auto w = load_workload_file(f.file, f.catalog);
@@ -59,22 +25,13 @@ int run(const Flags& f) {
   auto testbed = make_testbed(f.testbed);
   if (!testbed) return report_error(testbed.error());
 
-  const auto layouts = node_layouts(*w);
-  std::vector<std::vector<Row>> rows(layouts.size());
-  std::size_t choice = 0;    // the layout corun's plan predicts best
-  std::size_t measured = 0;  // the layout whose corun plan measured best
-  for (std::size_t l = 0; l < layouts.size(); ++l) {
-    auto corun_plan = planner.plan(layouts[l]);
-    if (!corun_plan) return report_error(corun_plan.error());
-    rows[l].push_back(measure_row(*w, std::move(*corun_plan), **testbed, f));
-    for (const auto& rule : placement_rule_names()) {
-      auto p = planner.plan_baseline(layouts[l], rule);
-      if (!p) return report_error(p.error());
-      rows[l].push_back(measure_row(*w, std::move(*p), **testbed, f));
-    }
-    if (rows[l][0].plan.fitness() > rows[choice][0].plan.fitness() + 1e-9) choice = l;
-    if (measured_better(rows[l][0], rows[measured][0])) measured = l;
-  }
+  const NodeEvalOptions options{.repeats = f.repeats, .window_s = f.window_s};
+  auto eval = evaluate_node(ctx, *w, planner, **testbed, options);
+  if (!eval) return report_error(eval.error());
+  const auto& layouts = eval->layouts;
+  const auto& rows = eval->rows;
+  const std::size_t choice = eval->choice;
+  const std::size_t measured = eval->measured;
 
   if (f.json) {
     nlohmann::json jl = nlohmann::json::array();

@@ -13,7 +13,7 @@
 #include "corun/core/strings.h"
 #include "corun/core/svg.h"
 #include "corun/core/version.h"
-#include "corun/mapping/evaluate.h"
+#include "corun/eval/placement_eval.h"
 #include "corun/mapping/llm_agent.h"
 
 namespace corun::cli {

@@ -15,8 +15,8 @@
 #include "corun/core/stats.h"
 #include "corun/core/strings.h"
 #include "corun/core/svg.h"
+#include "corun/eval/scheduler_eval.h"
 #include "corun/runtime/pipeline.h"
-#include "corun/runtime/scheduler_eval.h"
 #include "corun/runtime/surrogate_source.h"
 #include "corun/runtime/twin_source.h"
 #include "corun/space/space.h"
@@ -150,7 +150,7 @@ std::string markdown(const std::vector<SchedulerEvalRow>& rows, const nlohmann::
       "what the testbed charged over the run, all models; `gap_hindsight` = the gap between the "
       "run's plans and the hindsight oracle (the best schedule over the whole run, known in "
       "advance, that pays the same transition costs; both scored on the testbed by one function, "
-      "runtime/hindsight_oracle.h) (%); "
+      "eval/hindsight_oracle.h) (%); "
       "`utility` = mean measured utility per interval, net of what transitions cost; `drift` = per unseen drift event, breaches "
       "in the 2 intervals from it + after them, intervals until the plan is within 3 % of the "
       "robust oracle, and the largest gap from the 10th interval after it.\n\n";

@@ -7,7 +7,7 @@
 #include "common.h"
 #include "corun/core/strings.h"
 #include "corun/core/version.h"
-#include "corun/mapping/evaluate.h"
+#include "corun/eval/placement_eval.h"
 #include "corun/mapping/guard.h"
 #include "corun/mapping/llm_agent.h"
 #include "corun/mapping/place.h"

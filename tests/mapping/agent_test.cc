@@ -9,7 +9,7 @@
 #include <set>
 
 #include "corun/catalog/catalog.h"
-#include "corun/mapping/evaluate.h"
+#include "corun/eval/placement_eval.h"
 #include "test_util.h"
 
 namespace corun::mapping {

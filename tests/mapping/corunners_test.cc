@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "corun/mapping/evaluate.h"
+#include "corun/eval/placement_eval.h"
 #include "corun/mapping/executor.h"
 #include "corun/mapping/problem.h"
 #include "corun/testbed/sim.h"

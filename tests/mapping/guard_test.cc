@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
+#include "corun/eval/placement_eval.h"
 #include "corun/mapping/agent.h"
-#include "corun/mapping/evaluate.h"
 #include "corun/mapping/executor.h"
 #include "corun/mapping/problem.h"
 #include "corun/surrogate/targets.h"

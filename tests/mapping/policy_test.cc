@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "corun/mapping/evaluate.h"
+#include "corun/eval/placement_eval.h"
 #include "test_util.h"
 
 namespace corun::mapping {

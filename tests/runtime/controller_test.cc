@@ -549,7 +549,7 @@ TEST(Report, JsonAndHtmlCarryTheLedger) {
 }  // namespace
 }  // namespace corun
 
-#include "corun/runtime/scheduler_eval.h"
+#include "corun/eval/scheduler_eval.h"
 
 namespace corun {
 namespace {

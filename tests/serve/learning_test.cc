@@ -10,7 +10,7 @@
 
 #include "corun/catalog/catalog.h"
 #include "corun/core/rng.h"
-#include "corun/runtime/robust_oracle.h"
+#include "corun/eval/robust_oracle.h"
 #include "corun/runtime/twin_source.h"
 #include "corun/serve/service.h"
 #include "corun/testbed/sim.h"

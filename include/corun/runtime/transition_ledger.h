@@ -5,7 +5,7 @@
 // copy's VRAM until the new copy is up (and the new copy's start runs kernels beside everyone
 // for its last seconds), and a copy that broke first warms up on its first live
 // requests once it serves again. `corun run` keeps one ledger over its timeline; the hindsight
-// oracle (runtime/hindsight_oracle.h) keeps one per candidate transition, so both charge the
+// oracle (eval/hindsight_oracle.h) keeps one per candidate transition, so both charge the
 // same seconds.
 //
 // @code

@@ -1,13 +1,13 @@
-#include "corun/runtime/scheduler_eval.h"
+#include "corun/eval/scheduler_eval.h"
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
 #include "corun/core/stats.h"
+#include "corun/eval/hindsight_oracle.h"
+#include "corun/eval/robust_oracle.h"
 #include "corun/runtime/controller.h"
-#include "corun/runtime/hindsight_oracle.h"
-#include "corun/runtime/robust_oracle.h"
 #include "corun/space/space.h"
 
 namespace corun {

@@ -56,7 +56,7 @@ struct SchedulerEvalRow {
   /// The same against the single-window oracle, the plan scored in that one window.
   double gap_to_oracle_1_pct = NAN;
   /// (H − R) / H in %, clamped at 0, where H is the hindsight oracle's value (the best schedule
-  /// over the whole run that pays the same transition costs: runtime/hindsight_oracle.h) and R
+  /// over the whole run that pays the same transition costs: eval/hindsight_oracle.h) and R
   /// the run's plans scored by the same function, over the intervals where some plan holds.
   double gap_to_hindsight_pct = NAN;
   double hindsight_value = NAN;  ///< H (utility × intervals)

@@ -1,5 +1,5 @@
 // The references of the scheduler evaluation, and the run's durable online log.
-#include "corun/runtime/robust_oracle.h"
+#include "corun/eval/robust_oracle.h"
 
 #include <gtest/gtest.h>
 

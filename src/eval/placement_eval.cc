@@ -1,4 +1,4 @@
-#include "corun/mapping/evaluate.h"
+#include "corun/eval/placement_eval.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "corun/runtime/hindsight_oracle.h"
+#include "corun/eval/hindsight_oracle.h"
 
 #include <gtest/gtest.h>
 

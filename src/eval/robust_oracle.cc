@@ -1,4 +1,4 @@
-#include "corun/runtime/robust_oracle.h"
+#include "corun/eval/robust_oracle.h"
 
 #include <algorithm>
 #include <atomic>

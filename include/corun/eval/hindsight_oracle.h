@@ -23,7 +23,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "corun/runtime/robust_oracle.h"
+#include "corun/eval/robust_oracle.h"
 #include "corun/space/transition.h"
 
 namespace corun {
