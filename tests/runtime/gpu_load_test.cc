@@ -23,6 +23,16 @@ std::int32_t at(const Workload& w, std::size_t m, int imgsz) {
   return 0;
 }
 
+// The exhaustive solver on predictions alone: no learning, admission or transition pricing.
+ControllerOptions plain() {
+  ControllerOptions o;
+  o.solver = "exhaustive";
+  o.learning.enabled = false;
+  o.admission.enabled = false;
+  o.transitions.aware = false;
+  return o;
+}
+
 TEST(LoadedPredictor, AddsTheLoadToEveryModelsCoRunners) {
   const Workload w = cameras();
   const std::vector<std::int32_t> row = {at(w, 0, 640), at(w, 1, 320)};
@@ -67,11 +77,7 @@ TEST(LoadedPredictor, NoLoadOrOneTheBaseCannotExpressLeavesTheBase) {
 // 18 ms; cam 18 ms). The load gone, cam goes back to 640.
 TEST(GpuLoad, TheControllerPlansBesideTheLoadAndBackWhenItIsGone) {
   const Workload w = cameras("20", "50");
-  ControllerOptions o;
-  o.solver = "exhaustive";
-  o.learning.enabled = false;
-  o.admission.enabled = false;
-  o.transitions.aware = false;
+  const ControllerOptions o = plain();
   Controller c(Context{}, w, std::make_unique<TwoCamerasSource>(true), o);
   auto imgsz = [&] {
     const auto plan = c.plan();
@@ -99,11 +105,7 @@ TEST(GpuLoad, TheControllerPlansBesideTheLoadAndBackWhenItIsGone) {
 // A source that cannot express a load plans without it (and says nothing is expressed).
 TEST(GpuLoad, ASourceThatCannotExpressALoadPlansWithoutIt) {
   const Workload w = cameras("20", "50");
-  ControllerOptions o;
-  o.solver = "exhaustive";
-  o.learning.enabled = false;
-  o.admission.enabled = false;
-  o.transitions.aware = false;
+  const ControllerOptions o = plain();
   Controller c(Context{}, w, std::make_unique<TwoCamerasSource>(false), o);
   c.set_gpu_load({0.3, 0.3});
   ASSERT_TRUE(c.replan("start").ok());
