@@ -127,11 +127,17 @@ bool keeps_up(const ModelSpec& m, std::int32_t local, double share, double throu
 }
 
 // Whether a candidate holds model m at `share` of the demand `spec` states: its SLA holds as
-// predicted at its margin, and its predicted throughput keeps up with what it admits.
+// predicted at its margin, and the source's throughput at that share keeps up with what it
+// admits. The source's, not the corrected one: a throughput correction is learned at the shares
+// that ran, mostly where the model kept up with its demand, so it measures the source's error at
+// that demand and its count noise (a few requests a window at a small share), not a capacity;
+// carried to another share it would refuse shares the model serves. A share beyond the model's
+// capacity breaches as measured (its queue grows), and the ceiling backs off.
 bool holds_admitted(const ModelSpec& spec, double share, const Decision& d, std::size_t m,
                     const AdmissionOptions& o) {
   if (d.best_effort[m] || d.config[m] == kAbsent) return false;
-  return keeps_up(spec, d.config[m], share, d.predicted[m].throughput, o);
+  const double throughput = m < d.base.size() ? d.base[m].throughput : d.predicted[m].throughput;
+  return keeps_up(spec, d.config[m], share, throughput, o);
 }
 
 void scale_demand(ModelSpec& m, double share) {

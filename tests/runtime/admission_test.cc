@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+
+#include "corun/catalog/catalog.h"
 
 namespace corun {
 namespace {
@@ -97,6 +100,51 @@ TEST(Admission, EvidenceKeepsTheLastWindowsOnly) {
   ASSERT_EQ(a.evidence().size(), 2u);
   EXPECT_EQ(a.evidence().front().local, 3);
   EXPECT_EQ(a.evidence().back().local, 4);
+}
+
+// The keep-up test of a share reads the source's throughput at that share, not the corrected
+// one: a correction learned at the shares that ran (here 0.7: windows of a few requests that
+// counted 30 % fewer tokens than predicted) is no capacity, and carried to every share it would
+// refuse them all. A search stands in for the controller's: the chat model's TTFT holds as
+// predicted up to half of its demand (best effort above), the source predicts it serving all
+// of what it admits, and the corrections 70 % of it. Bisection from 1/2: 1/2 holds; 3/4, 5/8,
+// 9/16 and 17/32 do not: 1/2 is admitted.
+TEST(Admission, AThroughputCorrectionIsNoCapacity) {
+  auto parsed = parse_workload(R"(device: a100-80gb
+models:
+  - name: chat
+    model: qwen2.5-7b
+    knobs: {precision: [fp16]}
+    demand: {rps: 2, prompt_tokens: 512, output_tokens: 128}
+    sla: {ttft_ms_p95: 1500}
+)", "chat.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(parsed.ok()) << parsed.error().what();
+  const Workload w = *parsed;
+  const double tokens_s = 2.0 * 128;  // what all of its demand asks
+  auto decision_at = [&](double share) {
+    AdmissionCandidate a;
+    Decision& d = a.decision;
+    d.config = {0};
+    d.best_effort = {share > 0.5 + 1e-9};
+    d.margins = {Margin{}};
+    d.base = {Predicted{}};
+    d.base[0].throughput = static_cast<float>(tokens_s * share);
+    d.base[0].ttft_ms_p95 = 500;
+    d.predicted = d.base;
+    d.predicted[0].throughput = static_cast<float>(0.7 * tokens_s * share);
+    return a;
+  };
+  const AdmissionSearch search = [&](const Workload& candidate, const JointConfig&) {
+    const double share = candidate.models[0].demand.rps / w.models[0].demand.rps;
+    return Result<std::optional<AdmissionCandidate>>(
+        std::optional<AdmissionCandidate>(decision_at(share)));
+  };
+  const std::vector<AdmissionState> states(1);
+  auto admitted = admit(w, decision_at(1.0), states, AdmissionOptions{}, search);
+  ASSERT_TRUE(admitted.ok()) << admitted.error().what();
+  ASSERT_TRUE(admitted->has_value());
+  ASSERT_EQ((*admitted)->chosen.decision.admitted.size(), 1u);
+  EXPECT_DOUBLE_EQ((*admitted)->chosen.decision.admitted[0], 0.5);
 }
 
 }  // namespace
