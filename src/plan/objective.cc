@@ -215,12 +215,20 @@ PlanProblem::Score PlanProblem::score(std::span<const std::int32_t> config,
 
 void AggregatePredictor::predict(std::span<const std::int32_t> configs, std::size_t rows,
                                  std::span<Predicted> out) const {
+  const std::vector<float> none(aggregate_dims(), 0.0f);
+  predict_beside(configs, rows, none, out);
+}
+
+void AggregatePredictor::predict_beside(std::span<const std::int32_t> configs, std::size_t rows,
+                                        std::span<const float> outside,
+                                        std::span<Predicted> out) const {
   const std::size_t n = models();
   const std::size_t d = aggregate_dims();
+  CORUN_CHECK(outside.size() == d);
   std::vector<float> total(d), mine(d), others(d);
   for (std::size_t r = 0; r < rows; ++r) {
     const auto row = configs.subspan(r * n, n);
-    std::fill(total.begin(), total.end(), 0.0f);
+    std::copy(outside.begin(), outside.end(), total.begin());
     for (std::size_t m = 0; m < n; ++m) {
       if (row[m] == kAbsent) continue;
       contribution(m, row[m], mine);

@@ -86,7 +86,7 @@ std::string Controller::apply(const TimelineEvent& e) {
 
 void Controller::set_gpu_load(const Interference& load) {
   MutexLock lock(mutex_);
-  if (load.sm_util == gpu_load_.sm_util && load.bandwidth_util == gpu_load_.bandwidth_util) return;
+  if (load == gpu_load_) return;
   gpu_load_ = load;
   if (options_.learning.enabled) {
     for (auto& l : model_state_) l->reopen();

@@ -1,10 +1,10 @@
 #include "corun/runtime/loaded_predictor.h"
 
-#include <algorithm>
+#include <array>
+#include <span>
 #include <vector>
 
 #include "corun/core/check.h"
-#include "corun/space/space.h"
 
 namespace corun {
 
@@ -25,37 +25,22 @@ class Loaded final : public AggregatePredictor {
   }
   [[nodiscard]] Predicted predict_given(std::size_t m, std::int32_t l,
                                         std::span<const float> others) const override {
-    std::vector<float> loaded(load_.size());
+    // Solvers call this per model and candidate: no allocation for an aggregate of usual size.
+    constexpr std::size_t kInline = 16;
+    std::array<float, kInline> inline_buffer{};
+    std::vector<float> heap_buffer(load_.size() > kInline ? load_.size() : 0);
+    const std::span<float> loaded = load_.size() > kInline
+                                        ? std::span<float>(heap_buffer)
+                                        : std::span<float>(inline_buffer).first(load_.size());
     for (std::size_t k = 0; k < loaded.size(); ++k) loaded[k] = others[k] + load_[k];
     return agg_.predict_given(m, l, loaded);
   }
   bool cotenant(double sm, double bw, std::span<float> out) const override {
     return agg_.cotenant(sm, bw, out);
   }
-  // AggregatePredictor::predict's loop with every row's total starting at the load.
   void predict(std::span<const std::int32_t> configs, std::size_t rows,
                std::span<Predicted> out) const override {
-    const std::size_t n = models();
-    const std::size_t d = load_.size();
-    std::vector<float> total(d), mine(d), others(d);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const auto row = configs.subspan(r * n, n);
-      std::copy(load_.begin(), load_.end(), total.begin());
-      for (std::size_t m = 0; m < n; ++m) {
-        if (row[m] == kAbsent) continue;
-        agg_.contribution(m, row[m], mine);
-        for (std::size_t k = 0; k < d; ++k) total[k] += mine[k];
-      }
-      for (std::size_t m = 0; m < n; ++m) {
-        if (row[m] == kAbsent) {
-          out[r * n + m] = Predicted{};
-          continue;
-        }
-        agg_.contribution(m, row[m], mine);
-        for (std::size_t k = 0; k < d; ++k) others[k] = total[k] - mine[k];
-        out[r * n + m] = agg_.predict_given(m, row[m], others);
-      }
-    }
+    agg_.predict_beside(configs, rows, load_, out);
   }
 
  private:

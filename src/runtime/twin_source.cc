@@ -193,13 +193,6 @@ std::string FittedOrTwinSource::describe() const {
 
 Result<std::unique_ptr<Predictor>> FittedOrTwinSource::predictor_under(
     const Workload& current, const Interference& load) {
-  auto p = predictor_for(current);  // decides between the surrogate and the twin
-  if (!p || !any_load(load)) return p;
-  if (order_) return make_loaded(std::move(*p), load);
-  return twin_.predictor_under(current, load);
-}
-
-Result<std::unique_ptr<Predictor>> FittedOrTwinSource::predictor_for(const Workload& current) {
   order_ = match_knob_order(current, *fitted_.fitted());
   if (!order_) {
     const Status fits = fitted_.fitted()->check_workload(current);
@@ -209,12 +202,17 @@ Result<std::unique_ptr<Predictor>> FittedOrTwinSource::predictor_for(const Workl
                    reason.c_str());
     }
     last_reason_ = reason;
-    return twin_.predictor_for(current);
+    return twin_.predictor_under(current, load);
   }
   last_reason_.clear();
   auto inner = fitted_.predictor_for(order_->reordered);
   if (!inner) return inner.error();
-  return make_renumbered(std::shared_ptr<const Predictor>(std::move(*inner)), order_->to_fit);
+  return make_loaded(
+      make_renumbered(std::shared_ptr<const Predictor>(std::move(*inner)), order_->to_fit), load);
+}
+
+Result<std::unique_ptr<Predictor>> FittedOrTwinSource::predictor_for(const Workload& current) {
+  return predictor_under(current, Interference{});
 }
 
 std::vector<double> FittedOrTwinSource::margins(const Workload& current) {

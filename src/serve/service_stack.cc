@@ -283,8 +283,7 @@ void Service::observe_gpu_window_locked(StackWindow& w) {
 void Service::plan_with_unexplained_load_locked(StackWindow& w) {
   if (!options_.stack.unexplained.plan_with) return;
   const Interference load = unexplained_.planned();
-  const Interference before = controller_->gpu_load();
-  if (load.sm_util == before.sm_util && load.bandwidth_util == before.bandwidth_util) return;
+  if (load == controller_->gpu_load()) return;
   controller_->set_gpu_load(load);
   w.gpu_load_changed = true;
   char line[200];

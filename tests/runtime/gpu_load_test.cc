@@ -102,7 +102,7 @@ TEST(GpuLoad, TheControllerPlansBesideTheLoadAndBackWhenItIsGone) {
   EXPECT_EQ(imgsz(), 640);
 }
 
-// A source that cannot express a load plans without it (and says nothing is expressed).
+// A source that cannot express a load plans without it.
 TEST(GpuLoad, ASourceThatCannotExpressALoadPlansWithoutIt) {
   const Workload w = cameras("20", "50");
   const ControllerOptions o = plain();

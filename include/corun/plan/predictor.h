@@ -66,9 +66,15 @@ class AggregatePredictor : public Predictor {
     return false;
   }
 
-  /// @brief Default batched prediction through contribution() and predict_given().
+  /// @brief Default batched prediction through contribution() and predict_given():
+  /// predict_beside() with nothing outside the plan.
   void predict(std::span<const std::int32_t> configs, std::size_t rows,
                std::span<Predicted> out) const override;
+  /// @brief The same through contribution() and predict_given(), with `outside` (aggregate_dims()
+  /// values: a load outside the plan, in the units of contribution()) added to every model's
+  /// co-runners.
+  void predict_beside(std::span<const std::int32_t> configs, std::size_t rows,
+                      std::span<const float> outside, std::span<Predicted> out) const;
 };
 
 }  // namespace corun

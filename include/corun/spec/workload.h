@@ -142,6 +142,7 @@ struct ModelSpec {
 struct Interference {
   double sm_util = 0;
   double bandwidth_util = 0;
+  friend bool operator==(const Interference&, const Interference&) = default;
 };
 
 /// @brief One change at a point in time (see docs/formats.md, "timeline"). Workload events
