@@ -81,6 +81,17 @@ TEST(Cli, MissingFileAndBadFlagsExitWith2) {
   EXPECT_EQ(run("measure " + kSrc + "/workloads/paper-n2.yaml --testbed simm").code, 2);
 }
 
+// serve's stack-telemetry flags that only mean something with another: exit code 2, naming both.
+TEST(Cli, ServeFlagsThatNeedAnotherExitWith2NamingIt) {
+  const std::string state = (temp_dir() / "serve-state").string();
+  RunResult r = run("serve --state " + state + " --port 0 --dcgm gpu=0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--dcgm needs --prometheus"), std::string::npos) << r.err;
+  r = run("serve --state " + state + " --port 0 --dcgm-report-only");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--dcgm-report-only needs --dcgm"), std::string::npos) << r.err;
+}
+
 // The --regressor default each verb shows in its --help ("--regressor TEXT=gbdt ..."): the
 // value after the '=' up to the next space.
 std::string regressor_default(const std::string& verb) {
