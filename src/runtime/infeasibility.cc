@@ -38,12 +38,18 @@ std::vector<Predicted> sweep(const PlanProblem& p, std::size_t m, JointConfig co
   return out;
 }
 
-std::int32_t closest(const PlanProblem& p, std::size_t m, const std::vector<Predicted>& preds) {
+// The configuration of model m that comes closest to its SLA as predicted in `preds`. With
+// `permitted`, a configuration the problem does not allow (a pin, a minimum dwell) counts as
+// one full excess, as the solvers count it: a model whose allowed configuration holds is not
+// given up because a configuration it may not move to holds as well.
+std::int32_t closest(const PlanProblem& p, std::size_t m, const std::vector<Predicted>& preds,
+                     bool permitted = false) {
   std::int32_t best = 0;
   double least = std::numeric_limits<double>::infinity();
   for (std::size_t l = 0; l < preds.size(); ++l) {
     const auto li = static_cast<std::int32_t>(l);
-    const double e = sla_excess(p.workload().models[m], preds[l], p.margin(m, li));
+    const double e = permitted ? p.excess(m, li, preds[l])
+                               : sla_excess(p.workload().models[m], preds[l], p.margin(m, li));
     if (e < least) {
       least = e;
       best = li;
@@ -290,12 +296,12 @@ Result<DegradedPlan> solve_degrading(const Context& ctx, const PlanProblem& prob
   for (std::size_t m : problem.active_models()) {
     if (!has_sla(problem.workload().models[m])) continue;
     const auto preds = sweep(problem, m, JointConfig(n, kAbsent));
-    const std::int32_t c = closest(problem, m, preds);
+    const std::int32_t c = closest(problem, m, preds, true);
     if (problem.excess(m, c, preds[static_cast<std::size_t>(c)]) == 0) continue;
     out.why.push_back(explain(problem, m, preds, true));
     // Pinned where it comes closest next to the co-runners of the first answer, not alone: a
     // configuration that is near its limit alone can saturate once others share the GPU.
-    give_up(m, closest(problem, m, sweep(problem, m, first->config)));
+    give_up(m, closest(problem, m, sweep(problem, m, first->config), true));
   }
   // 2. Until the rest can be held: the lightest-weighted model whose giving up lets every other
   // SLA hold, or else the lightest-weighted model the least-violating plan breaches.

@@ -216,6 +216,48 @@ models:
   EXPECT_EQ(r->result.config[1], 0);
 }
 
+// a holds its 100 ms SLA in either configuration (50 ms), b misses its 60 ms in its only one
+// (80 ms), alone or not.
+class OneMisses final : public Predictor {
+ public:
+  [[nodiscard]] std::size_t models() const override { return 2; }
+  void predict(std::span<const std::int32_t> /*configs*/, std::size_t rows,
+               std::span<Predicted> out) const override {
+    for (std::size_t r = 0; r < rows; ++r) {
+      out[r * 2] = Predicted{50, 0, 0, 30};
+      out[r * 2 + 1] = Predicted{80, 0, 0, 30};
+    }
+  }
+};
+
+TEST(Infeasibility, AModelWithinItsDwellIsNotGivenUpWhereItsAllowedConfigurationHolds) {
+  // a may stay only in configuration 1 (its minimum dwell); configuration 0 holds too but is
+  // not allowed, so it counts as one full excess. Only b, which no configuration holds, is
+  // given up: a configuration a model may not move to is not the one it comes closest in.
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: a
+    model: yolo11n
+    knobs: {imgsz: [320, 640]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 100}
+  - {name: b, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
+)",
+                          "one-misses.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const OneMisses predictor;
+  PlanProblem p(*w, {true, true}, predictor);
+  p.set_transitions({}, {{false, true}, {true}});
+  auto solver = make_solver("exhaustive");
+  auto r = solve_degrading(Context{.seed = 1, .threads = 1}, p, **solver, {});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->why.size(), 1u);
+  EXPECT_EQ(r->why[0].name, "b");
+  EXPECT_FALSE(r->best_effort[0]);
+  EXPECT_TRUE(r->best_effort[1]);
+  EXPECT_EQ(r->result.config[0], 1);
+}
+
 TEST(Infeasibility, TheOnlineLoopSaysSoAndStopsReplanningOnKnownBreaches) {
   const Workload w = overloaded();
   auto r = run_on_twin(w, /*shed=*/false);  // best effort: it runs with all of its demand
