@@ -5,7 +5,9 @@
 // for the plan in force, a new seed each window. Prometheus scrapes the exporter; the service
 // reads its windows through Prometheus's HTTP API, and must meet the convergence bar of POSTed
 // telemetry (tests/serve/learning_test.cc): within 30 learned windows, the predicted p95s within
-// 10 % of what the GPU does, and the plan within 3 % of the robust oracle's utility.
+// 10 % of what the GPU does, and the plan within 3 % of the robust oracle's utility. A second
+// test exports dcgm-exporter's profiling fields and puts a co-tenant in the truth: serve must
+// find the load it does not plan, plan beside it, and let it go when it leaves.
 //
 // The exporter is a test fixture: its metric names, labels and types follow the upstream
 // documentation (docs.vllm.ai design/metrics; triton-inference-server docs/user_guide/
@@ -21,7 +23,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "../core/child_process.h"
@@ -113,8 +117,12 @@ struct Histogram {
 
 // The stack's exporters in one: vLLM for chat, Triton for the cameras, dcgm-exporter for the
 // GPU. set() starts a new window's values; counters integrate the rates over wall time.
+// `profiling`: dcgm-exporter also exports its DCP profiling fields DCGM_FI_PROF_SM_ACTIVE and
+// DCGM_FI_PROF_DRAM_ACTIVE, gauges of ratios in [0, 1] (etc/dcp-metrics-included.csv: "the
+// ratio of cycles an SM has at least 1 warp assigned").
 class StackExporter {
  public:
+  explicit StackExporter(bool profiling = false) : profiling_(profiling) {}
   void set(const Workload& w, const Measurement& m) {
     std::lock_guard<std::mutex> lock(mutex_);
     advance_locked();
@@ -173,6 +181,10 @@ class StackExporter {
     put("DCGM_FI_DEV_GPU_UTIL", "gauge", g, current_.gpu.sm_util * 100);
     put("DCGM_FI_DEV_POWER_USAGE", "gauge", g, current_.gpu.power_w);
     put("DCGM_FI_DEV_SM_CLOCK", "gauge", g, current_.gpu.clock_mhz);
+    if (profiling_) {
+      put("DCGM_FI_PROF_SM_ACTIVE", "gauge", g, current_.gpu.sm_util);
+      put("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", g, current_.gpu.mem_bw_util);
+    }
     std::string out;
     for (const auto& [name, f] : families) out += "# TYPE " + name + " " + f.first + "\n" + f.second;
     return out;
@@ -212,6 +224,7 @@ class StackExporter {
       }
     }
   }
+  const bool profiling_;
   std::mutex mutex_;
   Workload workload_;
   Measurement current_;
@@ -274,35 +287,32 @@ HttpResponse call(Service& s, const std::string& method, const std::string& path
   return testing::call_service(s, kToken, method, path, body);
 }
 
-TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth) {
-  if (!on_path("prometheus")) GTEST_SKIP() << "prometheus is not installed (Debian package)";
-  auto w = parse_workload(kModels, "models.yaml", Catalog::default_catalog());
-  ASSERT_TRUE(w.ok()) << w.error().what();
-  const SimTestbed truth(SimTruth::perturbed(7));
+// The stack of the tests below: the exporter served over HTTP, a real Prometheus scraping it
+// every 250 ms, and corun serve reading its windows through that Prometheus, with the models of
+// kModels registered as a client registers them. `aware`: transitions priced (the service's
+// default), with its 60 s minimum dwell; else every change is free to the planner.
+class Stack {
+ public:
+  Stack(bool profiling, bool aware) : exporter_(profiling), aware_(aware) {}
+  ~Stack() {
+    http_.stop();
+    if (serving_.joinable()) serving_.join();
+  }
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
 
-  StackExporter exporter;
-  httplib::Server http;
-  http.Get("/metrics", [&](const httplib::Request&, httplib::Response& r) {
-    r.set_content(exporter.render(), "text/plain; version=0.0.4");
-  });
-  const int exporter_port = http.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(exporter_port, 0);
-  std::thread serving([&] { http.listen_after_bind(); });
-  struct Stop {
-    httplib::Server& s;
-    std::thread& t;
-    ~Stop() {
-      s.stop();
-      if (t.joinable()) t.join();
-    }
-  } stop{http, serving};
-
-  TempDir dir;
-  PrometheusProcess prometheus(dir.path(), exporter_port);
-  ASSERT_TRUE(prometheus.started());
-  // Until Prometheus has scraped the exporter once.
-  {
-    httplib::Client c("127.0.0.1", prometheus.port());
+  // Starts it all; empty on success, else what failed.
+  std::string start() {
+    http_.Get("/metrics", [&](const httplib::Request&, httplib::Response& r) {
+      r.set_content(exporter_.render(), "text/plain; version=0.0.4");
+    });
+    const int exporter_port = http_.bind_to_any_port("127.0.0.1");
+    if (exporter_port <= 0) return "the exporter found no port";
+    serving_ = std::thread([&] { http_.listen_after_bind(); });
+    prometheus_.emplace(dir_.path(), exporter_port);
+    if (!prometheus_->started()) return "prometheus did not start";
+    // Until Prometheus has scraped the exporter once.
+    httplib::Client c("127.0.0.1", prometheus_->port());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     bool up = false;
     while (!up && std::chrono::steady_clock::now() < deadline) {
@@ -310,57 +320,93 @@ TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth
       up = r && r->status == 200 && r->body.find("\"1\"]") != std::string::npos;
       if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    ASSERT_TRUE(up) << "Prometheus did not scrape the exporter within 60 s";
+    if (!up) return "Prometheus did not scrape the exporter within 60 s";
+
+    ServiceOptions o;
+    o.state_dir = dir_.path() / "state";
+    o.token = kToken;
+    o.solver = "exhaustive";
+    o.min_replan_interval_ms = 0;
+    o.transitions.aware = aware_;
+    o.workload_file.clear();
+    o.stack.prometheus_url = prometheus_->url();
+    o.stack.read.window_s = kWindowS;
+    o.stack.read.min_requests = 1;  // a 2 s window of 2 requests/s
+    o.stack.dcgm_labels = {{"gpu", "0"}};
+    auto opened =
+        Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
+    if (!opened.ok()) return opened.error().what();
+    service_ = std::move(*opened);
+    const YAML::Node root = YAML::Load(kModels);
+    for (const auto& m : root["models"]) {
+      const HttpResponse r = call(*service_, "POST", "/v1/models", yaml_to_json(m).dump());
+      if (r.status != 201) return "registering a model: " + r.body;
+    }
+    return "";
   }
 
-  ServiceOptions o;
-  o.state_dir = dir.path() / "state";
-  o.token = kToken;
-  o.solver = "exhaustive";
-  o.min_replan_interval_ms = 0;
-  o.transitions.aware = false;  // windows seconds apart: the 60 s dwell would hold plans back
-  o.workload_file.clear();
-  o.stack.prometheus_url = prometheus.url();
-  o.stack.read.window_s = kWindowS;
-  o.stack.read.min_requests = 1;  // a 2 s window of 2 requests/s
-  o.stack.dcgm_labels = {{"gpu", "0"}};
-  auto opened =
-      Service::open(Context{}, o, Catalog::default_catalog(), std::make_unique<TwinSource>());
-  ASSERT_TRUE(opened.ok()) << opened.error().what();
-  Service& s = **opened;
-  // The workload's entries as a client registers them.
-  const YAML::Node root = YAML::Load(kModels);
-  for (const auto& m : root["models"]) {
-    ASSERT_EQ(call(s, "POST", "/v1/models", yaml_to_json(m).dump()).status, 201);
-  }
+  [[nodiscard]] Service& service() { return *service_; }
 
-  auto plan_config = [&](const json& plan) {
-    JointConfig c;
-    for (const auto& m : w->models) c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
-    return c;
-  };
-  auto read_at = [&] {
-    const json p = json::parse(call(s, "GET", "/v1/plan").body);
+  // What the service read last (0: nothing yet).
+  long long read_at() {
+    const json p = json::parse(call(*service_, "GET", "/v1/plan").body);
     if (!p.contains("telemetry") || !p["telemetry"]["models"].contains("chat")) return 0LL;
     return p["telemetry"]["models"]["chat"]["at_unix_ms"].get<long long>();
-  };
+  }
+
+  // `m` is what the exporter shows until the service has read its next window (within 30 s);
+  // false if it read none.
+  bool window(const Workload& w, const Measurement& m) {
+    exporter_.set(w, m);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (read_at() == last_read_ && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const long long now = read_at();
+    const bool read = now != last_read_ && now != 0;
+    last_read_ = now;
+    return read;
+  }
+
+ private:
+  StackExporter exporter_;
+  const bool aware_;
+  httplib::Server http_;
+  std::thread serving_;
+  TempDir dir_;
+  std::optional<PrometheusProcess> prometheus_;
+  std::unique_ptr<Service> service_;
+  long long last_read_ = 0;
+};
+
+// The plan's configuration in workload order.
+JointConfig plan_config(const Workload& w, const json& plan) {
+  JointConfig c;
+  for (const auto& m : w.models) c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
+  return c;
+}
+
+TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth) {
+  if (!on_path("prometheus")) GTEST_SKIP() << "prometheus is not installed (Debian package)";
+  auto w = parse_workload(kModels, "models.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  const SimTestbed truth(SimTruth::perturbed(7));
+  // Windows seconds apart: the 60 s dwell of priced transitions would hold plans back.
+  Stack stack(/*profiling=*/false, /*aware=*/false);
+  ASSERT_EQ(stack.start(), "");
+  Service& s = stack.service();
+
   // Each window: the plan in force, measured by the truth with a new seed, is what the
   // exporter shows until the service's next read.
   int learned = 0;
-  long long last_read = 0;
   json plan;
   for (int k = 0; k < 60 && learned < 30; ++k) {
     ASSERT_TRUE(testing::settle(s, kToken));
     plan = json::parse(call(s, "GET", "/v1/plan").body);
-    const Measurement m = truth.measure(
-        *w, plan_config(plan), MeasureOptions(10, derive_seed(7, {static_cast<std::uint64_t>(k)})));
-    exporter.set(*w, m);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (read_at() == last_read && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    last_read = read_at();
-    ASSERT_NE(last_read, 0) << "the service read no window";
+    const Measurement m =
+        truth.measure(*w, plan_config(*w, plan),
+                      MeasureOptions(10, derive_seed(7, {static_cast<std::uint64_t>(k)})));
+    ASSERT_TRUE(stack.window(*w, m)) << "the service read no window";
     const json t = json::parse(call(s, "GET", "/v1/plan").body)["telemetry"];
     ASSERT_TRUE(t["up"].get<bool>()) << t.dump();
     bool all = true;
@@ -375,7 +421,7 @@ TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth
   EXPECT_GE(learned, 20) << "too few windows were learned from";
   ASSERT_TRUE(testing::settle(s, kToken));
   plan = json::parse(call(s, "GET", "/v1/plan").body);
-  const JointConfig c = plan_config(plan);
+  const JointConfig c = plan_config(*w, plan);
   // The GPU's metrics came through too.
   const json gpu = plan["telemetry"]["gpu"];
   EXPECT_EQ(gpu.value("sm_active_field", std::string()), "DCGM_FI_DEV_GPU_UTIL") << gpu.dump();
@@ -400,6 +446,61 @@ TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth
   const RobustScore mine = oracle.score(*w, {}, c);
   const double gap = 100 * (best.utility - mine.earned) / best.utility;
   EXPECT_LE(gap, 3.0) << plan["models"].dump();
+}
+
+// dcgm-exporter's SM and DRAM activity read through a real Prometheus: a co-tenant corun does
+// not plan (40 % of the SMs and of the DRAM bandwidth in the simulator's truth) is found, planned
+// with, and let go when it leaves (docs/stack.md, "GPU activity the plan does not explain").
+TEST(StackPrometheus, AGpuLoadTheStackDoesNotRunIsFoundThroughARealPrometheusAndPlannedWith) {
+  if (!on_path("prometheus")) GTEST_SKIP() << "prometheus is not installed (Debian package)";
+  auto w = parse_workload(kModels, "models.yaml", Catalog::default_catalog());
+  ASSERT_TRUE(w.ok()) << w.error().what();
+  // The catalog's GPU: only the co-tenant separates what DCGM measures from what the twin
+  // predicts for the plan.
+  const SimTestbed truth;
+  // Priced transitions keep the plan in force between decisions that must move it, so that
+  // windows of one plan are compared (the first window after a plan change is not).
+  Stack stack(/*profiling=*/true, /*aware=*/true);
+  ASSERT_EQ(stack.start(), "");
+  Service& s = stack.service();
+  Conditions cotenant;
+  cotenant.interference = Interference{0.4, 0.4};
+  std::uint64_t k = 0;
+  // One window of the plan in force under `c`; the GPU's telemetry after it.
+  auto window = [&](const Conditions& c) {
+    EXPECT_TRUE(testing::settle(s, kToken));
+    const json plan = json::parse(call(s, "GET", "/v1/plan").body);
+    const Measurement m =
+        truth.measure(*w, plan_config(*w, plan), MeasureOptions(10, derive_seed(11, {k++}), c));
+    EXPECT_TRUE(stack.window(*w, m)) << "the service read no window";
+    return json::parse(call(s, "GET", "/v1/plan").body)["telemetry"]["gpu"];
+  };
+  // The verdict of the last window compared with the twin's prediction (none yet: null).
+  auto present = [](const json& gpu) {
+    return gpu.contains("unexplained_load") ? gpu["unexplained_load"]["present"] : json();
+  };
+  json gpu;
+  for (int i = 0; i < 12 && present(gpu).is_null(); ++i) gpu = window({});
+  EXPECT_EQ(gpu.value("sm_active_field", std::string()), "DCGM_FI_PROF_SM_ACTIVE") << gpu;
+  ASSERT_TRUE(gpu.contains("predicted_sm_active")) << gpu;
+  EXPECT_EQ(present(gpu), false) << gpu;
+  const std::int64_t before = s.decision();
+  // Three compared windows in a row at 0.25 or more above the twin's prediction
+  // (UnexplainedLoadOptions), after one that may straddle the change.
+  for (int i = 0; i < 12 && present(gpu) != true; ++i) gpu = window(cotenant);
+  ASSERT_EQ(present(gpu), true) << gpu;
+  // The load planned with is the mean excess of the windows that confirmed it, each at least
+  // 0.25 (more than the co-tenant's own 0.4 can show: the plan's models run longer beside it).
+  EXPECT_GE(gpu["unexplained_load"]["planned"]["sm"].get<double>(), 0.25) << gpu;
+  EXPECT_GT(gpu["unexplained_load"]["planned"]["dram"].get<double>(), 0) << gpu;
+  EXPECT_TRUE(s.wait_for_decision(before, 60000));
+  const std::string metrics = call(s, "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("corun_serve_gpu_unexplained_load 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("corun_serve_gpu_planned_load_sm 0."), std::string::npos) << metrics;
+  // The co-tenant leaves: three compared windows back within the prediction and it is gone.
+  for (int i = 0; i < 12 && present(gpu) != false; ++i) gpu = window({});
+  EXPECT_EQ(present(gpu), false) << gpu;
+  EXPECT_EQ(gpu["unexplained_load"]["planned"]["sm"].get<double>(), 0.0) << gpu;
 }
 
 }  // namespace
