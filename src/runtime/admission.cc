@@ -26,6 +26,12 @@ Status check(const AdmissionOptions& o) {
   }
   if (!(o.retry > 0 && o.retry <= 1)) return bad("retry", "must be in (0, 1]");
   if (o.evidence_windows > 1024) return bad("evidence_windows", "must be in [0, 1024]");
+  if (!(o.probe_after_s >= 0 && o.probe_after_s <= 1e6)) {
+    return bad("probe_after_s", "must be in [0, 1e6]");
+  }
+  if (!(o.probe_max_s >= o.probe_after_s && o.probe_max_s <= 1e6)) {
+    return bad("probe_max_s", "must be in [probe_after_s, 1e6]");
+  }
   return Status();
 }
 
@@ -64,6 +70,7 @@ AdmissionPhase AdmissionState::phase() const {
 
 void AdmissionState::decided(double share, bool probe) {
   share_ = share;
+  if (share > 0) paused_since_s_ = -1;
   if (probe) {
     probe_due_ = false;
     probing_ = true;
@@ -73,6 +80,13 @@ void AdmissionState::decided(double share, bool probe) {
 bool AdmissionState::measured(double share, bool breached, bool failed_test,
                               const AdmissionOptions& o) {
   const bool probe = std::exchange(probing_, false);
+  if (probe) {
+    // What the probe measured sets the next wait: doubled after a failure, restored after a
+    // window that held.
+    const double wait = probe_wait_s_ > 0 ? probe_wait_s_ : o.probe_after_s;
+    probe_wait_s_ =
+        breached || failed_test ? std::min(2 * wait, o.probe_max_s) : o.probe_after_s;
+  }
   // A window admitted on the planner's test (a probe was not) that measured what the test would
   // refuse counts as a breach: the prediction that admitted the share is refuted.
   if (breached || (!probe && failed_test)) {
@@ -100,6 +114,19 @@ void AdmissionState::gpu_faster() {
   const bool paused = share_ <= 0;
   demand_changed();
   if (paused) probe_due_ = true;
+}
+
+bool AdmissionState::paused_at(double now_s, const AdmissionOptions& o) {
+  if (share_ > 0 || probe_due_ || probing_ || o.probe_after_s <= 0) return false;
+  if (paused_since_s_ < 0) {
+    paused_since_s_ = now_s;
+    return false;
+  }
+  const double wait = probe_wait_s_ > 0 ? probe_wait_s_ : o.probe_after_s;
+  if (now_s - paused_since_s_ < wait) return false;
+  probe_due_ = true;
+  paused_since_s_ = -1;  // counted again from the pause after the probe
+  return true;
 }
 
 bool AdmissionState::refutes(const ModelSpec& spec, std::int32_t local, double share, double u,

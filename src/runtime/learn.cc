@@ -169,6 +169,22 @@ void Controller::probe_paused_when_gpu_faster_locked(const Decision& d,
   }
 }
 
+void Controller::probe_paused_after_wait_locked(const Decision& d, ObservationResult& r) {
+  const std::size_t n = workload_.models.size();
+  // A paused model is never measured, so what paused it is never corrected: once it has waited
+  // its probe wait (AdmissionOptions::probe_after_s, doubled by each probe that failed), it
+  // runs one probe window at the smallest share, as a circuit breaker's half-open timeout. Only
+  // learning lets what the probe measures change what runs next.
+  if (!options_.learning.enabled || d.admitted.size() != n) return;
+  for (std::size_t m = 0; m < n; ++m) {
+    if (d.admitted[m] > 0 || !workload_.models[m].active) continue;
+    if (model_state_[m]->admission.paused_at(now_s_, options_.admission) && !r.replan) {
+      r.replan = true;
+      r.reason = "probe " + workload_.models[m].name;
+    }
+  }
+}
+
 bool Controller::learning_moved_a_bound_locked(const Decision& d) const {
   const std::size_t n = workload_.models.size();
   const double step = std::log1p(options_.learning.replan_bound_change);
@@ -229,6 +245,7 @@ ObservationResult Controller::observe(std::span<const ModelObservation> obs, std
     }
   }
   probe_paused_when_gpu_faster_locked(d, changes, r);
+  probe_paused_after_wait_locked(d, r);
   if (!window.empty()) {
     recent_->windows.emplace_back(d.config, std::move(window));
     if (recent_->windows.size() > kRecentWindows) recent_->windows.pop_front();

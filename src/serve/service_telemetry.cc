@@ -52,6 +52,10 @@ HttpResponse Service::post_telemetry(const RouteCall& call) {
 Service::Ingested Service::ingest_locked(const std::vector<TelemetrySample>& samples,
                                          std::int64_t current) {
   Ingested in;
+  // The controller's clock (a minimum dwell, a paused model's probe wait) runs with the windows,
+  // not only with the decisions.
+  controller_->advance_to(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   const auto plan = controller_->plan();
   for (const auto& given : samples) {
     const auto index = registry_.index_of(given.model);

@@ -25,6 +25,10 @@ TEST(Admission, DefaultsPassTheirOwnCheckAndABadFieldIsNamed) {
   o.bisection_steps = 0;
   ASSERT_FALSE(check(o).ok());
   EXPECT_NE(check(o).error().message().find("bisection_steps"), std::string::npos);
+  o = {};
+  o.probe_max_s = 30;  // below probe_after_s (600): the wait could not double
+  ASSERT_FALSE(check(o).ok());
+  EXPECT_NE(check(o).error().message().find("admission.probe_max_s"), std::string::npos);
 }
 
 TEST(Admission, PhasesFollowTheDecidedShare) {
@@ -90,6 +94,51 @@ TEST(Admission, AFasterGpuGivesAPausedModelOneProbeWindow) {
   shed.gpu_faster();
   EXPECT_FALSE(shed.probe_due());
   EXPECT_DOUBLE_EQ(shed.ceiling(), 1);
+}
+
+TEST(Admission, APausedModelIsProbedAfterItsWaitWhichEachFailedProbeDoubles) {
+  AdmissionOptions o;
+  o.probe_after_s = 60;
+  o.probe_max_s = 960;
+  AdmissionState a;
+  a.decided(0, false);
+  EXPECT_FALSE(a.paused_at(100, o));  // first seen paused at 100 s
+  EXPECT_FALSE(a.paused_at(159, o));  // 59 s < 60 s
+  EXPECT_TRUE(a.paused_at(160, o));   // 60 s: one probe window is due
+  EXPECT_EQ(a.phase(), AdmissionPhase::kProbing);
+  EXPECT_FALSE(a.paused_at(170, o));  // due already: not again
+  a.decided(1.0 / 32, /*probe=*/true);
+  // The probe breaches: the wait doubles to 120 s, counted from the pause that follows.
+  EXPECT_TRUE(a.measured(1.0 / 32, /*breached=*/true, true, o));
+  EXPECT_DOUBLE_EQ(a.probe_wait_s(), 120);
+  a.decided(0, false);
+  EXPECT_FALSE(a.paused_at(180, o));
+  EXPECT_FALSE(a.paused_at(299, o));
+  EXPECT_TRUE(a.paused_at(300, o));
+  // Each failed probe doubles it, up to probe_max_s: 240, 480, 960, 960.
+  for (const double want : {240.0, 480.0, 960.0, 960.0}) {
+    a.decided(1.0 / 32, true);
+    a.measured(1.0 / 32, false, /*failed_test=*/true, o);
+    EXPECT_DOUBLE_EQ(a.probe_wait_s(), want);
+  }
+  // A probe that holds restores it.
+  a.decided(1.0 / 32, true);
+  a.measured(1.0 / 32, false, false, o);
+  EXPECT_DOUBLE_EQ(a.probe_wait_s(), 60);
+  // A model that runs a share is not waiting: its pause starts again from the next one.
+  a.decided(0.25, false);
+  EXPECT_FALSE(a.paused_at(1000, o));
+  a.decided(0, false);
+  EXPECT_FALSE(a.paused_at(1010, o));
+  EXPECT_FALSE(a.paused_at(1069, o));
+  EXPECT_TRUE(a.paused_at(1070, o));
+  // probe_after_s 0: only a faster GPU probes a paused model.
+  AdmissionOptions off;
+  off.probe_after_s = 0;
+  AdmissionState b;
+  b.decided(0, false);
+  EXPECT_FALSE(b.paused_at(0, off));
+  EXPECT_FALSE(b.paused_at(1e5, off));
 }
 
 TEST(Admission, EvidenceKeepsTheLastWindowsOnly) {

@@ -453,6 +453,49 @@ TEST(Infeasibility, AModelNoShareOfItsDemandHoldsIsPaused) {
   EXPECT_EQ(r->sla_violations(), 0u);
 }
 
+TEST(Infeasibility, APausedModelIsProbedAfterItsWait) {
+  // The paused assistant of APausedModelIsProbedWhenTheGpuBecomesFaster next to two cameras that
+  // measure as predicted: nothing measures faster, but after AdmissionOptions::probe_after_s
+  // (600 s) of windows it runs one probe window at a small share.
+  Workload w = overloaded();
+  w.models[0].demand.rps = 2;
+  w.models[0].sla.tpot_ms_p95 = 1;
+  ModelSpec cam1 = w.models[1];
+  cam1.name = "cam1";
+  w.models.push_back(cam1);
+  const auto controller = exhaustive_on_twin(w);
+  Controller& c = *controller;
+  auto first = c.replan("start");
+  ASSERT_TRUE(first.ok() && first->has_value());
+  const Decision d1 = **first;
+  ASSERT_EQ(d1.admitted.size(), 3u);
+  ASSERT_EQ(d1.admitted[0], 0.0);
+  std::vector<ModelObservation> obs;
+  for (std::size_t m : {1u, 2u}) {
+    ModelObservation ob;
+    ob.model = m;
+    ob.local = d1.config[m];
+    ob.measured[static_cast<std::size_t>(Target::kLatencyP95)] = d1.predicted[m].latency_ms_p95;
+    ob.measured[static_cast<std::size_t>(Target::kThroughput)] = 30;
+    obs.push_back(ob);
+  }
+  for (int t = 10; t < 610; t += 10) {
+    c.advance_to(t);
+    const auto r = c.observe(obs, d1.id);
+    // First seen paused at 10 s: 600 s not yet waited.
+    EXPECT_NE(r.reason, "probe assistant") << "t = " << t;
+  }
+  c.advance_to(610);
+  const auto due = c.observe(obs, d1.id);
+  ASSERT_TRUE(due.replan);
+  EXPECT_EQ(due.reason, "probe assistant");
+  auto second = c.replan(due.reason);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_GT((*second)->admitted[0], 0.0);
+  EXPECT_LE((*second)->admitted[0], 1.0 / 32);
+  EXPECT_NE((*second)->config[0], kAbsent);
+}
+
 TEST(Infeasibility, APausedModelIsProbedWhenTheGpuBecomesFaster) {
   // The assistant of AModelNoShareOfItsDemandHoldsIsPaused next to two cameras. Paused, it is
   // never measured; when both cameras measure far faster than predicted at once (a co-tenant

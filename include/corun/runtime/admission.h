@@ -54,6 +54,16 @@ struct AdmissionOptions {
   /// 1024]; see AdmissionState::refutes): near its capacity a model's latency turns too steeply
   /// with its own load for a correction learned at one share to carry to another.
   std::size_t evidence_windows = 16;
+  /// Seconds a paused model waits before it runs one probe window at the smallest share, as a
+  /// circuit breaker's half-open timeout (check = [0, 1e6]; 0: only a faster GPU probes it). A
+  /// paused model is never measured, so a prediction or a margin that paused it would otherwise
+  /// keep it paused for good, whatever the GPU does meanwhile. A probe costs a re-plan and a
+  /// window that may breach: 600 s bounds that to one window in 60 of 10 s while the pause
+  /// lasts. Waits of 60 s cost utility in the 300 s evaluations (docs/results/transitions.md).
+  double probe_after_s = 600;
+  /// Each probe that breaches, or measures what the planner's test refuses, doubles the wait,
+  /// up to this many seconds (check = [probe_after_s, 1e6]); a probe that holds restores it.
+  double probe_max_s = 9600;
 };
 
 /// @brief Checks every field of `o` against its declared range; the error names the field
@@ -65,8 +75,8 @@ enum class AdmissionPhase {
   kWhole,    ///< it admits all of its demand
   kShed,     ///< it admits a share of its demand in (0, 1)
   kPaused,   ///< it admits nothing (it is active, but does not run)
-  kProbing,  ///< paused, and a faster GPU asked for one window at the smallest share; or that
-             ///< window is in force
+  kProbing,  ///< paused, and a faster GPU or the probe wait asked for one window at the
+             ///< smallest share; or that window is in force
 };
 std::string_view to_string(AdmissionPhase p);
 
@@ -94,7 +104,11 @@ Predicted as_predicted(const std::array<double, kTargetCount>& measured);
 ///   gpu_faster()             most models served whole measured faster at once (a co-tenant
 ///                            left, a power cap was lifted): the ceiling is lifted, and a paused
 ///                            model — never measured, so never corrected — gets one probe
-///                            window, as a circuit breaker's half-open state.
+///                            window, as a circuit breaker's half-open state;
+///   paused_at(now_s)         a window passed while it was paused: once it has been paused for
+///                            the probe wait (AdmissionOptions::probe_after_s, doubled by each
+///                            probe that failed), it gets one probe window, as a circuit
+///                            breaker's half-open timeout.
 class AdmissionState {
  public:
   [[nodiscard]] AdmissionPhase phase() const;
@@ -115,6 +129,11 @@ class AdmissionState {
   void remember(const ShedWindow& w, const AdmissionOptions& o);
   void demand_changed();
   void gpu_faster();
+  /// A window at time `now_s` (seconds, never decreasing) found it paused. Returns whether a
+  /// probe became due with it (a re-plan is due).
+  bool paused_at(double now_s, const AdmissionOptions& o);
+  /// The probe wait in force (0 before the first pause: AdmissionOptions::probe_after_s).
+  [[nodiscard]] double probe_wait_s() const { return probe_wait_s_; }
 
   /// Whether a kept window refutes admitting `share` of `spec`'s demand in configuration
   /// `local` under co-runners' load `u` at `margin`. A model's latency does not fall as its own
@@ -132,6 +151,8 @@ class AdmissionState {
   int clean_ = 0;  ///< windows that held at an admitted share since the ceiling last moved
   bool probe_due_ = false;
   bool probing_ = false;  ///< the plan in force runs it as a probe
+  double paused_since_s_ = -1;  ///< when the pause in force was first seen (< 0: not paused)
+  double probe_wait_s_ = 0;     ///< the half-open timeout in force (0: the option's)
   std::deque<ShedWindow> evidence_;
 };
 

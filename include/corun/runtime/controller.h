@@ -254,6 +254,8 @@ class Controller {
       CORUN_REQUIRES(mutex_);
   void probe_paused_when_gpu_faster_locked(const Decision& d, const WindowChanges& changes,
                                            ObservationResult& r) CORUN_REQUIRES(mutex_);
+  void probe_paused_after_wait_locked(const Decision& d, ObservationResult& r)
+      CORUN_REQUIRES(mutex_);
   [[nodiscard]] bool learning_moved_a_bound_locked(const Decision& d) const
       CORUN_REQUIRES(mutex_);
   [[nodiscard]] double planned_log_bound_locked(std::size_t m, std::int32_t l, Target t) const
