@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "command.h"
 #include "common.h"
@@ -17,8 +18,7 @@
 #include "corun/core/svg.h"
 #include "corun/eval/scheduler_eval.h"
 #include "corun/runtime/pipeline.h"
-#include "corun/runtime/surrogate_source.h"
-#include "corun/runtime/twin_source.h"
+#include "corun/runtime/run_source.h"
 #include "corun/space/space.h"
 #include "surrogate_flags.h"
 
@@ -511,12 +511,10 @@ int run_eval_scheduler(const Flags& f) {
   const double confidence = f.surrogate.confidence;
   SourceFactory factory = [&](const Workload& w) -> Result<std::unique_ptr<PredictorSource>> {
     const double window = w.timeline.interval_s > 0 ? w.timeline.interval_s : 10;
-    if (!fitted.count(w.file)) {
-      return std::unique_ptr<PredictorSource>(
-          std::make_unique<TwinSource>(TwinOptions{0.1, window}));
-    }
-    return std::unique_ptr<PredictorSource>(std::make_unique<SurrogateSource>(
-        ctx, fitted.at(w.file), tb, SurrogateSourceOptions{3, window, confidence}));
+    const auto it = fitted.find(w.file);
+    return source_for(ctx,
+                      it == fitted.end() ? std::nullopt : std::make_optional(it->second), tb,
+                      window, confidence);
   };
   if (auto st = set_run_options(f, *modes, log, opt); !st.ok()) return report_error(st.error());
   auto rows = evaluate_scheduler(ctx, scenarios, tb, factory, opt);

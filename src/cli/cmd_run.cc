@@ -18,8 +18,7 @@
 #include "corun/runtime/online_run.h"
 #include "corun/runtime/pipeline.h"
 #include "corun/runtime/report.h"
-#include "corun/runtime/surrogate_source.h"
-#include "corun/runtime/twin_source.h"
+#include "corun/runtime/run_source.h"
 #include "corun/space/space.h"
 #include "corun/spec/node.h"
 #include "node_report.h"
@@ -133,58 +132,49 @@ void print_run_header(const RunContext& c) {
                joint_text.c_str());
 }
 
-// What predicts a run, and the dataset its refits read (empty: no refits).
-struct RunSource {
-  std::unique_ptr<PredictorSource> source;
-  std::filesystem::path refit_dataset;
-};
-
-/// The run's predictions: the given --surrogate; else the surrogate profiled and fitted into
-/// `out` (both cached); else, profiling none, the catalog twin.
-Result<RunSource> make_run_source(const RunContext& c) {
+/// The run's predictions (make_run_source): the given --surrogate; else the surrogate
+/// profiled and fitted into `out` (both cached); else, profiling none, the catalog twin. Says
+/// which on the run's log.
+Result<RunSource> run_source(const RunContext& c) {
   const Flags& f = c.f;
-  const bool profile = !f.no_profile && c.w.profiling != Profiling::kNone;
-  RunSource made;
-  if (!f.model.empty()) {
-    auto loaded = surrogate::Surrogate::load(f.model);
-    if (!loaded) return loaded.error();
-    if (auto st = loaded->check_workload(c.w); !st.ok()) {
-      return st.error().wrap(f.model + " does not fit " + f.file);
+  RunSourceOptions o;
+  o.surrogate = f.model;
+  o.profile = !f.no_profile;
+  o.confidence = f.surrogate.confidence;
+  o.pipeline = f.surrogate.pipeline(c.regressor, f.testbed, c.interval,
+                                    f.quiet ? nullptr : stderr, c.terminal);
+  o.pipeline.dataset = c.out / "dataset.db";
+  o.pipeline.model = c.out / "surrogate.json";
+  o.pipeline.standalone_repeats = f.repeats;
+  o.pipeline.catalog = &c.catalog;
+  auto made = make_run_source(c.ctx, c.w, c.text, *c.testbed, o);
+  if (!made) return made.error();
+  switch (made->kind) {
+    case RunSource::Kind::kGiven:
+      std::fprintf(c.log, "surrogate: %s (given)\n", f.model.c_str());
+      break;
+    case RunSource::Kind::kProfiled: {
+      const PipelineStats& p = made->profiled;
+      std::fprintf(c.log,
+                   "profile: %llu standalone + %llu co-run measurements (%llu + %llu taken "
+                   "now, the rest cached in %s)\n",
+                   static_cast<unsigned long long>(p.standalone_total),
+                   static_cast<unsigned long long>(p.corun_total),
+                   static_cast<unsigned long long>(p.standalone_measured),
+                   static_cast<unsigned long long>(p.corun_measured),
+                   o.pipeline.dataset.string().c_str());
+      if (p.model_reused) {
+        std::fprintf(c.log, "surrogate: meanfield/%s reused from %s\n",
+                     f.surrogate.regressor.c_str(), o.pipeline.model.string().c_str());
+      } else {
+        std::fprintf(c.log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
+                     f.surrogate.regressor.c_str(), p.fit_s, o.pipeline.model.string().c_str());
+      }
+      break;
     }
-    std::fprintf(c.log, "surrogate: %s (given)\n", f.model.c_str());
-    made.source = std::make_unique<SurrogateSource>(
-        c.ctx, std::move(*loaded), *c.testbed,
-        SurrogateSourceOptions{3, c.interval, f.surrogate.confidence});
-  } else if (profile) {
-    PipelineOptions po = f.surrogate.pipeline(c.regressor, f.testbed, c.interval,
-                                              f.quiet ? nullptr : stderr, c.terminal);
-    po.dataset = c.out / "dataset.db";
-    po.model = c.out / "surrogate.json";
-    po.standalone_repeats = f.repeats;
-    po.catalog = &c.catalog;
-    auto p = profile_and_fit(c.ctx, c.w, c.text, *c.testbed, po);
-    if (!p) return p.error();
-    std::fprintf(c.log,
-                 "profile: %llu standalone + %llu co-run measurements (%llu + %llu taken "
-                 "now, the rest cached in %s)\n",
-                 static_cast<unsigned long long>(p->standalone_total),
-                 static_cast<unsigned long long>(p->corun_total),
-                 static_cast<unsigned long long>(p->standalone_measured),
-                 static_cast<unsigned long long>(p->corun_measured), po.dataset.string().c_str());
-    if (p->model_reused) {
-      std::fprintf(c.log, "surrogate: meanfield/%s reused from %s\n", f.surrogate.regressor.c_str(),
-                   po.model.string().c_str());
-    } else {
-      std::fprintf(c.log, "surrogate: meanfield/%s fitted in %.1f s -> %s\n",
-                   f.surrogate.regressor.c_str(), p->fit_s, po.model.string().c_str());
-    }
-    made.refit_dataset = po.dataset;
-    made.source = std::make_unique<SurrogateSource>(
-        c.ctx, std::move(p->surrogate), *c.testbed,
-        SurrogateSourceOptions{3, c.interval, f.surrogate.confidence});
-  } else {
-    std::fprintf(c.log, "profile: none: plans start from the catalog twin and learn online\n");
-    made.source = std::make_unique<TwinSource>(TwinOptions{0.1, c.interval});
+    case RunSource::Kind::kTwin:
+      std::fprintf(c.log, "profile: none: plans start from the catalog twin and learn online\n");
+      break;
   }
   return made;
 }
@@ -359,7 +349,7 @@ Result<RunTotals> run_workload(const Context& ctx, const Flags& f, const Catalog
                      unit, testbed, regressor, interval, log,  terminal};
   print_run_header(c);
 
-  auto made = make_run_source(c);
+  auto made = run_source(c);
   if (!made) return made.error();
   std::unique_ptr<PredictorSource> source = std::move(made->source);
 

@@ -33,13 +33,17 @@ struct PipelineOptions {
   bool terminal = false;     ///< draw progress bars in place
 };
 
-/// @brief What the pipeline did.
-struct PipelineResult {
-  surrogate::Surrogate surrogate;
+/// @brief What the pipeline measured and fitted.
+struct PipelineStats {
   std::uint64_t standalone_total = 0, standalone_measured = 0;  ///< measured now, not cached
   std::uint64_t corun_total = 0, corun_measured = 0;
   bool model_reused = false;
   double fit_s = 0;
+};
+
+/// @brief What the pipeline did: the surrogate, and how it was obtained.
+struct PipelineResult : PipelineStats {
+  surrogate::Surrogate surrogate;
 };
 
 /// @brief Profiles `w` (standalone passes, then a MeanField co-run campaign; both resume from
