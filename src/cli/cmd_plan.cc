@@ -16,12 +16,12 @@
 #include "corun/mapping/declared_burst.h"
 #include "corun/plan/objective.h"
 #include "corun/plan/solver.h"
+#include "corun/runtime/burst_ladder.h"
 #include "corun/runtime/infeasibility.h"
 #include "corun/runtime/node_plan.h"
 #include "corun/runtime/surrogate_source.h"
 #include "corun/runtime/testbed_predictor.h"
 #include "corun/runtime/twin_source.h"
-#include "corun/surrogate/cotenant.h"
 #include "node_report.h"
 
 namespace corun::cli {
@@ -33,36 +33,6 @@ struct Flags : PlanFlags {
   std::vector<double> tool_shares{std::begin(mapping::kToolGpuShares),
                                   std::end(mapping::kToolGpuShares)};
 };
-
-// One planning decision and everything it refers to (the problem holds references).
-struct Attempt {
-  std::optional<mapping::DeclaredBurst> burst;
-  std::unique_ptr<SurrogateSource> source;
-  std::unique_ptr<Predictor> predictor;
-  std::vector<double> margins;
-  std::unique_ptr<PlanProblem> problem;
-  DegradedPlan degraded;
-
-  [[nodiscard]] bool feasible() const { return degraded.result.feasible && degraded.why.empty(); }
-};
-
-// Whether a plan made with the burst in the predictions leaves the burst room: every SLA holds
-// at its margin; or, when some cannot even without the burst (the steady plan gives them up,
-// `steady`), the burst gives up no other, and each given-up SLA still holds at the point
-// prediction (no margin) during the burst: the burst costs nothing the steady plan had.
-bool leaves_room(const Workload& w, const Attempt& a, const Attempt& steady) {
-  if (a.feasible()) return true;
-  if (!a.degraded.result.feasible) return false;
-  const PlanResult& r = a.degraded.result;
-  for (std::size_t m = 0; m < w.models.size(); ++m) {
-    const bool given_up = m < a.degraded.best_effort.size() && a.degraded.best_effort[m];
-    if (!given_up || r.config[m] == kAbsent) continue;
-    const bool steady_gave_up =
-        m < steady.degraded.best_effort.size() && steady.degraded.best_effort[m];
-    if (!steady_gave_up || !meets_sla(w.models[m], r.predicted[m], Margin{})) return false;
-  }
-  return true;
-}
 
 nlohmann::json burst_json(const mapping::DeclaredBurst& b, bool planned_for,
                           const std::vector<double>& tried, bool room) {
@@ -292,72 +262,6 @@ Result<GpuPlanner> load_gpu_planner(const Flags& f, const Workload& w) {
   return GpuPlanner{std::move(*s), std::move(*solver), std::move(*testbed)};
 }
 
-// What every planning decision of one GPU reads.
-struct AttemptInputs {
-  const Context& ctx;  // the verb's: --seed and --threads
-  const Flags& f;
-  const Workload& w;
-  const std::vector<mapping::DeclaredBurst>& bursts;  // bursts[i]: the burst at shares[i]
-  const GpuPlanner& planner;
-  const std::vector<bool>& active;  // per model: running now
-};
-
-/// One decision: with the burst at shares[i] of the SMs in the predictions (`planned`), or
-/// without it.
-Result<std::unique_ptr<Attempt>> solve_attempt(const AttemptInputs& in, std::size_t i,
-                                               bool planned) {
-  const Flags& f = in.f;
-  const Workload& w = in.w;
-  auto a = std::make_unique<Attempt>();
-  SurrogateSourceOptions so{3, f.window_s};
-  if (w.tools) {
-    a->burst = in.bursts[i];
-    if (planned) {
-      so.burst = surrogate::cotenant_totals(w.device, in.bursts[i].interference());
-    }
-  }
-  a->source = std::make_unique<SurrogateSource>(in.ctx, in.planner.s, *in.planner.testbed, so);
-  auto predictor = a->source->predictor_for(w);
-  if (!predictor) return predictor.error();
-  a->predictor = std::move(*predictor);
-  a->margins = a->source->margins(w);
-  a->problem = std::make_unique<PlanProblem>(w, in.active, *a->predictor, a->margins);
-  auto degraded = solve_degrading(in.ctx, *a->problem, *in.planner.solver, SolverOptions{});
-  if (!degraded) return degraded.error();
-  a->degraded = std::move(*degraded);
-  return a;
-}
-
-// Where the ladder of the tools' shares stopped.
-struct Ladder {
-  std::unique_ptr<Attempt> steady;  // solved only when a burst plan misses an SLA
-  std::vector<double> tried;        // the shares tried, in order
-  std::unique_ptr<Attempt> chosen;  // the attempt that stands
-  bool room = false;                // the chosen plan leaves the burst room
-};
-
-/// Solves down the ladder of `shares` until a plan leaves the burst room (the first decision
-/// stands without a burst to plan for); the last attempt stands when none does.
-Result<Ladder> climb_ladder(const AttemptInputs& in, const std::vector<double>& shares,
-                            bool plan_burst) {
-  Ladder out;
-  for (std::size_t i = 0; i < shares.size(); ++i) {
-    auto a = solve_attempt(in, i, plan_burst);
-    if (!a) return a.error();
-    out.tried.push_back(shares[i]);
-    out.chosen = std::move(*a);
-    if (!plan_burst) break;
-    if (!out.chosen->feasible() && !out.steady) {
-      auto s0 = solve_attempt(in, 0, false);
-      if (!s0) return s0.error();
-      out.steady = std::move(*s0);
-    }
-    out.room = out.chosen->feasible() || leaves_room(in.w, *out.chosen, *out.steady);
-    if (out.room) break;
-  }
-  return out;
-}
-
 // What the testbed measured of the plan (--measure): alone, and during the tool burst.
 struct PlanMeasurements {
   std::optional<Measurement> measured, during;
@@ -366,7 +270,8 @@ struct PlanMeasurements {
 /// Runs the chosen plan on the testbed with --measure: once, and with a declared burst once
 /// more while it runs.
 PlanMeasurements measure_plan(const Flags& f, const Workload& w, const Testbed& testbed,
-                              const Attempt& chosen) {
+                              const std::vector<mapping::DeclaredBurst>& bursts,
+                              const BurstAttempt& chosen) {
   PlanMeasurements out;
   const PlanResult* r = &chosen.degraded.result;
   if (f.measure) {
@@ -374,7 +279,7 @@ PlanMeasurements measure_plan(const Flags& f, const Workload& w, const Testbed& 
     if (chosen.burst) {
       // Same seed: only the tools' load differs from the steady measurement.
       Conditions c;
-      c.interference = chosen.burst->interference();
+      c.interference = bursts[*chosen.burst].interference();
       out.during = testbed.measure(w, r->config, MeasureOptions(f.window_s, f.seed, c));
     }
   }
@@ -390,7 +295,7 @@ struct ModelRows {
 };
 
 /// Each model's configuration, prediction, margin and SLA, with what each measurement saw.
-ModelRows model_rows(const Workload& w, const Attempt& chosen, const PlanMeasurements& pm) {
+ModelRows model_rows(const Workload& w, const BurstAttempt& chosen, const PlanMeasurements& pm) {
   const PlanProblem& problem = *chosen.problem;
   const std::vector<double>& margins = chosen.margins;
   const PlanResult* r = &chosen.degraded.result;
@@ -456,7 +361,8 @@ struct GpuPlanView {
   const Context& ctx;  // the verb's: --seed and --threads
   const Flags& f;
   const Workload& w;
-  const Ladder& ladder;
+  const BurstLadder& ladder;
+  const std::vector<mapping::DeclaredBurst>& bursts;  // bursts[i]: the burst at shares[i]
   const PlanMeasurements& pm;
   const ModelRows& rows;
   const std::vector<std::string>& why;  // why the plan is infeasible, one line each
@@ -471,7 +377,7 @@ struct PlanReport {
 /// The plan's JSON: the plan, its search, the catalog it was made with, the tool burst, the
 /// capacity answer when infeasible, and the measurements.
 Result<PlanReport> plan_report(const GpuPlanView& v) {
-  const Attempt& chosen = *v.ladder.chosen;
+  const BurstAttempt& chosen = *v.ladder.chosen;
   const PlanProblem& problem = *chosen.problem;
   const PlanResult* r = &chosen.degraded.result;
   const std::optional<Measurement>& measured = v.pm.measured;
@@ -499,7 +405,8 @@ Result<PlanReport> plan_report(const GpuPlanView& v) {
     out["catalog"] = exporting::catalog_record_json(**catalog);
   }
   if (chosen.burst) {
-    out["tools"] = burst_json(*chosen.burst, !v.f.ignore_tools, v.ladder.tried, v.ladder.room);
+    out["tools"] =
+        burst_json(v.bursts[*chosen.burst], !v.f.ignore_tools, v.ladder.tried, v.ladder.room);
   }
   if (!chosen.feasible()) {
     auto c = capacity(v.ctx, v.w, v.f, 2);
@@ -522,7 +429,7 @@ Result<PlanReport> plan_report(const GpuPlanView& v) {
 
 /// Prints the declared tool burst and whether the plan leaves it room.
 void print_burst(const GpuPlanView& v) {
-  const std::optional<mapping::DeclaredBurst>& burst = v.ladder.chosen->burst;
+  const mapping::DeclaredBurst* burst = &v.bursts[*v.ladder.chosen->burst];
   std::printf(
       "tools: %s, %zu calls every %s s: %.0f ms on the GPU at SM %.2f, "
       "bandwidth %.2f (%.1f %% of the time), %s\n",
@@ -546,7 +453,7 @@ void print_burst(const GpuPlanView& v) {
 /// Prints the plan for people: its verdict, why it is infeasible, the capacity answer, the
 /// tool burst, the models' table, the search and the measurements.
 void print_plan_text(const GpuPlanView& v, const PlanReport& rep) {
-  const Attempt& chosen = *v.ladder.chosen;
+  const BurstAttempt& chosen = *v.ladder.chosen;
   const PlanProblem& problem = *chosen.problem;
   const PlanResult* r = &chosen.degraded.result;
   const std::optional<Measurement>& measured = v.pm.measured;
@@ -587,17 +494,20 @@ int plan_gpu(const Context& ctx, const Flags& f, const Workload& w) {
   if (!planner) return report_error(planner.error());
   std::vector<bool> active;
   for (const auto& m : w.models) active.push_back(m.active);
-  const AttemptInputs in{ctx, f, w, *bursts, *planner, active};
+  std::vector<Interference> loads;
+  for (const auto& b : *bursts) loads.push_back(b.interference());
+  const BurstLadderInputs in{ctx,     w, planner->s, *planner->solver, *planner->testbed,
+                             active, loads, f.window_s};
   const bool plan_burst = w.tools && !f.ignore_tools;
-  auto ladder = climb_ladder(in, shares, plan_burst);
+  auto ladder = climb_burst_ladder(in, shares, plan_burst);
   if (!ladder) return report_error(ladder.error());
-  const Attempt& chosen = *ladder->chosen;
+  const BurstAttempt& chosen = *ladder->chosen;
   std::vector<std::string> why;
   for (const auto& i : chosen.degraded.why) why.push_back(i.message());
 
-  const PlanMeasurements pm = measure_plan(f, w, *planner->testbed, chosen);
+  const PlanMeasurements pm = measure_plan(f, w, *planner->testbed, *bursts, chosen);
   const ModelRows rows = model_rows(w, chosen, pm);
-  const GpuPlanView view{ctx, f, w, *ladder, pm, rows, why};
+  const GpuPlanView view{ctx, f, w, *ladder, *bursts, pm, rows, why};
   auto rep = plan_report(view);
   if (!rep) return report_error(rep.error());
   if (f.json) {
