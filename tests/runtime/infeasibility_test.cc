@@ -172,6 +172,23 @@ TEST(Infeasibility, TheMessageGivesTheBoundAtThePlannedMargin) {
             "the limit at the planned margin");
 }
 
+// Camera a with two configurations and a 100 ms SLA next to camera b with one and 60 ms: the
+// workload of the hand-made predictors below.
+Workload a_and_b() {
+  auto w = parse_workload(R"(device: rtx3090
+models:
+  - name: a
+    model: yolo11n
+    knobs: {imgsz: [320, 640]}
+    demand: {fps: 30}
+    sla: {latency_ms_p95: 100}
+  - {name: b, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
+)",
+                          "a-and-b.yaml", Catalog::default_catalog());
+  EXPECT_TRUE(w.ok()) << w.error().what();
+  return *w;
+}
+
 // a holds its SLA in neither configuration, even alone: alone, configuration 0 comes closer
 // (110 vs 120 ms against 100); next to b, configuration 0 saturates (300 ms) and 1 barely moves
 // (125 ms). b fits either way.
@@ -192,19 +209,9 @@ class Saturating final : public Predictor {
 };
 
 TEST(Infeasibility, AModelNoConfigurationServesIsPinnedWhereItComesClosestNextToTheOthers) {
-  auto w = parse_workload(R"(device: rtx3090
-models:
-  - name: a
-    model: yolo11n
-    knobs: {imgsz: [320, 640]}
-    demand: {fps: 30}
-    sla: {latency_ms_p95: 100}
-  - {name: b, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
-)",
-                          "saturating.yaml", Catalog::default_catalog());
-  ASSERT_TRUE(w.ok()) << w.error().what();
+  const Workload w = a_and_b();
   const Saturating predictor;
-  const PlanProblem p(*w, {true, true}, predictor);
+  const PlanProblem p(w, {true, true}, predictor);
   auto solver = make_solver("exhaustive");
   auto r = solve_degrading(Context{.seed = 1, .threads = 1}, p, **solver, {});
   ASSERT_TRUE(r.ok());
@@ -234,19 +241,9 @@ TEST(Infeasibility, AModelWithinItsDwellIsNotGivenUpWhereItsAllowedConfiguration
   // a may stay only in configuration 1 (its minimum dwell); configuration 0 holds too but is
   // not allowed, so it counts as one full excess. Only b, which no configuration holds, is
   // given up: a configuration a model may not move to is not the one it comes closest in.
-  auto w = parse_workload(R"(device: rtx3090
-models:
-  - name: a
-    model: yolo11n
-    knobs: {imgsz: [320, 640]}
-    demand: {fps: 30}
-    sla: {latency_ms_p95: 100}
-  - {name: b, model: yolo11n, demand: {fps: 30}, sla: {latency_ms_p95: 60}}
-)",
-                          "one-misses.yaml", Catalog::default_catalog());
-  ASSERT_TRUE(w.ok()) << w.error().what();
+  const Workload w = a_and_b();
   const OneMisses predictor;
-  PlanProblem p(*w, {true, true}, predictor);
+  PlanProblem p(w, {true, true}, predictor);
   p.set_transitions({}, {{false, true}, {true}});
   auto solver = make_solver("exhaustive");
   auto r = solve_degrading(Context{.seed = 1, .threads = 1}, p, **solver, {});
@@ -453,32 +450,46 @@ TEST(Infeasibility, AModelNoShareOfItsDemandHoldsIsPaused) {
   EXPECT_EQ(r->sla_violations(), 0u);
 }
 
-TEST(Infeasibility, APausedModelIsProbedAfterItsWait) {
-  // The paused assistant of APausedModelIsProbedWhenTheGpuBecomesFaster next to two cameras that
-  // measure as predicted: nothing measures faster, but after AdmissionOptions::probe_after_s
-  // (600 s) of windows it runs one probe window at a small share.
+// The assistant of AModelNoShareOfItsDemandHoldsIsPaused (no configuration decodes a token
+// in its 1 ms TPOT, so it is paused) next to two cameras.
+Workload paused_assistant_and_two_cameras() {
   Workload w = overloaded();
   w.models[0].demand.rps = 2;
   w.models[0].sla.tpot_ms_p95 = 1;
   ModelSpec cam1 = w.models[1];
   cam1.name = "cam1";
   w.models.push_back(cam1);
-  const auto controller = exhaustive_on_twin(w);
+  return w;
+}
+
+// One window of the two cameras of paused_assistant_and_two_cameras() under decision `d`,
+// measured at `factor` x their predicted latency.
+std::vector<ModelObservation> cameras(const Decision& d, double factor) {
+  std::vector<ModelObservation> obs;
+  for (std::size_t m : {1u, 2u}) {
+    ModelObservation ob;
+    ob.model = m;
+    ob.local = d.config[m];
+    ob.measured[static_cast<std::size_t>(Target::kLatencyP95)] =
+        factor * d.predicted[m].latency_ms_p95;
+    ob.measured[static_cast<std::size_t>(Target::kThroughput)] = 30;
+    obs.push_back(ob);
+  }
+  return obs;
+}
+
+TEST(Infeasibility, APausedModelIsProbedAfterItsWait) {
+  // The paused assistant of APausedModelIsProbedWhenTheGpuBecomesFaster next to two cameras that
+  // measure as predicted: nothing measures faster, but after AdmissionOptions::probe_after_s
+  // (600 s) of windows it runs one probe window at a small share.
+  const auto controller = exhaustive_on_twin(paused_assistant_and_two_cameras());
   Controller& c = *controller;
   auto first = c.replan("start");
   ASSERT_TRUE(first.ok() && first->has_value());
   const Decision d1 = **first;
   ASSERT_EQ(d1.admitted.size(), 3u);
   ASSERT_EQ(d1.admitted[0], 0.0);
-  std::vector<ModelObservation> obs;
-  for (std::size_t m : {1u, 2u}) {
-    ModelObservation ob;
-    ob.model = m;
-    ob.local = d1.config[m];
-    ob.measured[static_cast<std::size_t>(Target::kLatencyP95)] = d1.predicted[m].latency_ms_p95;
-    ob.measured[static_cast<std::size_t>(Target::kThroughput)] = 30;
-    obs.push_back(ob);
-  }
+  const std::vector<ModelObservation> obs = cameras(d1, 1.0);
   for (int t = 10; t < 610; t += 10) {
     c.advance_to(t);
     const auto r = c.observe(obs, d1.id);
@@ -501,33 +512,13 @@ TEST(Infeasibility, APausedModelIsProbedWhenTheGpuBecomesFaster) {
   // never measured; when both cameras measure far faster than predicted at once (a co-tenant
   // left), it runs one probe window at a small share, and what that window measures decides:
   // here it breaches (no configuration decodes a token in 1 ms), so it is paused again.
-  Workload w = overloaded();
-  w.models[0].demand.rps = 2;
-  w.models[0].sla.tpot_ms_p95 = 1;
-  ModelSpec cam1 = w.models[1];
-  cam1.name = "cam1";
-  w.models.push_back(cam1);
-  const auto controller = exhaustive_on_twin(w);
+  const auto controller = exhaustive_on_twin(paused_assistant_and_two_cameras());
   Controller& c = *controller;
   auto first = c.replan("start");
   ASSERT_TRUE(first.ok() && first->has_value());
   const Decision d1 = **first;
   ASSERT_EQ(d1.admitted.size(), 3u);
   ASSERT_EQ(d1.admitted[0], 0.0);
-  // The cameras at `factor` x their predicted latency.
-  auto cameras = [](const Decision& d, double factor) {
-    std::vector<ModelObservation> obs;
-    for (std::size_t m : {1u, 2u}) {
-      ModelObservation ob;
-      ob.model = m;
-      ob.local = d.config[m];
-      ob.measured[static_cast<std::size_t>(Target::kLatencyP95)] =
-          factor * d.predicted[m].latency_ms_p95;
-      ob.measured[static_cast<std::size_t>(Target::kThroughput)] = 30;
-      obs.push_back(ob);
-    }
-    return obs;
-  };
   for (int k = 0; k < 3; ++k) {
     const auto r = c.observe(cameras(d1, 1.0), d1.id);
     EXPECT_NE(r.reason, "faster GPU") << k;  // as predicted: no reason to probe
