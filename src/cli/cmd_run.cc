@@ -57,19 +57,6 @@ std::string thousands(std::uint64_t v) {
   return out;
 }
 
-// What identifies a run for its online log: every setting that changes its decisions.
-std::uint64_t run_key(std::uint64_t seed, const std::string& solver, const LearningOptions& l,
-                      bool shed, const std::string& source, const surrogate::Surrogate* s) {
-  std::string k = solver + "|" + (l.enabled ? "on" : "off") + "|" + format_number(l.breach_target) +
-                  "|" + source + (shed ? "|shed" : "") +
-                  (l.explore_sd > 0 ? "|x" + format_number(l.explore_sd) : std::string());
-  if (s != nullptr) {
-    k += "|" + s->provenance().workload_hash + "|" + std::to_string(s->provenance().corun_samples) +
-         "|" + std::to_string(s->provenance().seed) + "|" + (s->monotone() ? "m" : "u");
-  }
-  return derive_seed(seed, {fnv1a(k)});
-}
-
 struct Flags {
   std::string file, testbed = "sim", solver = "ga", out, model, catalog;
   std::string transitions = "aware";
@@ -177,24 +164,6 @@ Result<RunSource> run_source(const RunContext& c) {
       break;
   }
   return made;
-}
-
-/// Creates `out` and opens the run's online log in its dataset, keyed by every setting that
-/// changes the run's decisions.
-Result<std::unique_ptr<OnlineLog>> open_online_log(const RunContext& c, const RunOptions& ro,
-                                                   const PredictorSource& source) {
-  std::error_code ec;
-  std::filesystem::create_directories(c.out, ec);
-  if (ec) {
-    return Error("cannot create " + c.out.string() + ": " + ec.message(), Error::Kind::kIo);
-  }
-  const Workload& w = c.w;
-  return OnlineLog::open(
-      c.out / "dataset.db", w, c.text, c.f.testbed, c.interval,
-      run_key(c.ctx.seed, c.f.solver, ro.controller.learning, ro.controller.admission.enabled,
-              source.describe() + "|transitions " + c.f.transitions, source.fitted()),
-      static_cast<std::uint64_t>(std::ceil(
-          (w.timeline.duration_s > 0 ? w.timeline.duration_s : c.interval) / c.interval)));
 }
 
 /// Prints how a plan's changes are applied, and what they cost (space/transition.h).
@@ -361,7 +330,8 @@ Result<RunTotals> run_workload(const Context& ctx, const Flags& f, const Catalog
   ro.controller.transitions.aware = f.transitions == "aware";
   ro.refit_dataset = made->refit_dataset;
   ro.catalog = &catalog;
-  auto online = open_online_log(c, ro, *source);
+  auto online = OnlineLog::open_in(out, w, text, f.testbed, interval,
+                                  OnlineLog::run_key(ctx.seed, ro.controller, *source));
   if (!online) return online.error();
   ro.log = online->get();
   std::fprintf(

@@ -114,10 +114,10 @@ Result<std::unique_ptr<OnlineLog>> OnlineLog::open(const std::filesystem::path& 
                                                    const Workload& w,
                                                    std::string_view workload_text,
                                                    std::string_view testbed, double window_s,
-                                                   std::uint64_t run_key, std::uint64_t intervals) {
+                                                   std::uint64_t key, std::uint64_t intervals) {
   auto ds = profile::Dataset::open(dataset, profile::Dataset::Mode::kCreate);
   if (!ds) return ds.error();
-  const profile::CampaignSpec spec{profile::Plan::kOnline, run_key, std::string(testbed), window_s};
+  const profile::CampaignSpec spec{profile::Plan::kOnline, key, std::string(testbed), window_s};
   auto id = ds->ensure_campaign(spec, w, workload_text, w.device.name, intervals);
   if (!id) return id.error().wrap("the online log");
   auto stored = ds->samples(*id);
@@ -125,6 +125,33 @@ Result<std::unique_ptr<OnlineLog>> OnlineLog::open(const std::filesystem::path& 
   std::unique_ptr<OnlineLog> log(new OnlineLog(std::move(*ds), *id));
   log->stored_ = std::move(*stored);
   return log;
+}
+
+Result<std::unique_ptr<OnlineLog>> OnlineLog::open_in(const std::filesystem::path& dir,
+                                                      const Workload& w,
+                                                      std::string_view workload_text,
+                                                      std::string_view testbed, double window_s,
+                                                      std::uint64_t key) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error("cannot create " + dir.string() + ": " + ec.message(), Error::Kind::kIo);
+  const double duration = w.timeline.duration_s > 0 ? w.timeline.duration_s : window_s;
+  return open(dir / "dataset.db", w, workload_text, testbed, window_s, key,
+              static_cast<std::uint64_t>(std::ceil(duration / window_s)));
+}
+
+std::uint64_t OnlineLog::run_key(std::uint64_t seed, const ControllerOptions& c,
+                                 const PredictorSource& source) {
+  const LearningOptions& l = c.learning;
+  std::string k = c.solver + "|" + (l.enabled ? "on" : "off") + "|" +
+                  format_number(l.breach_target) + "|" + source.describe() + "|transitions " +
+                  (c.transitions.aware ? "aware" : "ignore") + (c.admission.enabled ? "|shed" : "") +
+                  (l.explore_sd > 0 ? "|x" + format_number(l.explore_sd) : std::string());
+  if (const surrogate::Surrogate* s = source.fitted(); s != nullptr) {
+    k += "|" + s->provenance().workload_hash + "|" + std::to_string(s->provenance().corun_samples) +
+         "|" + std::to_string(s->provenance().seed) + "|" + (s->monotone() ? "m" : "u");
+  }
+  return derive_seed(seed, {fnv1a(k)});
 }
 
 std::optional<Measurement> OnlineLog::find(std::uint64_t step, const JointConfig& config) const {

@@ -123,5 +123,53 @@ TEST(OnlineLog, AResumedRunReadsItsIntervalsBackAndDecidesTheSame) {
   std::filesystem::remove_all(dir);
 }
 
+// The run's key names every setting that changes its decisions: a run resumed under another
+// one measures afresh instead of reading back intervals another plan chose.
+TEST(OnlineLog, EachSettingThatChangesDecisionsChangesTheRunKey) {
+  const TwinSource source;
+  ControllerOptions base;
+  const std::uint64_t key = OnlineLog::run_key(7, base, source);
+  EXPECT_EQ(key, OnlineLog::run_key(7, base, source));
+  EXPECT_NE(key, OnlineLog::run_key(8, base, source));
+  std::vector<ControllerOptions> others(6, base);
+  others[0].solver = "exhaustive";
+  others[1].learning.enabled = !base.learning.enabled;
+  others[2].learning.breach_target = base.learning.breach_target * 2;
+  others[3].learning.explore_sd = 1;
+  others[4].admission.enabled = !base.admission.enabled;
+  others[5].transitions.aware = !base.transitions.aware;
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    EXPECT_NE(key, OnlineLog::run_key(7, others[i], source)) << "setting " << i;
+  }
+}
+
+TEST(OnlineLog, OpenInCreatesTheRunsDirectoryAndResumesOnlyTheSameKey) {
+  const Workload w = small();
+  SimTestbed sim;
+  const testing::TempDir scratch("corun-online-log-key-test");
+  const std::filesystem::path dir = scratch.path() / "out" / "run";
+  auto run = [&](bool learning) -> Result<RunReport> {
+    RunOptions o;
+    o.controller.solver = "exhaustive";
+    o.controller.learning.enabled = learning;
+    auto source = std::make_unique<TwinSource>();
+    auto log = OnlineLog::open_in(dir, w, "text", "sim", 10,
+                                  OnlineLog::run_key(1, o.controller, *source));
+    if (!log) return log.error();
+    o.log = log->get();
+    return run_online(Context{}, w, sim, std::move(source), o);
+  };
+  auto first = run(false);
+  ASSERT_TRUE(first.ok()) << first.error().what();
+  EXPECT_TRUE(std::filesystem::exists(dir / "dataset.db"));
+  EXPECT_EQ(first->replayed, 0u);
+  auto other = run(true);
+  ASSERT_TRUE(other.ok()) << other.error().what();
+  EXPECT_EQ(other->replayed, 0u);
+  auto again = run(false);
+  ASSERT_TRUE(again.ok()) << again.error().what();
+  EXPECT_EQ(again->replayed, first->intervals.size());
+}
+
 }  // namespace
 }  // namespace corun

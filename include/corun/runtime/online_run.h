@@ -12,6 +12,7 @@
 #include "corun/core/result.h"
 #include "corun/profile/dataset.h"
 #include "corun/runtime/controller.h"
+#include "corun/runtime/predictor_source.h"
 #include "corun/runtime/unexplained_load.h"
 #include "corun/testbed/testbed.h"
 
@@ -98,11 +99,24 @@ struct RunReport {
 /// same decisions, and refits train on them. Not thread-safe.
 class OnlineLog {
  public:
-  /// @param run_key identifies the run (seed and every setting that changes decisions)
+  /// @param key identifies the run (run_key(): seed and every setting that changes decisions)
   static Result<std::unique_ptr<OnlineLog>> open(const std::filesystem::path& dataset,
                                                  const Workload& w, std::string_view workload_text,
                                                  std::string_view testbed, double window_s,
-                                                 std::uint64_t run_key, std::uint64_t intervals);
+                                                 std::uint64_t key, std::uint64_t intervals);
+  /// @brief Creates `dir` and opens the run's online log in `dir`/dataset.db, sized for the
+  /// intervals of `w`'s timeline.
+  static Result<std::unique_ptr<OnlineLog>> open_in(const std::filesystem::path& dir,
+                                                    const Workload& w,
+                                                    std::string_view workload_text,
+                                                    std::string_view testbed, double window_s,
+                                                    std::uint64_t key);
+  /// @brief What identifies a run for its online log: `seed` and every setting that changes
+  /// its decisions (the solver; learning, its breach target and exploration; admission; the
+  /// transitions mode; where predictions come from and, for a fitted surrogate, its
+  /// provenance).
+  static std::uint64_t run_key(std::uint64_t seed, const ControllerOptions& c,
+                               const PredictorSource& source);
   /// @brief The stored measurement of interval `step`, if it was of `config`.
   [[nodiscard]] std::optional<Measurement> find(std::uint64_t step, const JointConfig& config) const;
   /// @brief Stores interval `step` (atomically; an interval already stored is kept).
