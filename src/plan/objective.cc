@@ -73,6 +73,20 @@ double served_fraction(const ModelSpec& m, const Settings& s, double throughput)
   return frac;
 }
 
+double planned_throughput(const ModelSpec& m, const Settings& s, const Predicted& p) {
+  const double throughput = p.throughput;
+  if (m.arch.family != ModelFamily::kLlm || m.demand.rps <= 0 || !(p.ttft_ms_p95 > 0) ||
+      !(p.tpot_ms_p95 > 0)) {
+    return throughput;
+  }
+  const double offered = m.demand.rps * m.demand.output_tokens;
+  const double latency_s =
+      (static_cast<double>(p.ttft_ms_p95) + m.demand.output_tokens * static_cast<double>(p.tpot_ms_p95)) /
+      1000.0;
+  const double in_system = m.demand.rps * latency_s;
+  return in_system < s.request_concurrency ? std::max(throughput, offered) : throughput;
+}
+
 double model_utility(const Workload& w, std::size_t m, std::int32_t l, const Predicted& p) {
   const ModelSpec& spec = w.models[m];
   const Settings s = spec.settings(static_cast<std::size_t>(l));
@@ -106,6 +120,14 @@ double sla_excess(const ModelSpec& m, const Predicted& p, const Margin& margin) 
                       : std::max(0.0, value * (1 + mk) / limit - 1);
   }
   return excess;
+}
+
+double planned_utility(const Workload& w, std::size_t m, std::int32_t l, const Predicted& p) {
+  Predicted planned = p;
+  const ModelSpec& spec = w.models[m];
+  planned.throughput =
+      static_cast<float>(planned_throughput(spec, spec.settings(static_cast<std::size_t>(l)), p));
+  return model_utility(w, m, l, planned);
 }
 
 bool meets_sla(const ModelSpec& m, const Predicted& p, const Margin& margin) {
@@ -191,9 +213,10 @@ double PlanProblem::model_utility(std::size_t m, std::int32_t l, const Predicted
 double PlanProblem::gross_utility(std::size_t m, std::int32_t l, const Predicted& p) const {
   const ModelSpec& spec = workload_->models[m];
   const Settings& s = settings_[m][static_cast<std::size_t>(l)];
+  const double predicted = planned_throughput(spec, s, p);
   const double throughput = throughput_scale_.empty()
-                                ? p.throughput
-                                : p.throughput * throughput_scale_[m][static_cast<std::size_t>(l)];
+                                ? predicted
+                                : predicted * throughput_scale_[m][static_cast<std::size_t>(l)];
   if (workload_->objective.maximize == "throughput") {
     return spec.weight * served_fraction(spec, s, throughput);
   }

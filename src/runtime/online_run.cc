@@ -369,9 +369,11 @@ class OnlineLoop {
     for (const auto& why : plan.infeasible) rec.infeasible.push_back(why.message());
     rec.admitted = plan.admitted;
     for (std::size_t m = 0; m < n_; ++m) {
-      if (config[m] != kAbsent) {
-        rec.predicted_utility += model_utility(now, m, config[m], rec.predicted[m]);
-      }
+      if (config[m] == kAbsent) continue;
+      // A model refusing part of its demand earns on what it serves of all of it.
+      const bool shed = m < plan.admitted.size() && plan.admitted[m] < 1;
+      rec.predicted_utility += shed ? model_utility(now, m, config[m], rec.predicted[m])
+                                    : planned_utility(now, m, config[m], rec.predicted[m]);
     }
   }
 

@@ -23,10 +23,26 @@ double config_quality(const ModelSpec& m, const Settings& s);
 /// min(1, throughput / offered) with offered frames/s or output tokens/s.
 double served_fraction(const ModelSpec& m, const Settings& s, double throughput);
 
+/// @brief The throughput a planner judges a configuration at, from its predicted metrics: the
+/// predicted throughput, except that an LLM whose predicted requests in the system stay below
+/// its request_concurrency (Little's law at its demand: rps × (TTFT + output tokens × TPOT),
+/// the p95s, an upper bound on the mean latency) keeps up with its demand and is judged at its
+/// offered output tokens/s where the throughput predicted is lower. An LLM's measured
+/// throughput is the output tokens completed in a window: below the demand by the requests
+/// still in flight at its end and by the window's arrival count (15 ± 4 requests at 1.5 rps in
+/// 10 s), and the surrogate learns that count noise as if it were capacity (docs/scheduler.md,
+/// "Objective and constraints"). Ground truth never goes through this: measured utility is
+/// judged at measured throughput (model_utility()).
+double planned_throughput(const ModelSpec& m, const Settings& s, const Predicted& p);
+
 /// @brief Utility of model m of `w` in local configuration l with metrics p: weight × quality ×
 /// served fraction (objective "utility"), or weight × served fraction ("throughput").
 /// PlanProblem::model_utility is the same, from cached tables.
 double model_utility(const Workload& w, std::size_t m, std::int32_t l, const Predicted& p);
+
+/// @brief model_utility() of predicted metrics as the planner judges them: at
+/// planned_throughput(). What a plan is predicted to earn; ground truth uses model_utility().
+double planned_utility(const Workload& w, std::size_t m, std::int32_t l, const Predicted& p);
 
 /// @brief Margins of every model in every local configuration: [model][local config].
 using MarginTable = std::vector<std::vector<Margin>>;
