@@ -331,7 +331,7 @@ Result<RunTotals> run_workload(const Context& ctx, const Flags& f, const Catalog
   ro.refit_dataset = made->refit_dataset;
   ro.catalog = &catalog;
   auto online = OnlineLog::open_in(out, w, text, f.testbed, interval,
-                                  OnlineLog::run_key(ctx.seed, ro.controller, *source));
+                                  OnlineLog::run_key(ctx, ro.controller, *source));
   if (!online) return online.error();
   ro.log = online->get();
   std::fprintf(

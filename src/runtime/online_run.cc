@@ -140,7 +140,7 @@ Result<std::unique_ptr<OnlineLog>> OnlineLog::open_in(const std::filesystem::pat
               static_cast<std::uint64_t>(std::ceil(duration / window_s)));
 }
 
-std::uint64_t OnlineLog::run_key(std::uint64_t seed, const ControllerOptions& c,
+std::uint64_t OnlineLog::run_key(const Context& ctx, const ControllerOptions& c,
                                  const PredictorSource& source) {
   const LearningOptions& l = c.learning;
   std::string k = c.solver + "|" + (l.enabled ? "on" : "off") + "|" +
@@ -151,7 +151,7 @@ std::uint64_t OnlineLog::run_key(std::uint64_t seed, const ControllerOptions& c,
     k += "|" + s->provenance().workload_hash + "|" + std::to_string(s->provenance().corun_samples) +
          "|" + std::to_string(s->provenance().seed) + "|" + (s->monotone() ? "m" : "u");
   }
-  return derive_seed(seed, {fnv1a(k)});
+  return derive_seed(ctx.seed, {fnv1a(k)});
 }
 
 std::optional<Measurement> OnlineLog::find(std::uint64_t step, const JointConfig& config) const {

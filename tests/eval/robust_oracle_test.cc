@@ -128,9 +128,9 @@ TEST(OnlineLog, AResumedRunReadsItsIntervalsBackAndDecidesTheSame) {
 TEST(OnlineLog, EachSettingThatChangesDecisionsChangesTheRunKey) {
   const TwinSource source;
   ControllerOptions base;
-  const std::uint64_t key = OnlineLog::run_key(7, base, source);
-  EXPECT_EQ(key, OnlineLog::run_key(7, base, source));
-  EXPECT_NE(key, OnlineLog::run_key(8, base, source));
+  const std::uint64_t key = OnlineLog::run_key(Context{7, 1}, base, source);
+  EXPECT_EQ(key, OnlineLog::run_key(Context{7, 1}, base, source));
+  EXPECT_NE(key, OnlineLog::run_key(Context{8, 1}, base, source));
   std::vector<ControllerOptions> others(6, base);
   others[0].solver = "exhaustive";
   others[1].learning.enabled = !base.learning.enabled;
@@ -139,7 +139,7 @@ TEST(OnlineLog, EachSettingThatChangesDecisionsChangesTheRunKey) {
   others[4].admission.enabled = !base.admission.enabled;
   others[5].transitions.aware = !base.transitions.aware;
   for (std::size_t i = 0; i < others.size(); ++i) {
-    EXPECT_NE(key, OnlineLog::run_key(7, others[i], source)) << "setting " << i;
+    EXPECT_NE(key, OnlineLog::run_key(Context{7, 1}, others[i], source)) << "setting " << i;
   }
 }
 
@@ -154,7 +154,7 @@ TEST(OnlineLog, OpenInCreatesTheRunsDirectoryAndResumesOnlyTheSameKey) {
     o.controller.learning.enabled = learning;
     auto source = std::make_unique<TwinSource>();
     auto log = OnlineLog::open_in(dir, w, "text", "sim", 10,
-                                  OnlineLog::run_key(1, o.controller, *source));
+                                  OnlineLog::run_key(Context{1, 1}, o.controller, *source));
     if (!log) return log.error();
     o.log = log->get();
     return run_online(Context{}, w, sim, std::move(source), o);

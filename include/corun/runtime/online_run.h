@@ -111,11 +111,11 @@ class OnlineLog {
                                                     std::string_view workload_text,
                                                     std::string_view testbed, double window_s,
                                                     std::uint64_t key);
-  /// @brief What identifies a run for its online log: `seed` and every setting that changes
-  /// its decisions (the solver; learning, its breach target and exploration; admission; the
-  /// transitions mode; where predictions come from and, for a fitted surrogate, its
-  /// provenance).
-  static std::uint64_t run_key(std::uint64_t seed, const ControllerOptions& c,
+  /// @brief What identifies a run for its online log: the context's seed and every setting
+  /// that changes its decisions (the solver; learning, its breach target and exploration;
+  /// admission; the transitions mode; where predictions come from and, for a fitted surrogate,
+  /// its provenance).
+  static std::uint64_t run_key(const Context& ctx, const ControllerOptions& c,
                                const PredictorSource& source);
   /// @brief The stored measurement of interval `step`, if it was of `config`.
   [[nodiscard]] std::optional<Measurement> find(std::uint64_t step, const JointConfig& config) const;
