@@ -31,6 +31,16 @@ models:
   return *w;
 }
 
+// The chat model's first local configuration at request_concurrency `concurrency` (-1: none).
+std::int32_t chat_at(const Workload& w, int concurrency) {
+  for (std::size_t l = 0; l < w.models[0].local_config_count(); ++l) {
+    if (w.models[0].settings(l).request_concurrency == concurrency) {
+      return static_cast<std::int32_t>(l);
+    }
+  }
+  return -1;
+}
+
 Predicted llm(float ttft_ms, float tpot_ms, float throughput) {
   Predicted p;
   p.ttft_ms_p95 = ttft_ms;
@@ -41,8 +51,9 @@ Predicted llm(float ttft_ms, float tpot_ms, float throughput) {
 
 TEST(PlannedThroughput, AnLlmWithFewerRequestsInTheSystemThanItsConcurrencyKeepsUp) {
   const Workload w = chat_and_camera();
-  Settings s = w.models[0].settings(0);
-  s.request_concurrency = 4;
+  const std::int32_t l = chat_at(w, 4);
+  ASSERT_GE(l, 0);
+  const Settings s = w.models[0].settings(static_cast<std::size_t>(l));
   // Little's law: 1.5 rps × (0.100 s + 128 × 0.0043 s) = 1.5 × 0.6504 = 0.98 requests in the
   // system, below 4: judged at the offered 1.5 × 128 = 192 tokens/s, not the 116 predicted.
   EXPECT_DOUBLE_EQ(planned_throughput(w.models[0], s, llm(100, 4.3f, 116)), 192.0);
@@ -52,8 +63,9 @@ TEST(PlannedThroughput, AnLlmWithFewerRequestsInTheSystemThanItsConcurrencyKeeps
 
 TEST(PlannedThroughput, AnLlmAtItsConcurrencyKeepsItsPredictedThroughput) {
   const Workload w = chat_and_camera();
-  Settings s = w.models[0].settings(0);
-  s.request_concurrency = 1;
+  const std::int32_t l = chat_at(w, 1);
+  ASSERT_GE(l, 0);
+  const Settings s = w.models[0].settings(static_cast<std::size_t>(l));
   // 1.5 × (0.300 + 128 × 0.008) = 1.5 × 1.324 = 1.99 requests in the system: above 1, so the
   // engine may not keep up and the prediction stands.
   EXPECT_DOUBLE_EQ(planned_throughput(w.models[0], s, llm(300, 8, 116)), 116.0);
@@ -71,10 +83,7 @@ TEST(PlannedThroughput, OtherModelsKeepTheirPrediction) {
 
 TEST(PlannedThroughput, ThePlannerJudgesWithItAndMeasuredUtilityDoesNot) {
   const Workload w = chat_and_camera();
-  std::int32_t l4 = -1;  // a local configuration at request_concurrency 4
-  for (std::size_t l = 0; l < w.models[0].local_config_count(); ++l) {
-    if (w.models[0].settings(l).request_concurrency == 4) l4 = static_cast<std::int32_t>(l);
-  }
+  const std::int32_t l4 = chat_at(w, 4);
   ASSERT_GE(l4, 0);
   const Predicted p = llm(100, 4.3f, 96);  // half the offered 192 tokens/s
   const Settings s = w.models[0].settings(static_cast<std::size_t>(l4));

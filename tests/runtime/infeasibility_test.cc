@@ -478,17 +478,23 @@ std::vector<ModelObservation> cameras(const Decision& d, double factor) {
   return obs;
 }
 
+// The first decision on paused_assistant_and_two_cameras(): the assistant paused, into `d`.
+void start_with_the_assistant_paused(Controller& c, Decision& d) {
+  auto first = c.replan("start");
+  ASSERT_TRUE(first.ok() && first->has_value());
+  d = **first;
+  ASSERT_EQ(d.admitted.size(), 3u);
+  ASSERT_EQ(d.admitted[0], 0.0);
+}
+
 TEST(Infeasibility, APausedModelIsProbedAfterItsWait) {
   // The paused assistant of APausedModelIsProbedWhenTheGpuBecomesFaster next to two cameras that
   // measure as predicted: nothing measures faster, but after AdmissionOptions::probe_after_s
   // (600 s) of windows it runs one probe window at a small share.
   const auto controller = exhaustive_on_twin(paused_assistant_and_two_cameras());
   Controller& c = *controller;
-  auto first = c.replan("start");
-  ASSERT_TRUE(first.ok() && first->has_value());
-  const Decision d1 = **first;
-  ASSERT_EQ(d1.admitted.size(), 3u);
-  ASSERT_EQ(d1.admitted[0], 0.0);
+  Decision d1;
+  ASSERT_NO_FATAL_FAILURE(start_with_the_assistant_paused(c, d1));
   const std::vector<ModelObservation> obs = cameras(d1, 1.0);
   for (int t = 10; t < 610; t += 10) {
     c.advance_to(t);
@@ -514,11 +520,8 @@ TEST(Infeasibility, APausedModelIsProbedWhenTheGpuBecomesFaster) {
   // here it breaches (no configuration decodes a token in 1 ms), so it is paused again.
   const auto controller = exhaustive_on_twin(paused_assistant_and_two_cameras());
   Controller& c = *controller;
-  auto first = c.replan("start");
-  ASSERT_TRUE(first.ok() && first->has_value());
-  const Decision d1 = **first;
-  ASSERT_EQ(d1.admitted.size(), 3u);
-  ASSERT_EQ(d1.admitted[0], 0.0);
+  Decision d1;
+  ASSERT_NO_FATAL_FAILURE(start_with_the_assistant_paused(c, d1));
   for (int k = 0; k < 3; ++k) {
     const auto r = c.observe(cameras(d1, 1.0), d1.id);
     EXPECT_NE(r.reason, "faster GPU") << k;  // as predicted: no reason to probe
