@@ -6,13 +6,11 @@
 
 #include <algorithm>
 #include <numeric>
-#include <cmath>
 #include <cstdio>
 
 #include "command.h"
 #include "common.h"
 #include "corun/core/atomic_file.h"
-#include "corun/core/rng.h"
 #include "corun/core/strings.h"
 #include "corun/export/catalog_record.h"
 #include "corun/runtime/online_run.h"

@@ -53,22 +53,28 @@ double config_quality(const ModelSpec& m, const Settings& s) {
   return m.arch.quality > 0 ? m.arch.quality * factor : factor;
 }
 
-double served_fraction(const ModelSpec& m, const Settings& s, double throughput) {
-  double offered = 0;
-  double frac = 1;
+namespace {
+
+// The demand a model is offered in the unit of its throughput: frames/s it does not skip,
+// output tokens/s, or requests/s.
+double offered_load(const ModelSpec& m, const Settings& s) {
   switch (m.arch.family) {
     case ModelFamily::kVision:
-      frac = 1 - s.skip_rate;
-      offered = m.demand.fps * frac;
-      break;
+      return m.demand.fps * (1 - s.skip_rate);
     case ModelFamily::kLlm:
-      offered = m.demand.rps * m.demand.output_tokens;
-      break;
+      return m.demand.rps * m.demand.output_tokens;
     case ModelFamily::kEncoder:
     case ModelFamily::kSpeech:
-      offered = m.demand.rps;
-      break;
+      return m.demand.rps;
   }
+  return 0;
+}
+
+}  // namespace
+
+double served_fraction(const ModelSpec& m, const Settings& s, double throughput) {
+  double frac = m.arch.family == ModelFamily::kVision ? 1 - s.skip_rate : 1.0;
+  const double offered = offered_load(m, s);
   if (offered > 0) frac *= std::clamp(throughput / offered, 0.0, 1.0);
   return frac;
 }
@@ -79,12 +85,10 @@ double planned_throughput(const ModelSpec& m, const Settings& s, const Predicted
       !(p.tpot_ms_p95 > 0)) {
     return throughput;
   }
-  const double offered = m.demand.rps * m.demand.output_tokens;
-  const double latency_s =
-      (static_cast<double>(p.ttft_ms_p95) + m.demand.output_tokens * static_cast<double>(p.tpot_ms_p95)) /
-      1000.0;
-  const double in_system = m.demand.rps * latency_s;
-  return in_system < s.request_concurrency ? std::max(throughput, offered) : throughput;
+  const double latency_ms = static_cast<double>(p.ttft_ms_p95) +
+                            m.demand.output_tokens * static_cast<double>(p.tpot_ms_p95);
+  const double in_system = m.demand.rps * (latency_ms / 1000.0);
+  return in_system < s.request_concurrency ? std::max(throughput, offered_load(m, s)) : throughput;
 }
 
 double model_utility(const Workload& w, std::size_t m, std::int32_t l, const Predicted& p) {
