@@ -12,7 +12,7 @@
 #include "corun/eval/cluster_eval.h"
 #include "node_report.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_eval_cluster {
 namespace {
 
 struct Flags : PlanFlags {
@@ -152,4 +152,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_eval_cluster

@@ -8,7 +8,7 @@
 #include "common.h"
 #include "corun/testbed/llm_fidelity.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_eval_llm_physics {
 namespace {
 
 struct Flags {
@@ -73,4 +73,4 @@ const bool registered = register_command(
      }});
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_eval_llm_physics

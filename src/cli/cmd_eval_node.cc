@@ -8,7 +8,7 @@
 #include "corun/eval/node_eval.h"
 #include "node_report.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_eval_node {
 namespace {
 
 struct Flags : PlanFlags {
@@ -111,4 +111,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_eval_node

@@ -16,7 +16,7 @@
 #include "corun/eval/placement_eval.h"
 #include "corun/mapping/llm_agent.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_eval_placement {
 namespace {
 
 struct Sum {
@@ -370,4 +370,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_eval_placement

@@ -22,7 +22,7 @@
 #include "corun/space/space.h"
 #include "surrogate_flags.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_eval_scheduler {
 namespace {
 
 double median_of(std::vector<double> v) { return quantile(std::move(v), 0.5); }
@@ -569,4 +569,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_eval_scheduler

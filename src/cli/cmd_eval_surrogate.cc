@@ -15,7 +15,7 @@
 #include "corun/core/strings.h"
 #include "corun/eval/surrogate_eval.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_eval_surrogate {
 namespace {
 
 Result<std::pair<std::size_t, std::size_t>> parse_range(const std::string& s) {
@@ -317,4 +317,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_eval_surrogate

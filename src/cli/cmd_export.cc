@@ -7,7 +7,7 @@
 #include "corun/core/strings.h"
 #include "corun/export/export.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_export {
 namespace {
 
 const bool registered = register_command({
@@ -50,4 +50,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_export

@@ -11,7 +11,7 @@
 #include "corun/serve/extender.h"
 #include "corun/serve/server.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_extender {
 namespace {
 
 // The flags of corun extender.
@@ -167,4 +167,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_extender

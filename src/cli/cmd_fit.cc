@@ -7,7 +7,7 @@
 #include "corun/surrogate/training.h"
 #include "surrogate_flags.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_fit {
 namespace {
 
 const bool registered = register_command({
@@ -116,4 +116,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_fit

@@ -6,7 +6,7 @@
 #include "corun/core/strings.h"
 #include "corun/spec/knobs.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_knobs {
 namespace {
 
 std::string knob_table_markdown() {
@@ -39,4 +39,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_knobs

@@ -12,7 +12,7 @@
 #include "corun/mapping/llm_agent.h"
 #include "corun/mapping/place.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_map {
 namespace {
 
 // The flags of corun map.
@@ -214,4 +214,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_map

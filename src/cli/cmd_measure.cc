@@ -10,7 +10,7 @@
 #include "corun/core/strings.h"
 #include "corun/testbed/concurrency_sweep.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_measure {
 namespace {
 
 // "1,2,4,8" -> {1, 2, 4, 8}: each level an integer in 1..kMaxConcurrency, none repeated.
@@ -137,4 +137,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_measure

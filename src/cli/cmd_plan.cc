@@ -24,7 +24,7 @@
 #include "corun/runtime/twin_source.h"
 #include "node_report.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_plan {
 namespace {
 
 struct Flags : PlanFlags {
@@ -562,4 +562,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_plan

@@ -7,7 +7,7 @@
 #include "common.h"
 #include "corun/surrogate/surrogate.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_predict {
 namespace {
 
 nlohmann::json value_or_null(float v) {
@@ -81,4 +81,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_predict

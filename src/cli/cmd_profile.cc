@@ -9,7 +9,7 @@
 #include "corun/core/strings.h"
 #include "corun/profile/campaign.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_profile {
 namespace {
 
 const bool registered = register_command({
@@ -117,4 +117,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_profile

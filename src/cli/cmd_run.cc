@@ -22,7 +22,7 @@
 #include "node_report.h"
 #include "surrogate_flags.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_run {
 namespace {
 
 // "cam0 640/0.33 -> 480/0.33; chat ..." for the models whose configuration changed.
@@ -534,4 +534,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_run

@@ -22,7 +22,7 @@
 #include "node_report.h"
 #include "surrogate_flags.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_serve {
 namespace {
 
 // The bearer token: from --token-file, or a fresh random one kept in STATE/token (mode 0600).
@@ -511,4 +511,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_serve

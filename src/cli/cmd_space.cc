@@ -6,7 +6,7 @@
 #include "common.h"
 #include "corun/space/node_space.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_space {
 namespace {
 
 // An LLM configuration whose KV cache for request_concurrency sequences does not fit the
@@ -123,4 +123,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_space

@@ -8,7 +8,7 @@
 #include "corun/core/version.h"
 #include "corun/mapping/profile.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_tools {
 namespace {
 
 const bool registered = register_command({
@@ -101,4 +101,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_tools

@@ -8,7 +8,7 @@
 
 #include "corun/torchbed/torchbed.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_torch_worker {
 namespace {
 
 std::string worker_exe() {
@@ -26,4 +26,4 @@ const bool testbeds_registered = [] {
 }();
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_torch_worker

@@ -4,7 +4,7 @@
 #include "command.h"
 #include "common.h"
 
-namespace corun::cli {
+namespace corun::cli::cmd_validate {
 namespace {
 
 const bool registered = register_command({
@@ -27,4 +27,4 @@ const bool registered = register_command({
 });
 
 }  // namespace
-}  // namespace corun::cli
+}  // namespace corun::cli::cmd_validate

@@ -25,8 +25,11 @@ struct CommandDef {
   std::function<std::function<int()>(CLI::App& sub)> setup;
 };
 
-/// @brief Adds a verb. Called from a static initialiser in each src/cli/cmd_*.cc file:
+/// @brief Adds a verb. Called from a static initialiser in each src/cli/cmd_NAME.cc file:
 ///   static const bool registered = corun::cli::register_command({...});
+/// Each file keeps its flags, its run function and that initialiser in an anonymous namespace
+/// inside its own, corun::cli::cmd_NAME: a unity build compiles several files as one, and the
+/// verbs' `Flags` and `run` would otherwise collide.
 bool register_command(CommandDef def);
 const std::vector<CommandDef>& registered_commands();
 

@@ -19,35 +19,22 @@
 namespace corun::exporting {
 namespace {
 
-// Pinned images: the flags written here are those of these versions.
-constexpr const char* kVllmImage = "vllm/vllm-openai:v0.8.5";
-constexpr const char* kTritonImage = "nvcr.io/nvidia/tritonserver:24.08-py3";
 constexpr const char* kCudaImage = "nvidia/cuda:12.4.1-base-ubuntu22.04";
 // The MPS control daemon and its clients meet through named pipes in this directory, shared
 // by a volume; clients also need the host's IPC namespace (ipc: host).
 constexpr const char* kPipeDir = "/tmp/nvidia-mps";
 constexpr const char* kNginxImage = "nginx:1.27";
 
-// A YAML double-quoted scalar (JSON string escaping is valid YAML).
-std::string q(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string flow_list(const std::vector<std::string>& items) {
   std::vector<std::string> quoted;
-  for (const auto& i : items) quoted.push_back(q(i));
+  for (const auto& i : items) quoted.push_back(yaml_quoted(i));
   return "[" + join(quoted, ", ") + "]";
 }
 
 std::string gpu_reservation(const ExportOptions& options) {
   return "    deploy:\n      resources:\n        reservations:\n          devices:\n"
          "            - driver: nvidia\n              device_ids: [" +
-         q(std::to_string(options.device_index)) + "]\n              capabilities: [gpu]\n";
+         yaml_quoted(std::to_string(options.device_index)) + "]\n              capabilities: [gpu]\n";
 }
 
 // A healthcheck: `test` run in the container every 10 s; `start_period_s` of start-up (model
@@ -67,11 +54,11 @@ std::string depends_on_healthy(const std::vector<std::string>& services) {
 // The part every GPU server shares: host port, IPC, MPS environment, volumes, MPS daemon, GPU.
 std::string mps_client(int port, const std::vector<std::pair<std::string, std::string>>& env,
                        const std::vector<std::string>& volumes, const ExportOptions& options) {
-  std::string out = "    ports: [" + q(std::to_string(port) + ":8000") + "]\n    ipc: host\n";
-  out += "    environment:\n      CUDA_MPS_PIPE_DIRECTORY: " + q(kPipeDir) + "\n";
-  for (const auto& [k, v] : env) out += "      " + k + ": " + q(v) + "\n";
+  std::string out = "    ports: [" + yaml_quoted(std::to_string(port) + ":8000") + "]\n    ipc: host\n";
+  out += "    environment:\n      CUDA_MPS_PIPE_DIRECTORY: " + yaml_quoted(kPipeDir) + "\n";
+  for (const auto& [k, v] : env) out += "      " + k + ": " + yaml_quoted(v) + "\n";
   out += "    volumes:\n";
-  for (const auto& v : volumes) out += "      - " + q(v) + "\n";
+  for (const auto& v : volumes) out += "      - " + yaml_quoted(v) + "\n";
   return out + depends_on_healthy({"mps-control"}) + gpu_reservation(options);
 }
 
@@ -92,11 +79,11 @@ Result<std::vector<ExportFile>> render_compose(const PlanInput& plan,
   }
   out += warning_line(mps_overcommit_warning(plan, models));
   out += "services:\n";
-  out += "  mps-control:\n    image: " + q(kCudaImage) +
+  out += "  mps-control:\n    image: " + yaml_quoted(kCudaImage) +
          "\n    command: [\"nvidia-cuda-mps-control\", \"-f\"]\n    ipc: host\n"
          "    environment:\n      CUDA_MPS_PIPE_DIRECTORY: " +
-         q(kPipeDir) + "\n      CUDA_MPS_LOG_DIRECTORY: " + q(std::string(kPipeDir) + "/log") +
-         "\n    volumes:\n      - " + q(std::string("nvidia-mps:") + kPipeDir) + "\n" +
+         yaml_quoted(kPipeDir) + "\n      CUDA_MPS_LOG_DIRECTORY: " + yaml_quoted(std::string(kPipeDir) + "/log") +
+         "\n    volumes:\n      - " + yaml_quoted(std::string("nvidia-mps:") + kPipeDir) + "\n" +
          // The control daemon answers on its pipe once it runs.
          healthcheck({"CMD-SHELL", "echo get_server_list | nvidia-cuda-mps-control"}, 10) +
          gpu_reservation(options);
@@ -118,9 +105,9 @@ Result<std::vector<ExportFile>> render_compose(const PlanInput& plan,
         cmd.back() += "=" + a;
       }
     }
-    out += "  # " + model_line(d) + "\n  " + spec.name + ":\n    image: " + q(kVllmImage) +
+    out += "  # " + model_line(d) + "\n  " + spec.name + ":\n    image: " + yaml_quoted(kVllmImage) +
            "\n    command:\n";
-    for (const auto& c : cmd) out += "      - " + q(c) + "\n";
+    for (const auto& c : cmd) out += "      - " + yaml_quoted(c) + "\n";
     // Start-up downloads the weights, profiles memory and captures CUDA graphs: minutes.
     out += healthcheck({"CMD-SHELL", "curl -fsS http://localhost:8000/health || exit 1"}, 600);
     out +=
@@ -142,7 +129,7 @@ Result<std::vector<ExportFile>> render_compose(const PlanInput& plan,
                ", Ultralytics vid_stride " + std::to_string(d.vid_stride) + ")";
       }
     }
-    out += "\n  triton:\n    image: " + q(kTritonImage) + "\n    command: " + flow_list(cmd) + "\n";
+    out += "\n  triton:\n    image: " + yaml_quoted(kTritonImage) + "\n    command: " + flow_list(cmd) + "\n";
     // Ready once every model it loads is ready (engines deserialized, model.py initialized).
     out += healthcheck({"CMD-SHELL", "curl -fsS http://localhost:8000/v2/health/ready || exit 1"},
                        300);
@@ -158,7 +145,7 @@ Result<std::vector<ExportFile>> render_compose(const PlanInput& plan,
     std::vector<std::string> upstreams;
     for (const auto& d : models) {
       if (d.admitted >= 1) continue;
-      ports.push_back(q(std::to_string(d.gateway_port) + ":" + std::to_string(d.gateway_port)));
+      ports.push_back(yaml_quoted(std::to_string(d.gateway_port) + ":" + std::to_string(d.gateway_port)));
       const std::string service = d.server == Server::kVllm ? d.spec->name : "triton";
       if (std::find(upstreams.begin(), upstreams.end(), service) == upstreams.end()) {
         upstreams.push_back(service);
@@ -166,8 +153,8 @@ Result<std::vector<ExportFile>> render_compose(const PlanInput& plan,
     }
     out += "  # Admission gateway: rate limits of the models admitted in part (admission.conf).\n";
     // NGINX's master process is alive ("$$": a literal "$", Compose interpolates "$").
-    out += "  gateway:\n    image: " + q(kNginxImage) + "\n    ports: [" + join(ports, ", ") +
-           "]\n    volumes:\n      - " + q("./admission.conf:/etc/nginx/conf.d/admission.conf:ro") +
+    out += "  gateway:\n    image: " + yaml_quoted(kNginxImage) + "\n    ports: [" + join(ports, ", ") +
+           "]\n    volumes:\n      - " + yaml_quoted("./admission.conf:/etc/nginx/conf.d/admission.conf:ro") +
            "\n" + healthcheck({"CMD-SHELL", "kill -0 $$(cat /var/run/nginx.pid)"}, 10) +
            depends_on_healthy(upstreams);
     files.push_back({"admission.conf", std::move(gateway)});

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "corun/core/atomic_file.h"
@@ -139,6 +140,10 @@ Result<std::string> run_export(const ExportRequest& request, const Catalog& cata
     written += "wrote " + path.string() + "\n";
   }
   return written;
+}
+
+std::string yaml_quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace corun::exporting

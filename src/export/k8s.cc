@@ -20,14 +20,7 @@
 namespace corun::exporting {
 namespace {
 
-constexpr const char* kVllmImage = "vllm/vllm-openai:v0.8.5";  // as compose
-constexpr const char* kTritonImage = "nvcr.io/nvidia/tritonserver:24.08-py3";
 constexpr const char* kRepositoryClaim = "corun-triton-repository";
-
-// A YAML double-quoted scalar (JSON string escaping is valid YAML).
-std::string q(const std::string& s) {
-  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 // A model's name as a Kubernetes object name (an RFC 1035 label, what a Service needs):
 // lower case, '_' and '.' as '-', a letter first, at most 63 characters.
@@ -45,7 +38,7 @@ std::string object_name(const std::string& model) {
 
 std::string env_block(const std::vector<std::pair<std::string, std::string>>& env) {
   std::string out = "          env:\n";
-  for (const auto& [k, v] : env) out += "            - {name: " + k + ", value: " + q(v) + "}\n";
+  for (const auto& [k, v] : env) out += "            - {name: " + k + ", value: " + yaml_quoted(v) + "}\n";
   return out;
 }
 
@@ -74,7 +67,7 @@ std::string deployment(const Workload& w, const std::string& claim) {
          w.name + "}\n  template:\n    metadata:\n      labels: " + labels(w.name) + "\n";
   if (!w.annotation.empty()) {
     out += "      annotations:\n        " + std::string(kModelAnnotation) + ": " +
-           q(w.annotation) + "\n";
+           yaml_quoted(w.annotation) + "\n";
   }
   out += "    spec:\n      resourceClaims:\n        - {name: gpu, resourceClaimName: " + claim +
          "}\n      containers:\n" + w.container + env_block(w.env) +
@@ -169,8 +162,8 @@ Result<std::vector<ExportFile>> render_k8s(const PlanInput& plan,
     if (const auto it = plan.entries.find(d.spec->name); it != plan.entries.end()) {
       w.annotation = it->second.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
-    w.container = "        - name: vllm\n          image: " + q(kVllmImage) + "\n          args:\n";
-    for (const auto& a : args) w.container += "            - " + q(a) + "\n";
+    w.container = "        - name: vllm\n          image: " + yaml_quoted(kVllmImage) + "\n          args:\n";
+    for (const auto& a : args) w.container += "            - " + yaml_quoted(a) + "\n";
     w.container += "          ports:\n            - {name: http, containerPort: 8000, protocol: TCP}\n" +
                    probes("/health", 60);
     w.env = mps_environment(d, options);
@@ -188,9 +181,9 @@ Result<std::vector<ExportFile>> render_k8s(const PlanInput& plan,
       cmd.push_back("--load-model=" + models[i].spec->name);
       w.comment += "\n#   " + model_line(models[i]);
     }
-    w.container = "        - name: triton\n          image: " + q(kTritonImage) +
+    w.container = "        - name: triton\n          image: " + yaml_quoted(kTritonImage) +
                   "\n          command:\n";
-    for (const auto& c : cmd) w.container += "            - " + q(c) + "\n";
+    for (const auto& c : cmd) w.container += "            - " + yaml_quoted(c) + "\n";
     w.container +=
         "          ports:\n            - {name: http, containerPort: 8000, protocol: TCP}\n" +
         probes("/v2/health/ready", 30) +

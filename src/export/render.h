@@ -15,6 +15,14 @@
 
 namespace corun::exporting {
 
+/// Pinned images: the flags and layouts written by every format are those of these versions.
+inline constexpr const char* kVllmImage = "vllm/vllm-openai:v0.8.5";
+inline constexpr const char* kTritonImage = "nvcr.io/nvidia/tritonserver:24.08-py3";
+
+/// A YAML double-quoted scalar: JSON string escaping (control characters included) is valid
+/// YAML.
+std::string yaml_quoted(const std::string& s);
+
 /// The model id vLLM loads and its arguments after it ("--flag", "value", ...).
 struct VllmLaunch {
   std::string model_id;

@@ -9,12 +9,8 @@
 namespace corun::gpu {
 namespace {
 
-// Euclidean norm of two non-negative times (std::hypot guards against overflow, at several
-// times the cost; times here are far from the double range).
-double norm2(double a, double b) { return std::sqrt(a * a + b * b); }
-
-// Smooth minimum: diminishing returns instead of a hard kink.
-double softmin(double a, double b) { return 1.0 / std::sqrt(1.0 / (a * a) + 1.0 / (b * b)); }
+using sim::norm2;
+using sim::softmin;
 
 // Sums phases executed back to back (prefill chunks): CTAs become the kernel-weighted mean.
 void accumulate(PhaseCost& into, const PhaseCost& c, double times) {

@@ -10,11 +10,6 @@ constexpr double kTile = 128;
 
 double tiles(double m, double n) { return std::ceil(m / kTile) * std::ceil(n / kTile); }
 
-double norm2(double a, double b) { return std::sqrt(a * a + b * b); }
-
-// Smooth minimum (as gpu_model.cc's): diminishing returns instead of a hard kink.
-double softmin(double a, double b) { return 1.0 / std::sqrt(1.0 / (a * a) + 1.0 / (b * b)); }
-
 // Accumulates math kernels' tiles for the mean parallelism of the step.
 struct Tiles {
   double sum = 0;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 
 #include "corun/catalog/model.h"
@@ -16,6 +17,16 @@ namespace corun::sim {
 
 // ---------------------------------------------------------------------------------------------
 // Roofline of one phase.
+
+/// Euclidean norm of two non-negative times: how a phase's compute and memory times combine,
+/// and how independent noise terms add (std::hypot guards against overflow, at several times
+/// the cost; times here are far from the double range).
+inline double norm2(double a, double b) { return std::sqrt(a * a + b * b); }
+
+/// Smooth minimum: diminishing returns instead of a hard kink.
+inline double softmin(double a, double b) {
+  return 1.0 / std::sqrt(1.0 / (a * a) + 1.0 / (b * b));
+}
 
 /// Fraction of the datasheet math peak that inference kernels sustain when they have enough
 /// thread blocks. FP32 CUDA-core convolutions/GEMMs reach ~80-90 %; tensor-core paths lose

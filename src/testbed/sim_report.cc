@@ -16,9 +16,6 @@ namespace corun::sim {
 
 namespace {
 
-// Euclidean norm of two non-negative times.
-double norm2(double a, double b) { return std::sqrt(a * a + b * b); }
-
 // Two independent standard normals from one Box-Muller transform (Rng::normal() discards the
 // second one; this is the hot path of exhaustive sweeps).
 std::pair<double, double> normal_pair(Rng& rng) {

@@ -16,7 +16,7 @@
 #include "corun/catalog/embedded.h"
 #include "../core/temp_dir.h"
 
-namespace corun {
+namespace corun::catalog_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -489,4 +489,4 @@ TEST(CatalogDocs, WorkedExamplesAreTheExampleFilesAndLoad) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::catalog_test

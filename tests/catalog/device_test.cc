@@ -13,7 +13,7 @@
 #include "corun/catalog/mig.h"
 #include "corun/catalog/precision.h"
 
-namespace corun {
+namespace corun::device_test {
 namespace {
 
 const Catalog& catalog() {
@@ -184,4 +184,4 @@ TEST(DeviceCatalogTest, Bf16WithoutTensorCoresFallsBackToFp32) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::device_test

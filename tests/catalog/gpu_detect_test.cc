@@ -10,7 +10,7 @@
 
 #include "corun/catalog/catalog.h"
 
-namespace corun {
+namespace corun::gpu_detect_test {
 namespace {
 
 TEST(GpuDetect, EveryProductNameIsACatalogDeviceWithASource) {
@@ -81,4 +81,4 @@ TEST(GpuDetect, NoNvmlIsAnInputErrorNamingTheFlag) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::gpu_detect_test

@@ -9,7 +9,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/catalog/model.h"
 
-namespace corun {
+namespace corun::model_cost_test {
 namespace {
 
 const ModelArch& model(const std::string& name) {
@@ -242,4 +242,4 @@ TEST(ModelCostTest, PhaseCostAddsAndAveragesCtas) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::model_cost_test

@@ -15,7 +15,7 @@
 #include "../spec/malformed_cases.h"
 #include "../core/temp_dir.h"
 
-namespace corun {
+namespace corun::cli_test {
 namespace {
 
 struct RunResult {
@@ -485,9 +485,9 @@ TEST(Cli, PlanRejectsASurrogateOfAnotherWorkload) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::cli_test
 
-namespace corun {
+namespace corun::cli_test {
 namespace {
 
 TEST(Cli, FormatsDocShowsTheDeclaredKnobTable) {
@@ -1016,4 +1016,4 @@ TEST(Cli, CatalogOverlayTravelsFromRunToExport) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::cli_test

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace corun {
+namespace corun::enum_names_test {
 namespace {
 
 enum class Colour { kRed, kGreen, kBlue };
@@ -21,4 +21,4 @@ TEST(EnumNames, NameParseAndListReadOneTable) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::enum_names_test

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-namespace corun {
+namespace corun::html_test {
 namespace {
 
 bool has(const std::string& s, const std::string& what) {
@@ -80,4 +80,4 @@ TEST(Markdown, CommentsStayCommentsAndTextIsEscaped) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::html_test

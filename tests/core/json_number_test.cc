@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace corun {
+namespace corun::json_number_test {
 namespace {
 
 using nlohmann::json;
@@ -53,4 +53,4 @@ TEST(JsonNumber, ArraysAndOptionalFields) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::json_number_test

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-namespace corun {
+namespace corun::stats_test {
 namespace {
 
 // Hand-computed (numpy.percentile's default, linear): position q·(n−1) in the sorted data.
@@ -23,4 +23,4 @@ TEST(Quantile, EmptyGivesTheCallersValue) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::stats_test

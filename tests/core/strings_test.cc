@@ -9,7 +9,7 @@
 #include "corun/core/yaml.h"
 #include "temp_dir.h"
 
-namespace corun {
+namespace corun::strings_test {
 namespace {
 
 TEST(Strings, EditDistanceMatchesHandCounts) {
@@ -133,4 +133,4 @@ TEST(Strings, MarkupEscapeReplacesTheFourSpecialCharacters) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::strings_test

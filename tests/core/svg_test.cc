@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-namespace corun {
+namespace corun::svg_test {
 namespace {
 
 std::size_t count(const std::string& s, const std::string& what) {
@@ -83,4 +83,4 @@ TEST(Svg, MarkerLabelsThatWouldOverlapGoOnSeparateRows) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::svg_test

@@ -10,7 +10,7 @@
 #include "corun/runtime/transition_ledger.h"
 #include "corun/testbed/sim.h"
 
-namespace corun {
+namespace corun::hindsight_oracle_test {
 namespace {
 
 constexpr double kWindow = 10;
@@ -205,4 +205,4 @@ TEST(HindsightOracle, ARestartEveryIntervalCostsWhatItsWindowsLose) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::hindsight_oracle_test

@@ -11,7 +11,7 @@
 #include "corun/testbed/sim.h"
 #include "../core/temp_dir.h"
 
-namespace corun {
+namespace corun::robust_oracle_test {
 namespace {
 
 // Small enough to measure every configuration over every window: 3 x 3 x 2 = 18 plans.
@@ -172,4 +172,4 @@ TEST(OnlineLog, OpenInCreatesTheRunsDirectoryAndResumesOnlyTheSameKey) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::robust_oracle_test

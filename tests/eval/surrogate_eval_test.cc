@@ -10,7 +10,7 @@
 
 #include "corun/catalog/catalog.h"
 
-namespace corun::eval {
+namespace corun::eval::surrogate_eval_test {
 namespace {
 
 using surrogate::RegressorKind;
@@ -115,4 +115,4 @@ TEST(SurrogateEval, RefusesImpossibleOptions) {
 }
 
 }  // namespace
-}  // namespace corun::eval
+}  // namespace corun::eval::surrogate_eval_test

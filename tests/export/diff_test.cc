@@ -15,7 +15,7 @@
 #include "corun/export/export.h"
 #include "corun/export/plan_input.h"
 
-namespace corun::exporting {
+namespace corun::exporting::diff_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -251,4 +251,4 @@ TEST(ExportDiff, PlansOfAnotherWorkloadAreNamedErrors) {
 }
 
 }  // namespace
-}  // namespace corun::exporting
+}  // namespace corun::exporting::diff_test

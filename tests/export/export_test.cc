@@ -44,7 +44,7 @@
 #include "corun/space/space.h"
 #include "../core/temp_dir.h"
 
-namespace corun::exporting {
+namespace corun::exporting::export_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -1177,4 +1177,4 @@ TEST(ExportCli, RunReportToVllmAndTriton) {
 }
 
 }  // namespace
-}  // namespace corun::exporting
+}  // namespace corun::exporting::export_test

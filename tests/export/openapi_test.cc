@@ -21,7 +21,7 @@
 #include "corun/spec/knobs.h"
 #include "schema_check.h"
 
-namespace corun {
+namespace corun::openapi_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -588,4 +588,4 @@ TEST(OpenApi, EveryAnswerOfARunningServerValidates) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::openapi_test

@@ -39,7 +39,7 @@
 #include "corun/serve/service.h"
 #include "corun/testbed/sim.h"
 
-namespace corun::serve {
+namespace corun::serve::stack_prometheus_test {
 namespace {
 
 using nlohmann::json;
@@ -504,4 +504,4 @@ TEST(StackPrometheus, AGpuLoadTheStackDoesNotRunIsFoundThroughARealPrometheusAnd
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::stack_prometheus_test

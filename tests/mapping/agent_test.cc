@@ -12,7 +12,7 @@
 #include "corun/eval/placement_eval.h"
 #include "test_util.h"
 
-namespace corun::mapping {
+namespace corun::mapping::agent_test {
 namespace {
 
 using testing::make_problem;
@@ -244,4 +244,4 @@ TEST(Generator, IsDeterministicBySeed) {
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::agent_test

@@ -11,7 +11,7 @@
 #include "corun/mapping/problem.h"
 #include "corun/testbed/sim.h"
 
-namespace corun::mapping {
+namespace corun::mapping::corunners_test {
 namespace {
 
 const std::string kWorkload = std::string(CORUN_SOURCE_DIR) + "/workloads/paper-n3.yaml";
@@ -131,4 +131,4 @@ TEST(CoRunners, BreachesAreMeasuredWhileTheBurstRunsAndBlameOnlyTheBurst) {
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::corunners_test

@@ -15,7 +15,7 @@
 #include "corun/mapping/scenario.h"
 #include "../core/temp_dir.h"
 
-namespace corun::mapping {
+namespace corun::mapping::declared_burst_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,7 +36,7 @@ Workload workload(const std::string& path) {
 
 // The process's scratch directory, removed when the process exits.
 fs::path temp_dir() {
-  static const testing::TempDir dir("corun-burst-test");
+  static const corun::testing::TempDir dir("corun-burst-test");
   return dir.path();
 }
 
@@ -127,4 +127,4 @@ TEST(DeclaredBurst, AMissingScenarioOrOneWithItsOwnCoRunnersNamesTheWorkloadFiel
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::declared_burst_test

@@ -7,7 +7,7 @@
 
 #include "test_util.h"
 
-namespace corun::mapping {
+namespace corun::mapping::executor_test {
 namespace {
 
 using testing::make_problem;
@@ -205,4 +205,4 @@ TEST(Executor, FastPathAgreesWithTrace) {
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::executor_test

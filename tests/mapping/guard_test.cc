@@ -14,7 +14,7 @@
 #include "corun/surrogate/targets.h"
 #include "corun/testbed/sim.h"
 
-namespace corun::mapping {
+namespace corun::mapping::guard_test {
 namespace {
 
 using surrogate::Target;
@@ -213,4 +213,4 @@ TEST(ConstrainedOracle, IsTheFastestMappingWhoseBurstTheTestbedMeasuresBreakingN
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::guard_test

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-namespace corun::mapping {
+namespace corun::mapping::heft_test {
 namespace {
 
 HeftProblem topcuoglu_2002() {
@@ -92,4 +92,4 @@ TEST(Heft, RejectsCyclesAndUnrunnableTasks) {
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::heft_test

@@ -16,7 +16,7 @@
 
 #include "test_util.h"
 
-namespace corun::mapping {
+namespace corun::mapping::llm_agent_test {
 namespace {
 
 using testing::make_problem;
@@ -449,4 +449,4 @@ TEST(LlmConfig, ComesFromTheEnvironment) {
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::llm_agent_test

@@ -8,7 +8,7 @@
 #include "corun/eval/placement_eval.h"
 #include "test_util.h"
 
-namespace corun::mapping {
+namespace corun::mapping::policy_test {
 namespace {
 
 using testing::make_problem;
@@ -181,4 +181,4 @@ TEST(Judge, OptimalMeansWithinOnePercentOfTheNoiseFreeOracle) {
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::policy_test

@@ -9,7 +9,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/mapping/problem.h"
 
-namespace corun::mapping {
+namespace corun::mapping::scenario_test {
 namespace {
 
 const ToolCatalog& catalog() {
@@ -120,4 +120,4 @@ TEST(Scenario, MissingDirectoryAndFileAreErrors) {
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::scenario_test

@@ -13,7 +13,7 @@
 #include "corun/testbed/sim.h"
 #include "test_util.h"
 
-namespace corun::mapping {
+namespace corun::mapping::tools_test {
 namespace {
 
 const ToolCatalog& catalog() {
@@ -248,4 +248,4 @@ TEST(ToolProfile, ThresholdsAreDocumentedOnes) {
 }
 
 }  // namespace
-}  // namespace corun::mapping
+}  // namespace corun::mapping::tools_test

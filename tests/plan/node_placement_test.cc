@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace corun {
+namespace corun::node_placement_test {
 namespace {
 
 // Three units of 10 GB; five models requesting 4, 5, 3, 6 and 2 GB.
@@ -66,4 +66,4 @@ TEST(Placement, PinsAndMemoryLimitsAreRespected) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::node_placement_test

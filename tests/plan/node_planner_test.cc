@@ -11,7 +11,7 @@
 #include "corun/space/space.h"
 #include "synthetic.h"
 
-namespace corun {
+namespace corun::node_planner_test {
 namespace {
 
 // Per device: the unit's workload and a synthetic predictor over it (co-runners stretch each
@@ -269,4 +269,4 @@ TEST(NodePlanner, AModelThatFitsNowhereLeavesThePlanUnplaced) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::node_planner_test

@@ -7,7 +7,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/plan/predictor.h"
 
-namespace corun {
+namespace corun::objective_test {
 namespace {
 
 // A 1.5B chat model at 1.5 requests/s of 128 output tokens (offered: 192 tokens/s) and a camera.
@@ -109,4 +109,4 @@ TEST(PlannedThroughput, ThePlannerJudgesWithItAndMeasuredUtilityDoesNot) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::objective_test

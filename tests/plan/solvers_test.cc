@@ -10,7 +10,7 @@
 #include "corun/plan/solver.h"
 #include "synthetic.h"
 
-namespace corun {
+namespace corun::solvers_test {
 namespace {
 
 Workload load(const std::string& name) {
@@ -429,9 +429,9 @@ TEST(Objective, ServedFractionCountsSkipsAndShortfall) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::solvers_test
 
-namespace corun {
+namespace corun::solvers_test {
 namespace {
 
 // Transition costs (PlanProblem::set_transitions) make every solver keep a model where the
@@ -477,4 +477,4 @@ TEST(Solvers, TransitionCostsAreOptimisedByEverySolverAndBoundsStillHold) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::solvers_test

@@ -10,7 +10,7 @@
 #include "../core/damaged_files.h"
 #include "corun/profile/dataset.h"
 
-namespace corun::profile {
+namespace corun::profile::damaged_dataset_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -162,4 +162,4 @@ TEST_F(DamagedDataset, AFullDiskStopsProfilingWithExit3AndKeepsEverySampleStored
 }
 
 }  // namespace
-}  // namespace corun::profile
+}  // namespace corun::profile::damaged_dataset_test

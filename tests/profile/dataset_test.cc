@@ -13,7 +13,7 @@
 #include "corun/profile/campaign.h"
 #include "../core/temp_dir.h"
 
-namespace corun::profile {
+namespace corun::profile::dataset_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -309,4 +309,4 @@ TEST(Progress, FormatsDurations) {
 }
 
 }  // namespace
-}  // namespace corun::profile
+}  // namespace corun::profile::dataset_test

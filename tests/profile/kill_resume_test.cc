@@ -16,7 +16,7 @@
 #include "../core/child_process.h"
 #include "../core/temp_dir.h"
 
-namespace corun {
+namespace corun::kill_resume_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -221,4 +221,4 @@ TEST(KillResume, SigkillMidRunThenRerunEqualsUninterruptedRun) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::kill_resume_test

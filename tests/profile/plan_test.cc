@@ -9,7 +9,7 @@
 
 #include "corun/catalog/catalog.h"
 
-namespace corun::profile {
+namespace corun::profile::plan_test {
 namespace {
 
 Workload load(const std::string& name) {
@@ -182,4 +182,4 @@ TEST(Plan, MeasurementSeedsDifferPerSampleAndPlan) {
 }
 
 }  // namespace
-}  // namespace corun::profile
+}  // namespace corun::profile::plan_test

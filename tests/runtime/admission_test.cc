@@ -10,7 +10,7 @@
 
 #include "corun/catalog/catalog.h"
 
-namespace corun {
+namespace corun::admission_test {
 namespace {
 
 TEST(Admission, DefaultsPassTheirOwnCheckAndABadFieldIsNamed) {
@@ -197,4 +197,4 @@ models:
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::admission_test

@@ -7,7 +7,7 @@
 
 #include "corun/catalog/catalog.h"
 
-namespace corun {
+namespace corun::burst_ladder_test {
 namespace {
 
 Workload camera_and_chat() {
@@ -54,4 +54,4 @@ TEST(BurstLadder, ABurstLeavesRoomWhenItGivesUpNothingTheSteadyPlanHeld) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::burst_ladder_test

@@ -12,7 +12,7 @@
 #include "corun/testbed/sim.h"
 #include "scaled_latencies.h"
 
-namespace corun {
+namespace corun::controller_test {
 namespace {
 
 // Predictions straight from the simulator (another noise seed), scaled by `optimism`: 1 is an
@@ -507,7 +507,7 @@ TEST(Controller, DeterministicBySeed) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::controller_test
 
 #include <cmath>
 #include <filesystem>
@@ -516,7 +516,7 @@ TEST(Controller, DeterministicBySeed) {
 #include "corun/runtime/report.h"
 #include "../core/temp_dir.h"
 
-namespace corun {
+namespace corun::controller_test {
 namespace {
 
 TEST(Report, JsonAndHtmlCarryTheLedger) {
@@ -547,11 +547,11 @@ TEST(Report, JsonAndHtmlCarryTheLedger) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::controller_test
 
 #include "corun/eval/scheduler_eval.h"
 
-namespace corun {
+namespace corun::controller_test {
 namespace {
 
 TEST(SchedulerEval, ScoresEverySolverAndLearningModeOnEveryScenario) {
@@ -630,4 +630,4 @@ TEST(SchedulerEval, RunsEachTransitionModeAsARowAndCountsWhatTheTestbedCharged) 
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::controller_test

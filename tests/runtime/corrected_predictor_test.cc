@@ -14,7 +14,7 @@
 #include "corun/core/rng.h"
 #include "corun/runtime/learner.h"
 
-namespace corun {
+namespace corun::corrected_predictor_test {
 namespace {
 
 constexpr std::size_t kModels = 5;
@@ -274,4 +274,4 @@ TEST(CorrectedPredictor, ABaseThatCannotExpressALoadOutsideThePlanSaysSo) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::corrected_predictor_test

@@ -11,7 +11,7 @@
 #include "corun/runtime/twin_source.h"
 #include "two_cameras.h"
 
-namespace corun {
+namespace corun::gpu_load_test {
 namespace {
 
 // The local configuration of `m` at `imgsz`.
@@ -131,4 +131,4 @@ TEST(GpuLoad, TheTwinPredictsUnderTheLoad) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::gpu_load_test

@@ -20,7 +20,7 @@
 #include "corun/testbed/sim.h"
 #include "scaled_latencies.h"
 
-namespace corun {
+namespace corun::infeasibility_test {
 namespace {
 
 // An LLM whose demand is far beyond what any of its configurations serves on an RTX 3090 next
@@ -554,4 +554,4 @@ TEST(Infeasibility, APausedModelIsProbedWhenTheGpuBecomesFaster) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::infeasibility_test

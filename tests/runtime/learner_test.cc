@@ -10,7 +10,7 @@
 
 #include "corun/core/rng.h"
 
-namespace corun {
+namespace corun::learner_test {
 namespace {
 
 LearningOptions options() {
@@ -180,4 +180,4 @@ TEST(CorrectionTable, ChargesExtrapolationOnlyUpward) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::learner_test

@@ -9,7 +9,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/testbed/sim.h"
 
-namespace corun {
+namespace corun::run_source_test {
 namespace {
 
 Workload two_cameras(const std::string& extra) {
@@ -50,4 +50,4 @@ TEST(RunSource, AGivenSurrogateThatCannotBeReadIsAnErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::run_source_test

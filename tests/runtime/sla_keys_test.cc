@@ -12,7 +12,7 @@
 #include "corun/runtime/admission.h"
 #include "corun/runtime/controller.h"
 
-namespace corun {
+namespace corun::sla_keys_test {
 namespace {
 
 ModelSpec assistant() {
@@ -81,4 +81,4 @@ models:
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::sla_keys_test

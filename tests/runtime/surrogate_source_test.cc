@@ -14,7 +14,7 @@
 #include "corun/profile/campaign.h"
 #include "corun/surrogate/cotenant.h"
 
-namespace corun {
+namespace corun::surrogate_source_test {
 namespace {
 
 Workload parsed(const char* yaml) {
@@ -320,4 +320,4 @@ INSTANTIATE_TEST_SUITE_P(Regressors, Monotone,
                                            surrogate::RegressorKind::kLinear));
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::surrogate_source_test

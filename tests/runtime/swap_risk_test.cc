@@ -18,7 +18,7 @@
 #include "corun/spec/workload.h"
 #include "two_cameras.h"
 
-namespace corun {
+namespace corun::swap_risk_test {
 namespace {
 
 // What cam at 640 instead of 320 earns per window, and what every model earns now.
@@ -106,4 +106,4 @@ TEST(SwapRisk, TransitionOptionsDefaultsPassTheirOwnCheckAndABadFieldIsNamed) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::swap_risk_test

@@ -18,7 +18,7 @@
 #include "corun/testbed/sim.h"
 #include "../core/temp_dir.h"
 
-namespace corun {
+namespace corun::trace_replay_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -216,4 +216,4 @@ TEST_F(TraceReplay, RunsAreDeterministic) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::trace_replay_test

@@ -13,7 +13,7 @@
 #include "corun/runtime/twin_source.h"
 #include "corun/testbed/sim.h"
 
-namespace corun {
+namespace corun::twin_prior_test {
 namespace {
 
 struct Spread {
@@ -85,4 +85,4 @@ TEST(TwinPrior, MatchesHowThePerturbedSimulatorStraysFromTheCatalog) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::twin_prior_test

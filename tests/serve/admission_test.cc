@@ -10,7 +10,7 @@
 #include "corun/serve/service.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::admission_test {
 namespace {
 
 using nlohmann::json;
@@ -90,4 +90,4 @@ TEST(ServeAdmission, BestEffortRunsItWithAllOfItsDemand) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::admission_test

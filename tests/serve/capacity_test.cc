@@ -11,7 +11,7 @@
 #include "corun/serve/service.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::capacity_test {
 namespace {
 
 using nlohmann::json;
@@ -176,4 +176,4 @@ TEST(Capacity, ANodeAnswersForTheModelsOfEveryGpu) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::capacity_test

@@ -16,7 +16,7 @@
 #include "corun/serve/store.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::damaged_state_test {
 namespace {
 
 using nlohmann::json;
@@ -307,4 +307,4 @@ TEST(DamagedServeState, AFullDiskIsA503WithRetryAfterAndLosesNoAcknowledgedRegis
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::damaged_state_test

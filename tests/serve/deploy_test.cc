@@ -13,7 +13,7 @@
 #include "corun/serve/json_input.h"
 #include "corun/serve/openapi.h"
 
-namespace corun::serve {
+namespace corun::serve::deploy_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -256,4 +256,4 @@ TEST(Deploy, TheExamplePodCarriesAModelEntry) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::deploy_test

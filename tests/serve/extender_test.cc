@@ -19,7 +19,7 @@
 #include "corun/serve/service.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::extender_test {
 namespace {
 
 using nlohmann::json;
@@ -393,4 +393,4 @@ TEST(ExtenderOptions, RefusesNodesItCannotAsk) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::extender_test

@@ -21,7 +21,7 @@
 #include "corun/serve/service.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::flood_test {
 namespace {
 
 using testing::kCam0;
@@ -246,4 +246,4 @@ TEST_F(ServeFloodTest, PipelinedAndContinuedRequestsAreAnsweredInOrder) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::flood_test

@@ -10,7 +10,7 @@
 #include <string>
 #include <variant>
 
-namespace corun::serve {
+namespace corun::serve::json_input_test {
 namespace {
 
 using nlohmann::json;
@@ -157,4 +157,4 @@ TEST(JsonInput, YamlNodeKeepsEveryStringAndEveryType) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::json_input_test

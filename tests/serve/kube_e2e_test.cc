@@ -17,7 +17,7 @@
 #include "kube_api_fixture.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::kube_e2e_test {
 namespace {
 
 using corun::testing::ChildOptions;
@@ -233,4 +233,4 @@ TEST(KubeEndToEnd, NodesComeBindsReserveAndPodsGo) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::kube_e2e_test

@@ -19,7 +19,7 @@
 #include "kube_api_fixture.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::kube_test {
 namespace {
 
 using nlohmann::json;
@@ -409,4 +409,4 @@ TEST(KubeRegistrarNode, ANodeOfTwoGpusRegistersReservesAndRemoves) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::kube_test

@@ -16,7 +16,7 @@
 #include "corun/testbed/sim.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::learning_test {
 namespace {
 
 using nlohmann::json;
@@ -191,4 +191,4 @@ TEST(ServeLearning, SteadyTelemetryRestartsNoModelAfterTheThirdWindow) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::learning_test

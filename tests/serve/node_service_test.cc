@@ -12,7 +12,7 @@
 #include "corun/runtime/twin_source.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::node_service_test {
 namespace {
 
 using nlohmann::json;
@@ -275,4 +275,4 @@ TEST(NodeService, MetricsKeepEachFamilyTogetherWithAGpuLabel) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::node_service_test

@@ -13,7 +13,7 @@
 #include "corun/serve/service.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::on_plan_test {
 namespace {
 
 using nlohmann::json;
@@ -103,4 +103,4 @@ TEST(OnPlan, AFailingOrHangingHookKeepsThePreviousPlanInForceAndSaysSo) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::on_plan_test

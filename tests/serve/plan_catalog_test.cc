@@ -11,7 +11,7 @@
 #include "corun/serve/service.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::plan_catalog_test {
 namespace {
 
 using nlohmann::json;
@@ -63,4 +63,4 @@ TEST(PlanCatalog, AnOverlayIsRecordedWithItsPathAndHashAndReadsBack) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::plan_catalog_test

@@ -22,7 +22,7 @@
 
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::plan_hook_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -343,4 +343,4 @@ TEST(PlanHook, NoCommandOrBadBoundsStartNothing) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::plan_hook_test

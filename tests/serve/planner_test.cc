@@ -11,7 +11,7 @@
 
 #include "corun/core/mutex.h"
 
-namespace corun::serve {
+namespace corun::serve::planner_test {
 namespace {
 
 // A plan function that records each reason and holds its first call until released, so that the
@@ -85,4 +85,4 @@ TEST(PlannerThread, AReasonNamesAtMostEightEvents) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::planner_test

@@ -17,7 +17,7 @@
 #include "../core/child_process.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::process_test {
 namespace {
 
 using corun::testing::ChildOptions;
@@ -274,4 +274,4 @@ TEST(ServeProcess, Kill9DuringLoadLosesNoAcknowledgedRegistrationOrPlan) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::process_test

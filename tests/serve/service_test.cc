@@ -13,7 +13,7 @@
 #include "corun/serve/server.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::service_test {
 namespace {
 
 using nlohmann::json;
@@ -691,4 +691,4 @@ TEST(ServeService, RefusesMutationsWithoutTheToken) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::service_test

@@ -13,7 +13,7 @@
 #include "corun/serve/service.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::stack_service_test {
 namespace {
 
 using nlohmann::json;
@@ -323,4 +323,4 @@ TEST(StackTelemetry, OptionsAreCheckedAtOpen) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::stack_service_test

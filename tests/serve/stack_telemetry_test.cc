@@ -19,7 +19,7 @@
 #include "corun/spec/workload.h"
 #include "corun/testbed/sim.h"
 
-namespace corun::serve {
+namespace corun::serve::stack_telemetry_test {
 namespace {
 
 ModelSpec model(const std::string& yaml) {
@@ -563,4 +563,4 @@ TEST(Outliers, OptionsAreChecked) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::stack_telemetry_test

@@ -7,7 +7,7 @@
 #include "corun/runtime/twin_source.h"
 #include "corun/serve/service.h"
 
-namespace corun {
+namespace corun::surrogate_choice_test {
 namespace {
 
 constexpr const char* kTwo = R"(device: rtx3090
@@ -58,4 +58,4 @@ TEST(ServeSurrogate, UsedWhileTheModelsMatchTwinOtherwise) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::surrogate_choice_test

@@ -16,7 +16,7 @@
 #include "corun/testbed/testbed.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::tools_place_test {
 namespace {
 
 using nlohmann::json;
@@ -230,4 +230,4 @@ TEST(ToolsPlace, HeadroomIsTheFractionOfTheSlaLeft) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::tools_place_test

@@ -9,7 +9,7 @@
 #include "corun/serve/service.h"
 #include "serve_test_util.h"
 
-namespace corun::serve {
+namespace corun::serve::whatif_test {
 namespace {
 
 using nlohmann::json;
@@ -149,4 +149,4 @@ TEST(WhatIf, OnAnEmptyNodeBeforeIsZero) {
 }
 
 }  // namespace
-}  // namespace corun::serve
+}  // namespace corun::serve::whatif_test

@@ -13,7 +13,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/spec/workload.h"
 
-namespace corun {
+namespace corun::space_test {
 namespace {
 
 // `n` vision models with 8 image sizes x 16 skip rates = 128 local configurations each.
@@ -128,4 +128,4 @@ TEST(ConfigSpace, ThirtyModelsOf128ConfigurationsAreCountedApproximately) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::space_test

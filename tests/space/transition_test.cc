@@ -11,7 +11,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/spec/workload.h"
 
-namespace corun {
+namespace corun::transition_test {
 namespace {
 
 Workload parse(const std::string& y) {
@@ -183,4 +183,4 @@ TEST(Transition, NoChangeIsAnEmptyTransition) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::transition_test

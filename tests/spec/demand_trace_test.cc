@@ -14,7 +14,7 @@
 #include "corun/spec/workload.h"
 #include "../core/temp_dir.h"
 
-namespace corun {
+namespace corun::demand_trace_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -345,4 +345,4 @@ TEST(TraceDemand, EveryScenarioOfTheTraceSetParsesAndStartsFromThePast) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::demand_trace_test

@@ -2,7 +2,7 @@
 
 #include "corun/spec/knobs.h"
 
-namespace corun {
+namespace corun::knobs_test {
 namespace {
 
 TEST(Knobs, TheIssueVocabularyIsDeclared) {
@@ -41,4 +41,4 @@ TEST(Knobs, SettingsRoundTripEveryKnob) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::knobs_test

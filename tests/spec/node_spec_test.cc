@@ -7,7 +7,7 @@
 #include "corun/spec/node.h"
 #include "corun/spec/workload.h"
 
-namespace corun {
+namespace corun::node_spec_test {
 namespace {
 
 Result<Workload> parse(const std::string& head, const std::string& model_extra = "") {
@@ -246,4 +246,4 @@ TEST(MigCatalog, EmbeddedTableHasTheGuidesProfiles) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::node_spec_test

@@ -4,7 +4,7 @@
 #include "corun/spec/workload.h"
 #include "malformed_cases.h"
 
-namespace corun {
+namespace corun::workload_test {
 namespace {
 
 const Catalog& catalog() { return Catalog::default_catalog(); }
@@ -317,4 +317,4 @@ timeline:
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::workload_test

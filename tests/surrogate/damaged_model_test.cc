@@ -9,7 +9,7 @@
 
 #include "../core/damaged_files.h"
 
-namespace corun::surrogate {
+namespace corun::surrogate::damaged_model_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -127,4 +127,4 @@ TEST_F(DamagedModel, AFullDiskLeavesThePreviousModelAndNoTemporaryFile) {
 }
 
 }  // namespace
-}  // namespace corun::surrogate
+}  // namespace corun::surrogate::damaged_model_test

@@ -14,7 +14,7 @@
 
 #include "corun/core/rng.h"
 
-namespace corun::surrogate {
+namespace corun::surrogate::regressor_test {
 namespace {
 
 // x uniform in [-1, 1]^d; y = f(x).
@@ -432,4 +432,4 @@ TEST(Regressor, NamesRoundTrip) {
 }
 
 }  // namespace
-}  // namespace corun::surrogate
+}  // namespace corun::surrogate::regressor_test

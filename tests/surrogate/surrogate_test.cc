@@ -15,7 +15,7 @@
 #include "corun/profile/campaign.h"
 #include "../core/temp_dir.h"
 
-namespace corun::surrogate {
+namespace corun::surrogate::surrogate_test {
 namespace {
 
 Workload load(const std::string& name) {
@@ -412,4 +412,4 @@ TEST(Surrogate, SamplesThatAllFailedNameTheFirstFailure) {
 }
 
 }  // namespace
-}  // namespace corun::surrogate
+}  // namespace corun::surrogate::surrogate_test

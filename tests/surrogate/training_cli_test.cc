@@ -17,7 +17,7 @@
 #include "corun/surrogate/training.h"
 #include "../core/temp_dir.h"
 
-namespace corun::surrogate {
+namespace corun::surrogate::training_cli_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -244,4 +244,4 @@ TEST(Cli, BadInputExitsWithCode2AndNamesTheField) {
 }
 
 }  // namespace
-}  // namespace corun::surrogate
+}  // namespace corun::surrogate::training_cli_test

@@ -4,7 +4,7 @@
 
 #include "sim_test_util.h"
 
-namespace corun {
+namespace corun::arrival_burstiness_test {
 namespace {
 
 using testing::make_spec;
@@ -36,4 +36,4 @@ TEST(ArrivalBurstiness, BurstierRequestsWaitLongerAndAWrittenRateIsPoisson) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::arrival_burstiness_test

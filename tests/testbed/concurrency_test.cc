@@ -9,7 +9,7 @@
 #include "corun/testbed/concurrency_sweep.h"
 #include "sim_test_util.h"
 
-namespace corun::testing {
+namespace corun::testing::concurrency_test {
 namespace {
 
 constexpr int kLevels[] = {1, 2, 4, 8, 16};
@@ -129,4 +129,4 @@ models:
 }
 
 }  // namespace
-}  // namespace corun::testing
+}  // namespace corun::testing::concurrency_test

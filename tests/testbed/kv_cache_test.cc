@@ -11,7 +11,7 @@
 
 #include "sim_test_util.h"
 
-namespace corun {
+namespace corun::kv_cache_test {
 namespace {
 
 using testing::make_spec;
@@ -126,4 +126,4 @@ TEST(KvCache, ADemandWithoutTokenLengthsKeepsItsSlots) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::kv_cache_test

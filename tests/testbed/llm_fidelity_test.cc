@@ -10,7 +10,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/testbed/llm_fidelity.h"
 
-namespace corun {
+namespace corun::llm_fidelity_test {
 namespace {
 
 TEST(LlmFidelity, ValidationPointsAreWithinFifteenPercentMedianAndThirtyFiveWorst) {
@@ -44,4 +44,4 @@ TEST(LlmFidelity, RejectsATableWithAnUnknownSplit) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::llm_fidelity_test

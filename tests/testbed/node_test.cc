@@ -11,7 +11,7 @@
 #include "corun/testbed/node.h"
 #include "corun/testbed/sim.h"
 
-namespace corun {
+namespace corun::node_test {
 namespace {
 
 // A camera stream (the victim) and a heavy detector (the noisy co-runner) on an A100 80GB cut
@@ -123,4 +123,4 @@ TEST(NodeMeasure, ASliceTooSmallForItsModelsReportsOutOfMemory) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::node_test

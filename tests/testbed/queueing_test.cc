@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-namespace corun::sim {
+namespace corun::sim::queueing_test {
 namespace {
 
 TEST(ErlangC, SingleServerWaitsWithProbabilityRho) {
@@ -74,4 +74,4 @@ TEST(GgcWait, MonotoneInLoad) {
 }
 
 }  // namespace
-}  // namespace corun::sim
+}  // namespace corun::sim::queueing_test

@@ -12,7 +12,7 @@
 
 #include "sim_test_util.h"
 
-namespace corun::testing {
+namespace corun::testing::sim_fidelity_test {
 namespace {
 
 constexpr int kSeeds = 256;       // results are averaged over seeds: effects, not noise
@@ -278,4 +278,4 @@ TEST(SimFidelity, Table) {
 }
 
 }  // namespace
-}  // namespace corun::testing
+}  // namespace corun::testing::sim_fidelity_test

@@ -11,7 +11,7 @@
 #include "corun/testbed/testbed.h"
 #include "sim_test_util.h"
 
-namespace corun::testing {
+namespace corun::testing::sim_test {
 namespace {
 
 constexpr Precision kFp16 = Precision::kFp16;
@@ -459,4 +459,4 @@ TEST(SimTestbed, SpeechAndEncoderModelsRun) {
 }
 
 }  // namespace
-}  // namespace corun::testing
+}  // namespace corun::testing::sim_test

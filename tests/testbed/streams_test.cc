@@ -9,7 +9,7 @@
 
 #include "sim_test_util.h"
 
-namespace corun {
+namespace corun::streams_test {
 namespace {
 
 using testing::make_spec;
@@ -67,4 +67,4 @@ TEST(Streams, MergedStreamsArriveBurstierThanOneCameraAtTheSameRate) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::streams_test

@@ -8,7 +8,7 @@
 #include "corun/testbed/sim.h"
 #include "corun/testbed/testbed.h"
 
-namespace corun {
+namespace corun::transition_charge_test {
 namespace {
 
 Workload pair() {
@@ -134,4 +134,4 @@ TEST(TransitionCharge, ASwapsKernelsSlowEveryoneForTheSecondsTheyRun) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::transition_charge_test

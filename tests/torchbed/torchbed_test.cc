@@ -17,7 +17,7 @@
 #include "corun/catalog/catalog.h"
 #include "corun/torchbed/torchbed.h"
 
-namespace corun {
+namespace corun::torchbed_test {
 namespace {
 
 TorchBedOptions options() {
@@ -513,4 +513,4 @@ TEST(TorchBed, UnsupportedPrecisionIsReported) {
 }
 
 }  // namespace
-}  // namespace corun
+}  // namespace corun::torchbed_test
