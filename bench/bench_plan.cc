@@ -11,10 +11,10 @@
 #include <memory>
 
 #include "corun/catalog/catalog.h"
+#include "corun/core/rng.h"
 #include "corun/plan/node.h"
 #include "corun/plan/solver.h"
 #include "corun/profile/campaign.h"
-#include "corun/core/rng.h"
 #include "corun/runtime/controller.h"
 #include "corun/runtime/corrected_predictor.h"
 #include "corun/runtime/node_plan.h"
@@ -47,10 +47,10 @@ const Fixture& fixture(const std::string& file,
   auto tb = make_testbed("sim");
   if (!tb) std::abort();
   auto table = surrogate::StandaloneTable::from_samples(
-      wl, profile::measure_plan(wl, **tb, profile::Plan::kStandalone, 1, 1, 10));
+      wl, profile::measure_plan(Context{.seed = 1}, wl, **tb, profile::Plan::kStandalone, 1, 10));
   if (!table) std::abort();
-  const auto corun =
-      profile::measure_plan(wl, **tb, profile::Plan::kMeanField, 20 * wl.models.size(), 1, 10);
+  const auto corun = profile::measure_plan(Context{.seed = 1}, wl, **tb, profile::Plan::kMeanField,
+                                           20 * wl.models.size(), 10);
   surrogate::FitOptions o;
   o.regressor = regressor;
   o.monotone = true;
@@ -141,7 +141,8 @@ void decide(benchmark::State& state, const std::string& file, bool learning, boo
   // The GA stops when it converges, and learning changes the problem it solves (other margins,
   // other predictions): the time per candidate is what learning could add to the decision path.
   state.counters["us_per_candidate"] =
-      1000.0 * last->decision_ms / static_cast<double>(std::max<std::uint64_t>(1, last->stats.evaluated));
+      1000.0 * last->decision_ms /
+      static_cast<double>(std::max<std::uint64_t>(1, last->stats.evaluated));
 }
 
 // The hot path alone: a batch of 4,096 candidate joint configurations of scale-n8 predicted by
@@ -325,8 +326,8 @@ BENCHMARK_CAPTURE(predict_batch, full_forests, false, true)
 BENCHMARK_CAPTURE(predict_batch, corrected, true)->Unit(benchmark::kMillisecond)->MinTime(2);
 
 void register_node_plans() {
-  for (const auto& [label, file] : std::vector<std::pair<std::string, std::string>>{
-           {"8gpu/N32", "scale-node-8gpu-n32.yaml"}}) {
+  for (const auto& [label, file] :
+       std::vector<std::pair<std::string, std::string>>{{"8gpu/N32", "scale-node-8gpu-n32.yaml"}}) {
     // Side by side: the search screened by the greedy per-GPU plan (the default), and every
     // candidate planned by the GA (before screening; one iteration: it takes minutes).
     benchmark::RegisterBenchmark(("BM_NodePlan/gbdt/" + label + "/screen:greedy").c_str(),

@@ -36,9 +36,10 @@ const CompiledSurrogate& compiled(SurrogateKind kind, RegressorKind reg) {
   auto tb = make_testbed("sim");
   if (!tb) std::abort();
   auto table = surrogate::StandaloneTable::from_samples(
-      w, profile::measure_plan(w, **tb, profile::Plan::kStandalone, 1, 1, 10));
+      w, profile::measure_plan(Context{.seed = 1}, w, **tb, profile::Plan::kStandalone, 1, 10));
   if (!table) std::abort();
-  const auto corun = profile::measure_plan(w, **tb, profile::Plan::kMeanField, 100, 1, 10);
+  const auto corun =
+      profile::measure_plan(Context{.seed = 1}, w, **tb, profile::Plan::kMeanField, 100, 10);
   surrogate::FitOptions o;
   o.kind = kind;
   o.regressor = reg;

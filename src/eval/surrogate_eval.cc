@@ -290,12 +290,12 @@ CorunPools measure_corun_pools(const TaskContext& t) {
   }
   CorunPools pools;
   if (need_mf) {
-    pools.mf = profile::measure_plan(w, t.testbed, profile::Plan::kMeanField, max_budget,
-                                     t.ctx.seed, o.window_s);
+    pools.mf = profile::measure_plan(t.ctx, w, t.testbed, profile::Plan::kMeanField, max_budget,
+                                     o.window_s);
   }
   if (need_joint) {
-    pools.joint = profile::measure_plan(w, t.testbed, profile::Plan::kJoint, max_budget,
-                                        t.ctx.seed, o.window_s);
+    pools.joint =
+        profile::measure_plan(t.ctx, w, t.testbed, profile::Plan::kJoint, max_budget, o.window_s);
   }
   return pools;
 }
@@ -307,14 +307,14 @@ std::vector<HeldOut> measure_heldout(const TaskContext& t) {
   // Held-out: uniform random feasible joint configurations from their own plan seed, each
   // measured `heldout_repeats` times with independent noise.
   std::vector<HeldOut> heldout;
-  const std::uint64_t hseed = t.ctx.derived({kHeldOutStream}).seed;
+  const Context held_out = t.ctx.derived({kHeldOutStream});
   const ConfigSpace space(w);
   for (std::size_t i = 0; i < o.heldout; ++i) {
     HeldOut h;
-    h.config = profile::plan_sample(w, space, profile::Plan::kJoint, hseed, i);
+    h.config = profile::plan_sample(held_out, w, space, profile::Plan::kJoint, i);
     for (int rep = 0; rep < o.heldout_repeats; ++rep) {
       const std::uint64_t mseed =
-          derive_seed(profile::measurement_seed(profile::Plan::kJoint, hseed, i),
+          derive_seed(profile::measurement_seed(held_out, profile::Plan::kJoint, i),
                       {static_cast<std::uint64_t>(rep)});
       h.repeats.push_back(t.testbed.measure(w, h.config, {o.window_s, mseed}));
     }
@@ -361,7 +361,7 @@ bool score_budgets(const TaskContext& t, const surrogate::StandaloneTable& table
 /// Measures the onboarding training samples: the MeanField plan with the newcomer left out.
 std::vector<profile::SampleRecord> measure_onboarding_samples(const TaskContext& t,
                                                               std::size_t newcomer,
-                                                              std::uint64_t oseed) {
+                                                              const Context& onboarding) {
   const Workload& w = t.w;
   const std::size_t budget = static_cast<std::size_t>(t.o.onboarding_multiplier) * t.n;
   const ConfigSpace space(w);
@@ -369,9 +369,9 @@ std::vector<profile::SampleRecord> measure_onboarding_samples(const TaskContext&
   for (std::size_t i = 0; i < budget; ++i) {
     profile::SampleRecord rec;
     rec.index = i;
-    rec.config = profile::plan_sample(w, space, profile::Plan::kMeanField, oseed, i);
+    rec.config = profile::plan_sample(onboarding, w, space, profile::Plan::kMeanField, i);
     rec.config[newcomer] = kAbsent;
-    rec.measurement_seed = profile::measurement_seed(profile::Plan::kMeanField, oseed, i);
+    rec.measurement_seed = profile::measurement_seed(onboarding, profile::Plan::kMeanField, i);
     rec.measurement = t.testbed.measure(w, rec.config, {t.o.window_s, rec.measurement_seed});
     train.push_back(std::move(rec));
   }
@@ -405,8 +405,7 @@ void score_onboarding(const TaskContext& t, const surrogate::StandaloneTable& ta
   // The last model never co-runs during training: the co-run plan runs without it.
   const std::size_t newcomer = t.n - 1;
   const Context onboard = t.ctx.derived({kOnboardStream});
-  const std::vector<profile::SampleRecord> train =
-      measure_onboarding_samples(t, newcomer, onboard.seed);
+  const std::vector<profile::SampleRecord> train = measure_onboarding_samples(t, newcomer, onboard);
   surrogate::FitOptions fit;
   fit.kind = SurrogateKind::kCrossModel;
   fit.regressor = o.onboarding_regressor;
@@ -432,9 +431,10 @@ TaskResult run_task(const Context& ctx, const Workload& full, const Testbed& tes
   const Workload w = full.prefix(n);
   const TaskContext t{w, testbed, o, n, ctx.derived({static_cast<std::uint64_t>(seed_index)})};
 
-  const auto standalone = profile::measure_plan(
-      w, testbed, profile::Plan::kStandalone, static_cast<std::uint64_t>(o.standalone_repeats),
-      t.ctx.seed, o.standalone_window_s > 0 ? o.standalone_window_s : o.window_s);
+  const auto standalone =
+      profile::measure_plan(t.ctx, w, testbed, profile::Plan::kStandalone,
+                            static_cast<std::uint64_t>(o.standalone_repeats),
+                            o.standalone_window_s > 0 ? o.standalone_window_s : o.window_s);
   auto table = surrogate::StandaloneTable::from_samples(w, standalone);
   if (!table) {
     r.error = table.error().what();

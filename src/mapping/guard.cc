@@ -103,13 +103,14 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
                                          const GuardFitOptions& o) {
   const Workload& w = co.plan.workload;
   const std::string where = co.plan.plan_file + ": co-runner surrogate";
-  const auto alone = profile::measure_plan(w, testbed, profile::Plan::kStandalone,
-                                           o.standalone_repeats, co.seed, co.window_s);
+  const Context ctx{.seed = co.seed};
+  const auto alone = profile::measure_plan(ctx, w, testbed, profile::Plan::kStandalone,
+                                           o.standalone_repeats, co.window_s);
   auto table = surrogate::StandaloneTable::from_samples(w, alone);
   if (!table) return table.error().wrap(where);
   const std::uint64_t budget = o.corun_budget > 0 ? o.corun_budget : 20 * w.models.size();
   auto corun =
-      profile::measure_plan(w, testbed, profile::Plan::kMeanField, budget, co.seed, co.window_s);
+      profile::measure_plan(ctx, w, testbed, profile::Plan::kMeanField, budget, co.window_s);
   // The workload's own co-runs never load the GPU the way a tool burst does (a whole GPU's
   // worth of SMs on top of the plan): profile the plan in force again next to a synthetic
   // co-tenant of random SM share and bandwidth, entered in the aggregate as a burst will be.
@@ -146,8 +147,8 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
   prov.workload_name = w.file;
   prov.standalone_measurements = table->measurements();
   prov.corun_samples = corun.size();
-  auto s = surrogate::Surrogate::fit(Context{.seed = co.seed}, w, *table, corun, fit, prov,
-                                     cotenants);
+  auto s =
+      surrogate::Surrogate::fit(Context{.seed = co.seed}, w, *table, corun, fit, prov, cotenants);
   if (!s) return s.error().wrap(where);
   const std::string source = "meanfield " + std::string(surrogate::to_string(o.regressor)) +
                              " fitted on " + prov.testbed + " (seed " + std::to_string(co.seed) +

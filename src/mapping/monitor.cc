@@ -307,8 +307,8 @@ void Monitor::record(const Mapping& m, const RunResult& r, bool proposal) {
 
 RunResult Monitor::execute(const Mapping& mapping) {
   ++round_;
-  round_seed_ = derive_seed(ctx_.seed, {static_cast<std::uint64_t>(round_)});
-  RunResult r = runner_->run(mapping, round_seed_);
+  round_ctx_ = ctx_.derived({static_cast<std::uint64_t>(round_)});
+  RunResult r = runner_->run(round_ctx_, mapping);
   record(mapping, r, true);
   current_ = mapping;
   round_probed_ = false;
@@ -355,15 +355,15 @@ void Monitor::reprobe(std::span<const ProbeRequest> probes) {
     // The current mapping's conditions were used up by earlier probes: open a new round and
     // re-measure the baseline in it, so that every pair shares one set of conditions.
     ++round_;
-    round_seed_ = derive_seed(ctx_.seed, {static_cast<std::uint64_t>(round_)});
-    const RunResult base = runner_->run(*current_, round_seed_);
+    round_ctx_ = ctx_.derived({static_cast<std::uint64_t>(round_)});
+    const RunResult base = runner_->run(round_ctx_, *current_);
     record(*current_, base, false);
     round_baseline_ms_ = base.makespan_ms;
     round_baseline_failed_ = base.failed;
   }
   round_probed_ = true;
   for (const auto& [p, variant] : todo) {
-    const RunResult r = runner_->run(variant, round_seed_);
+    const RunResult r = runner_->run(round_ctx_, variant);
     record(variant, r, false);
     ProbeStat& s = probe_stat(*current_, variant, p);
     s.last_round = round_;

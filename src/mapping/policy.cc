@@ -11,14 +11,14 @@
 
 namespace corun::mapping {
 
-RunResult TrialRunner::run(std::span<const Placement> mapping, std::uint64_t seed) {
+RunResult TrialRunner::run(const Context& ctx, std::span<const Placement> mapping) {
   ++executions_;
-  return executor_->run(mapping, RunOptions{seed, true});
+  return executor_->run(mapping, RunOptions{ctx.seed, true});
 }
 
-double TrialRunner::makespan_ms(std::span<const Placement> mapping, std::uint64_t seed) {
+double TrialRunner::makespan_ms(const Context& ctx, std::span<const Placement> mapping) {
   ++executions_;
-  return executor_->makespan_s(mapping, RunOptions{seed, true}) * 1e3;
+  return executor_->makespan_s(mapping, RunOptions{ctx.seed, true}) * 1e3;
 }
 
 std::size_t cpu_slots(const PlacementProblem& p) {
@@ -172,7 +172,7 @@ Result<PolicyResult> BanditPolicy::decide(TrialRunner& runner, const Context& ct
         }
       }
     }
-    const double ms = runner.makespan_ms(p.mapping_at(arm), derive_seed(ctx.seed, {t}));
+    const double ms = runner.makespan_ms(ctx.derived({t}), p.mapping_at(arm));
     sum[arm] += std::isfinite(ms) ? std::min(1.0, bound / ms) : 0.0;
     ++pulls[arm];
   }
@@ -198,11 +198,11 @@ Result<PolicyResult> BruteForcePolicy::decide(TrialRunner& runner, const Context
                      std::to_string(max_),
                  Error::Kind::kResource);
   }
-  const std::uint64_t conditions = derive_seed(ctx.seed, {0});
+  const Context conditions = ctx.derived({0});
   double best_ms = std::numeric_limits<double>::infinity();
   std::uint64_t best = 0;
   for (std::uint64_t k = 0; k < count; ++k) {
-    const double ms = runner.makespan_ms(p.mapping_at(k), conditions);
+    const double ms = runner.makespan_ms(conditions, p.mapping_at(k));
     if (ms < best_ms) {
       best_ms = ms;
       best = k;

@@ -4,26 +4,28 @@
 
 namespace corun::profile {
 
-SampleRecord measure_sample(const Workload& w, const ConfigSpace& space, const Testbed& testbed,
-                            Plan plan, std::uint64_t seed, double window_s, std::uint64_t index) {
+SampleRecord measure_sample(const Context& ctx, const Workload& w, const ConfigSpace& space,
+                            const Testbed& testbed, Plan plan, double window_s,
+                            std::uint64_t index) {
   SampleRecord r;
   r.index = index;
-  r.config = plan_sample(w, space, plan, seed, index);
-  r.measurement_seed = measurement_seed(plan, seed, index);
+  r.config = plan_sample(ctx, w, space, plan, index);
+  r.measurement_seed = measurement_seed(ctx, plan, index);
   Conditions c;
-  c.interference = plan_cotenant(plan, seed, index);
+  c.interference = plan_cotenant(ctx, plan, index);
   r.measurement = testbed.measure(w, r.config, MeasureOptions(window_s, r.measurement_seed, c));
   return r;
 }
 
-std::vector<SampleRecord> measure_plan(const Workload& w, const Testbed& testbed, Plan plan,
-                                       std::uint64_t budget, std::uint64_t seed, double window_s) {
+std::vector<SampleRecord> measure_plan(const Context& ctx, const Workload& w,
+                                       const Testbed& testbed, Plan plan, std::uint64_t budget,
+                                       double window_s) {
   const ConfigSpace space(w);
   const std::uint64_t size = plan_size(w, plan, budget);
   std::vector<SampleRecord> out;
   out.reserve(size);
   for (std::uint64_t i = 0; i < size; ++i) {
-    out.push_back(measure_sample(w, space, testbed, plan, seed, window_s, i));
+    out.push_back(measure_sample(ctx, w, space, testbed, plan, window_s, i));
   }
   return out;
 }
@@ -56,11 +58,11 @@ Result<CampaignReport> run_campaign(Dataset& dataset, const Workload& w,
   }
   if (progress != nullptr) progress->update(report.already_stored);
   const ConfigSpace space(w);
+  const Context ctx{.seed = spec.seed};  // the campaign's seed: part of its identity
   std::uint64_t done = report.already_stored;
   for (std::uint64_t i = 0; i < report.total; ++i) {
     if (have[i]) continue;
-    const SampleRecord r =
-        measure_sample(w, space, testbed, spec.plan, spec.seed, spec.window_s, i);
+    const SampleRecord r = measure_sample(ctx, w, space, testbed, spec.plan, spec.window_s, i);
     if (auto s = dataset.insert(*id, r); !s.ok()) return s.error();
     ++report.measured;
     if (!r.measurement.ok()) ++report.failed;

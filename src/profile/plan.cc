@@ -106,8 +106,9 @@ std::uint64_t plan_size(const Workload& w, Plan plan, std::uint64_t budget) {
   return n * std::max<std::uint64_t>(budget, 1);
 }
 
-JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, std::uint64_t seed,
+JointConfig plan_sample(const Context& ctx, const Workload& w, const ConfigSpace& space, Plan plan,
                         std::uint64_t index) {
+  std::uint64_t seed = ctx.seed;
   const std::size_t n = w.models.size();
   JointConfig c(n, kAbsent);
   if (plan == Plan::kStandalone) {
@@ -155,27 +156,27 @@ JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, 
   return c;
 }
 
-std::vector<JointConfig> plan_samples(const Workload& w, Plan plan, std::uint64_t budget,
-                                      std::uint64_t seed) {
+std::vector<JointConfig> plan_samples(const Context& ctx, const Workload& w, Plan plan,
+                                      std::uint64_t budget) {
   const ConfigSpace space(w);
   const std::uint64_t size = plan_size(w, plan, budget);
   std::vector<JointConfig> out;
   out.reserve(size);
-  for (std::uint64_t i = 0; i < size; ++i) out.push_back(plan_sample(w, space, plan, seed, i));
+  for (std::uint64_t i = 0; i < size; ++i) out.push_back(plan_sample(ctx, w, space, plan, i));
   return out;
 }
 
-Interference plan_cotenant(Plan plan, std::uint64_t seed, std::uint64_t index) {
+Interference plan_cotenant(const Context& ctx, Plan plan, std::uint64_t index) {
   Interference i;
   if (plan != Plan::kCoTenant) return i;
-  Rng rng(derive_seed(seed, {kStreamCoTenant, index}));
+  Rng rng(derive_seed(ctx.seed, {kStreamCoTenant, index}));
   i.sm_util = rng.uniform();
   i.bandwidth_util = kMaxCoTenantBandwidth * rng.uniform();
   return i;
 }
 
-std::uint64_t measurement_seed(Plan plan, std::uint64_t seed, std::uint64_t index) {
-  return derive_seed(seed, {kStreamMeasure, plan_code(plan), index});
+std::uint64_t measurement_seed(const Context& ctx, Plan plan, std::uint64_t index) {
+  return derive_seed(ctx.seed, {kStreamMeasure, plan_code(plan), index});
 }
 
 }  // namespace corun::profile

@@ -100,7 +100,8 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
       data.cotenants.resize(data.corun.size());
       for (const auto& r : *samples) {
         data.cotenants.push_back(cotenant_totals(
-            data.workload.device, profile::plan_cotenant(c.spec.plan, c.spec.seed, r.index)));
+            data.workload.device,
+            profile::plan_cotenant(Context{.seed = c.spec.seed}, c.spec.plan, r.index)));
       }
     } else if (!data.cotenants.empty()) {
       data.cotenants.resize(data.cotenants.size() + samples->size());

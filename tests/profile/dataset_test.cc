@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../core/temp_dir.h"
 #include "corun/catalog/catalog.h"
 #include "corun/core/version.h"
 #include "corun/profile/campaign.h"
-#include "../core/temp_dir.h"
 
 namespace corun::profile::dataset_test {
 namespace {
@@ -72,7 +72,8 @@ TEST(Dataset, StoresAndReadsBackASampleExactly) {
   auto id = ds.ensure_campaign({Plan::kMeanField, 3, "sim", 10}, w, "text", "rtx3090", 1);
   ASSERT_TRUE(id.ok()) << id.error().what();
   const ConfigSpace space(w);
-  const SampleRecord r = measure_sample(w, space, **testbed, Plan::kMeanField, 3, 10, 0);
+  const SampleRecord r =
+      measure_sample(Context{.seed = 3}, w, space, **testbed, Plan::kMeanField, 10, 0);
   ASSERT_TRUE(r.measurement.ok());
   ASSERT_TRUE(ds.insert(*id, r).ok());
   auto back = ds.samples(*id);
@@ -100,7 +101,8 @@ TEST(Dataset, InsertingASampleTwiceKeepsOne) {
   auto id = ds.ensure_campaign({Plan::kJoint, 1, "sim", 10}, w, "text", "rtx3090", 3);
   ASSERT_TRUE(id.ok());
   const ConfigSpace space(w);
-  const SampleRecord r = measure_sample(w, space, **testbed, Plan::kJoint, 1, 10, 2);
+  const SampleRecord r =
+      measure_sample(Context{.seed = 1}, w, space, **testbed, Plan::kJoint, 10, 2);
   ASSERT_TRUE(ds.insert(*id, r).ok());
   ASSERT_TRUE(ds.insert(*id, r).ok());
   auto idx = ds.stored_indices(*id);
@@ -216,8 +218,9 @@ TEST(Campaign, CoTenantSamplesAreMeasuredNextToTheirCoTenant) {
   const ConfigSpace space(w);
   int slower = 0;
   for (std::uint64_t i = 0; i < 10; ++i) {
-    const SampleRecord r = measure_sample(w, space, **testbed, Plan::kCoTenant, 5, 10, i);
-    const Interference c = plan_cotenant(Plan::kCoTenant, 5, i);
+    const SampleRecord r =
+        measure_sample(Context{.seed = 5}, w, space, **testbed, Plan::kCoTenant, 10, i);
+    const Interference c = plan_cotenant(Context{.seed = 5}, Plan::kCoTenant, i);
     ASSERT_GT(c.sm_util + c.bandwidth_util, 0.0);
     const Measurement alone = (*testbed)->measure(w, r.config, {10, r.measurement_seed});
     ASSERT_EQ(alone.models.size(), r.measurement.models.size());

@@ -32,7 +32,7 @@ TEST(Plan, StandaloneVisitsEveryLocalConfigurationOnceAlone) {
   const Workload w = load("paper-n3.yaml");
   // 12 (LLM) + 9 + 9 local configurations: linear in N, not 12 x 9 x 9.
   ASSERT_EQ(plan_size(w, Plan::kStandalone, 0), 30u);
-  const auto samples = plan_samples(w, Plan::kStandalone, 0, 7);
+  const auto samples = plan_samples(Context{.seed = 7}, w, Plan::kStandalone, 0);
   std::set<std::pair<std::size_t, std::int32_t>> seen;
   for (const auto& c : samples) {
     int running = 0;
@@ -49,9 +49,9 @@ TEST(Plan, StandaloneVisitsEveryLocalConfigurationOnceAlone) {
 TEST(Plan, SameSeedSamePlanOtherSeedOtherPlan) {
   const Workload w = load("paper-n4.yaml");
   for (Plan p : {Plan::kMeanField, Plan::kJoint, Plan::kCoTenant}) {
-    const auto a = plan_samples(w, p, 50, 3);
-    const auto b = plan_samples(w, p, 50, 3);
-    const auto c = plan_samples(w, p, 50, 4);
+    const auto a = plan_samples(Context{.seed = 3}, w, p, 50);
+    const auto b = plan_samples(Context{.seed = 3}, w, p, 50);
+    const auto c = plan_samples(Context{.seed = 4}, w, p, 50);
     EXPECT_EQ(a, b) << to_string(p);
     EXPECT_NE(a, c) << to_string(p);
   }
@@ -62,8 +62,8 @@ TEST(Plan, BudgetsNest) {
   // larger budget, or an evaluation taking budget prefixes, sees the same samples.
   const Workload w = load("paper-n5.yaml");
   for (Plan p : {Plan::kMeanField, Plan::kJoint, Plan::kCoTenant}) {
-    const auto small = plan_samples(w, p, 25, 11);
-    const auto large = plan_samples(w, p, 200, 11);
+    const auto small = plan_samples(Context{.seed = 11}, w, p, 25);
+    const auto large = plan_samples(Context{.seed = 11}, w, p, 200);
     ASSERT_EQ(small.size(), 25u);
     for (std::size_t i = 0; i < small.size(); ++i) EXPECT_EQ(small[i], large[i]) << i;
   }
@@ -76,7 +76,7 @@ TEST(Plan, MeanFieldVisitsEachLocalConfigurationEvenly) {
   const Workload w = load("paper-n3.yaml");
   const ConfigSpace space(w);
   ASSERT_EQ(space.feasible_count().value(), space.joint_count().value());
-  const auto samples = plan_samples(w, Plan::kMeanField, 36, 5);
+  const auto samples = plan_samples(Context{.seed = 5}, w, Plan::kMeanField, 36);
   for (std::size_t m = 0; m < 3; ++m) {
     std::map<std::int32_t, int> count;
     for (const auto& c : samples) ++count[c[m]];
@@ -95,7 +95,7 @@ TEST(Plan, MeanFieldVisitsEachLocalConfigurationEvenly) {
 TEST(Plan, NodeCoRunSamplesRunAsManyModelsAsOneGpuHolds) {
   const Workload node = load("scale-node-8gpu-n32.yaml");
   ASSERT_EQ(node.node.gpus(), 8u);
-  const auto samples = plan_samples(node, Plan::kMeanField, 640, 1);
+  const auto samples = plan_samples(Context{.seed = 1}, node, Plan::kMeanField, 640);
   std::set<std::size_t> sizes;
   std::vector<int> seen(node.models.size(), 0);
   for (const auto& c : samples) {
@@ -111,8 +111,10 @@ TEST(Plan, NodeCoRunSamplesRunAsManyModelsAsOneGpuHolds) {
   }
   EXPECT_EQ(sizes.size(), 7u);  // 2, 3, ..., 8
   for (std::size_t m = 0; m < seen.size(); ++m) EXPECT_GT(seen[m], 50) << node.models[m].name;
-  EXPECT_EQ(plan_samples(node, Plan::kMeanField, 640, 1), samples);  // deterministic by seed
-  for (const auto& c : plan_samples(load("scale-n16.yaml"), Plan::kMeanField, 64, 1)) {
+  EXPECT_EQ(plan_samples(Context{.seed = 1}, node, Plan::kMeanField, 640),
+            samples);  // deterministic by seed
+  for (const auto& c :
+       plan_samples(Context{.seed = 1}, load("scale-n16.yaml"), Plan::kMeanField, 64)) {
     EXPECT_EQ(std::count(c.begin(), c.end(), kAbsent), 0);
   }
 }
@@ -139,24 +141,26 @@ models:
   ASSERT_LT(space.feasible_count().value(), space.joint_count().value());
   ASSERT_GT(space.feasible_count().value(), 0u);
   for (Plan p : {Plan::kMeanField, Plan::kJoint}) {
-    for (const auto& c : plan_samples(*w, p, 60, 1)) EXPECT_TRUE(space.fits_vram(c));
+    for (const auto& c : plan_samples(Context{.seed = 1}, *w, p, 60))
+      EXPECT_TRUE(space.fits_vram(c));
   }
 }
 
 TEST(Plan, CoTenantSamplesCarryADeterministicCoTenantInRange) {
   const Workload w = load("paper-n4.yaml");
   // Its configurations are its own draws, not the MeanField campaign's again.
-  EXPECT_NE(plan_samples(w, Plan::kCoTenant, 40, 9), plan_samples(w, Plan::kMeanField, 40, 9));
+  EXPECT_NE(plan_samples(Context{.seed = 9}, w, Plan::kCoTenant, 40),
+            plan_samples(Context{.seed = 9}, w, Plan::kMeanField, 40));
   double sm_sum = 0, bw_max = 0;
   std::set<double> distinct;
   for (std::uint64_t i = 0; i < 200; ++i) {
-    const Interference c = plan_cotenant(Plan::kCoTenant, 9, i);
+    const Interference c = plan_cotenant(Context{.seed = 9}, Plan::kCoTenant, i);
     EXPECT_GE(c.sm_util, 0.0);
     EXPECT_LT(c.sm_util, 1.0);
     EXPECT_GE(c.bandwidth_util, 0.0);
     EXPECT_LT(c.bandwidth_util, kMaxCoTenantBandwidth);
     // A pure function of (seed, index): a resumed campaign recomputes the same co-tenant.
-    EXPECT_EQ(c.sm_util, plan_cotenant(Plan::kCoTenant, 9, i).sm_util);
+    EXPECT_EQ(c.sm_util, plan_cotenant(Context{.seed = 9}, Plan::kCoTenant, i).sm_util);
     sm_sum += c.sm_util;
     bw_max = std::max(bw_max, c.bandwidth_util);
     distinct.insert(c.sm_util);
@@ -166,7 +170,7 @@ TEST(Plan, CoTenantSamplesCarryADeterministicCoTenantInRange) {
   EXPECT_GT(bw_max, 0.8 * kMaxCoTenantBandwidth);
   EXPECT_EQ(distinct.size(), 200u);
   for (Plan p : {Plan::kStandalone, Plan::kMeanField, Plan::kJoint, Plan::kOnline}) {
-    const Interference none = plan_cotenant(p, 9, 3);
+    const Interference none = plan_cotenant(Context{.seed = 9}, p, 3);
     EXPECT_EQ(none.sm_util, 0.0) << to_string(p);
     EXPECT_EQ(none.bandwidth_util, 0.0) << to_string(p);
   }
@@ -175,10 +179,12 @@ TEST(Plan, CoTenantSamplesCarryADeterministicCoTenantInRange) {
 TEST(Plan, MeasurementSeedsDifferPerSampleAndPlan) {
   std::set<std::uint64_t> seeds;
   for (Plan p : {Plan::kStandalone, Plan::kMeanField, Plan::kJoint}) {
-    for (std::uint64_t i = 0; i < 100; ++i) seeds.insert(measurement_seed(p, 9, i));
+    for (std::uint64_t i = 0; i < 100; ++i)
+      seeds.insert(measurement_seed(Context{.seed = 9}, p, i));
   }
   EXPECT_EQ(seeds.size(), 300u);
-  EXPECT_EQ(measurement_seed(Plan::kJoint, 9, 5), measurement_seed(Plan::kJoint, 9, 5));
+  EXPECT_EQ(measurement_seed(Context{.seed = 9}, Plan::kJoint, 5),
+            measurement_seed(Context{.seed = 9}, Plan::kJoint, 5));
 }
 
 }  // namespace

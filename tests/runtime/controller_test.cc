@@ -24,7 +24,7 @@ class SimSource final : public PredictorSource {
   Result<std::unique_ptr<Predictor>> predictor_for(const Workload& current) override {
     current_ = std::make_unique<Workload>(current);
     return std::unique_ptr<Predictor>(std::make_unique<testing::ScaledLatencies>(
-        std::make_unique<TestbedPredictor>(*current_, *t_, 10, 99), optimism_));
+        std::make_unique<TestbedPredictor>(Context{.seed = 99}, *current_, *t_, 10), optimism_));
   }
   std::vector<double> margins(const Workload& current) override {
     return std::vector<double>(current.models.size(), 0.05);

@@ -48,9 +48,10 @@ surrogate::Surrogate fitted(const Workload& w, surrogate::RegressorKind reg, boo
   auto tb = make_testbed("sim");
   EXPECT_TRUE(tb.ok());
   auto table = surrogate::StandaloneTable::from_samples(
-      w, profile::measure_plan(w, **tb, profile::Plan::kStandalone, 1, 3, 10));
+      w, profile::measure_plan(Context{.seed = 3}, w, **tb, profile::Plan::kStandalone, 1, 10));
   EXPECT_TRUE(table.ok());
-  const auto corun = profile::measure_plan(w, **tb, profile::Plan::kMeanField, 60, 3, 10);
+  const auto corun =
+      profile::measure_plan(Context{.seed = 3}, w, **tb, profile::Plan::kMeanField, 60, 10);
   surrogate::FitOptions o;
   o.regressor = reg;
   o.monotone = monotone;
@@ -307,7 +308,8 @@ TEST(SurrogatePredictor, ExpressesALoadOutsideThePlanOnlyWhenItKnowsTheGpu) {
   const surrogate::Totals t = surrogate::cotenant_totals(w.device, {0.2, 0.3});
   const std::vector<double> want = {t.count, t.sm, t.bw, t.vram_gb, t.power_w, t.occupancy};
   ASSERT_EQ(out.size(), want.size());
-  for (std::size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(out[k], static_cast<float>(want[k]));
+  for (std::size_t k = 0; k < want.size(); ++k)
+    EXPECT_FLOAT_EQ(out[k], static_cast<float>(want[k]));
   // One co-runner holding a fifth of the SMs, no VRAM, busy throughout (cotenant.h).
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_FLOAT_EQ(out[1], 0.2f);

@@ -30,9 +30,10 @@ TEST(ServeSurrogate, UsedWhileTheModelsMatchTwinOtherwise) {
   auto tb = make_testbed("sim");
   ASSERT_TRUE(tb.ok());
   auto table = surrogate::StandaloneTable::from_samples(
-      *w, profile::measure_plan(*w, **tb, profile::Plan::kStandalone, 1, 2, 10));
+      *w, profile::measure_plan(Context{.seed = 2}, *w, **tb, profile::Plan::kStandalone, 1, 10));
   ASSERT_TRUE(table.ok());
-  const auto corun = profile::measure_plan(*w, **tb, profile::Plan::kMeanField, 40, 2, 10);
+  const auto corun =
+      profile::measure_plan(Context{.seed = 2}, *w, **tb, profile::Plan::kMeanField, 40, 10);
   surrogate::FitOptions o;
   o.regressor = surrogate::RegressorKind::kLinear;
   surrogate::Provenance prov;

@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "../core/temp_dir.h"
 #include "corun/catalog/catalog.h"
 #include "corun/core/rng.h"
 #include "corun/profile/campaign.h"
-#include "../core/temp_dir.h"
 
 namespace corun::surrogate::surrogate_test {
 namespace {
@@ -38,11 +38,12 @@ const Data& data() {
     out.w = load("paper-n3.yaml");
     auto tb = make_testbed("sim");
     const auto standalone =
-        profile::measure_plan(out.w, **tb, profile::Plan::kStandalone, 2, 1, 10);
+        profile::measure_plan(Context{.seed = 1}, out.w, **tb, profile::Plan::kStandalone, 2, 10);
     auto t = StandaloneTable::from_samples(out.w, standalone);
     EXPECT_TRUE(t.ok());
     out.table = std::move(*t);
-    out.corun = profile::measure_plan(out.w, **tb, profile::Plan::kMeanField, 60, 1, 10);
+    out.corun =
+        profile::measure_plan(Context{.seed = 1}, out.w, **tb, profile::Plan::kMeanField, 60, 10);
     return out;
   }();
   return d;
@@ -76,7 +77,8 @@ TEST(StandaloneTable, AveragesRepeatsAsGeometricMeans) {
   EXPECT_EQ(d.table.measurements(), 2u * (12 + 9 + 9));
   // Recompute one entry by hand from the two passes.
   auto tb = make_testbed("sim");
-  const auto standalone = profile::measure_plan(d.w, **tb, profile::Plan::kStandalone, 2, 1, 10);
+  const auto standalone =
+      profile::measure_plan(Context{.seed = 1}, d.w, **tb, profile::Plan::kStandalone, 2, 10);
   const std::size_t pass = 30;
   const auto& a = standalone[13].measurement;  // model 1 (cam0), local 1, first pass
   const auto& b = standalone[13 + pass].measurement;
@@ -122,7 +124,7 @@ TEST(Features, MeanFieldSizeIsIndependentOfNJointGrowsWithN) {
   const Workload w6 = load("paper-n6.yaml");
   auto tb = make_testbed("sim");
   auto t6 = StandaloneTable::from_samples(
-      w6, profile::measure_plan(w6, **tb, profile::Plan::kStandalone, 1, 1, 10));
+      w6, profile::measure_plan(Context{.seed = 1}, w6, **tb, profile::Plan::kStandalone, 1, 10));
   ASSERT_TRUE(t6.ok());
   const Data& d = data();
   auto mf3 = FeatureMap::build(SurrogateKind::kMeanField, d.w, d.table);
@@ -311,8 +313,8 @@ TEST(Surrogate, DamagedFilesTheFuzzerFoundAreRefusedWithAReason) {
   // fuzz/regressions/surrogate/: numbers no field can hold (a child index of -1.3e19, which
   // converted to int was undefined behaviour; inputs = 1e300; a negative head model).
   std::size_t files = 0;
-  for (const auto& e :
-       std::filesystem::directory_iterator(std::string(CORUN_SOURCE_DIR) + "/fuzz/regressions/surrogate")) {
+  for (const auto& e : std::filesystem::directory_iterator(std::string(CORUN_SOURCE_DIR) +
+                                                           "/fuzz/regressions/surrogate")) {
     SCOPED_TRACE(e.path().string());
     ++files;
     const auto s = Surrogate::load(e.path());

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../core/temp_dir.h"
 #include "corun/catalog/catalog.h"
 #include "corun/core/atomic_file.h"
 #include "corun/profile/campaign.h"
 #include "corun/surrogate/training.h"
-#include "../core/temp_dir.h"
 
 namespace corun::surrogate::training_cli_test {
 namespace {
@@ -134,8 +134,8 @@ TEST(TrainingData, CoTenantSamplesComeBackWithTheirCoTenantInAggregateUnits) {
       continue;
     }
     ++loaded;
-    const Interference c = profile::plan_cotenant(profile::Plan::kCoTenant, 4,
-                                                  data->corun[i].index);
+    const Interference c =
+        profile::plan_cotenant(Context{.seed = 4}, profile::Plan::kCoTenant, data->corun[i].index);
     EXPECT_EQ(t.count, 1.0);
     EXPECT_DOUBLE_EQ(t.sm, c.sm_util);
     EXPECT_DOUBLE_EQ(t.power_w, c.sm_util * (350.0 - 25.0));

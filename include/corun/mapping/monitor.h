@@ -205,7 +205,7 @@ class Monitor {
   MonitorOptions options_;
   std::vector<NodeView> nodes_;
   int round_ = 0;
-  std::uint64_t round_seed_ = 0;
+  Context round_ctx_;  ///< the current round's stream: every run of the round sees its noise
   bool round_probed_ = false;
   double round_baseline_ms_ = 0;
   bool round_baseline_failed_ = false;

@@ -27,11 +27,11 @@ class TrialRunner {
   explicit TrialRunner(Executor& executor) : executor_(&executor) {}
 
   [[nodiscard]] const PlacementProblem& problem() const { return executor_->problem(); }
-  /// @brief Runs a valid mapping with observation noise seeded by `seed`; counts one
+  /// @brief Runs a valid mapping with observation noise drawn from `ctx.seed`; counts one
   /// execution.
-  RunResult run(std::span<const Placement> mapping, std::uint64_t seed);
+  RunResult run(const Context& ctx, std::span<const Placement> mapping);
   /// @brief Observed makespan in ms (+infinity when a tool failed); counts one execution.
-  double makespan_ms(std::span<const Placement> mapping, std::uint64_t seed);
+  double makespan_ms(const Context& ctx, std::span<const Placement> mapping);
   /// @brief DAG runs so far.
   [[nodiscard]] std::uint64_t executions() const { return executions_; }
 

@@ -22,12 +22,18 @@ struct CampaignReport {
 };
 
 /// @brief Measures sample `index` of a plan on a testbed (pure: same arguments, same record).
-SampleRecord measure_sample(const Workload& w, const ConfigSpace& space, const Testbed& testbed,
-                            Plan plan, std::uint64_t seed, double window_s, std::uint64_t index);
+SampleRecord measure_sample(const Context& ctx, const Workload& w, const ConfigSpace& space,
+                            const Testbed& testbed, Plan plan, double window_s,
+                            std::uint64_t index);
 
 /// @brief Measures samples [0, plan_size) of a plan without storing them (evaluations).
-std::vector<SampleRecord> measure_plan(const Workload& w, const Testbed& testbed, Plan plan,
-                                       std::uint64_t budget, std::uint64_t seed, double window_s);
+/// @code
+///   // every model alone, once per local configuration, 10-second windows, campaign seed 1
+///   auto alone = measure_plan(Context{}, w, testbed, Plan::kStandalone, 1, 10);
+/// @endcode
+std::vector<SampleRecord> measure_plan(const Context& ctx, const Workload& w,
+                                       const Testbed& testbed, Plan plan, std::uint64_t budget,
+                                       double window_s);
 
 /// @brief Runs (or resumes) a campaign into a dataset: computes the plan from the seed, skips
 /// the samples already stored, measures the others in index order and stores each in its own

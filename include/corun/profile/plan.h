@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/space/space.h"
 #include "corun/spec/workload.h"
 
@@ -34,23 +35,28 @@ const std::vector<std::string>& plan_names();
 /// least 1) for kStandalone, else `budget`.
 std::uint64_t plan_size(const Workload& w, Plan plan, std::uint64_t budget);
 
-/// @brief Sample `index` of a plan: a pure function of (workload, plan, seed, index), so a
-/// resumed campaign recomputes exactly the samples it has not stored yet, and the first b
-/// samples of a plan of budget K > b are the plan of budget b (budgets nest).
+/// @brief Sample `index` of a plan: a pure function of (campaign seed `ctx.seed`, workload,
+/// plan, index), so a resumed campaign recomputes exactly the samples it has not stored yet,
+/// and the first b samples of a plan of budget K > b are the plan of budget b (budgets nest).
 /// Co-run plans only draw configurations that fit in VRAM when the space holds any; a
 /// standalone sample of a model too large for the device is kept (its failure is data).
-JointConfig plan_sample(const Workload& w, const ConfigSpace& space, Plan plan, std::uint64_t seed,
+///
+/// @code
+///   const ConfigSpace space(w);
+///   const JointConfig c = plan_sample(Context{.seed = 7}, w, space, Plan::kMeanField, 0);
+/// @endcode
+JointConfig plan_sample(const Context& ctx, const Workload& w, const ConfigSpace& space, Plan plan,
                         std::uint64_t index);
 
 /// @brief Samples [0, plan_size) of a plan.
-std::vector<JointConfig> plan_samples(const Workload& w, Plan plan, std::uint64_t budget,
-                                      std::uint64_t seed);
+std::vector<JointConfig> plan_samples(const Context& ctx, const Workload& w, Plan plan,
+                                      std::uint64_t budget);
 
 /// @brief The synthetic co-tenant sample `index` of a plan is measured next to: for kCoTenant
 /// an SM share U(0, 1) and a bandwidth U(0, kMaxCoTenantBandwidth) of the achievable, a pure
-/// function of (seed, index) so that a stored sample's co-tenant is recomputed, never stored;
+/// function of (ctx.seed, index) so that a stored sample's co-tenant is recomputed, never stored;
 /// none for every other plan.
-Interference plan_cotenant(Plan plan, std::uint64_t seed, std::uint64_t index);
+Interference plan_cotenant(const Context& ctx, Plan plan, std::uint64_t index);
 
 /// @brief Largest bandwidth share of a kCoTenant sample's co-tenant: a tool burst is mostly
 /// compute, and a co-tenant that saturates DRAM alone teaches nothing about a plan.
@@ -58,6 +64,6 @@ inline constexpr double kMaxCoTenantBandwidth = 0.5;
 
 /// @brief Seed of the testbed noise for sample `index`: independent per plan and sample, so a
 /// resumed campaign measures exactly what an uninterrupted one would have.
-std::uint64_t measurement_seed(Plan plan, std::uint64_t seed, std::uint64_t index);
+std::uint64_t measurement_seed(const Context& ctx, Plan plan, std::uint64_t index);
 
 }  // namespace corun::profile

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "corun/core/context.h"
 #include "corun/plan/predictor.h"
 #include "corun/spec/workload.h"
 #include "corun/testbed/testbed.h"
@@ -17,8 +18,9 @@ class TestbedPredictor final : public Predictor {
  public:
   TestbedPredictor(const Workload& w, const Testbed& t, MeasureOptions options)
       : w_(&w), t_(&t), options_(std::move(options)) {}
-  TestbedPredictor(const Workload& w, const Testbed& t, double window_s, std::uint64_t seed)
-      : TestbedPredictor(w, t, MeasureOptions{window_s, seed, {}, true}) {}
+  /// Noisy measurements of `window_s` seconds, their noise drawn from `ctx.seed`.
+  TestbedPredictor(const Context& ctx, const Workload& w, const Testbed& t, double window_s)
+      : TestbedPredictor(w, t, MeasureOptions{window_s, ctx.seed, {}, true}) {}
   [[nodiscard]] std::size_t models() const override { return w_->models.size(); }
   void predict(std::span<const std::int32_t> configs, std::size_t rows,
                std::span<Predicted> out) const override;

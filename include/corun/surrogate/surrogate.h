@@ -101,8 +101,9 @@ struct FitOptions {
 ///
 /// From a testbed `tb` to the predictions for one joint configuration `config`:
 /// @code
-///   auto alone = profile::measure_plan(w, tb, profile::Plan::kStandalone, 2, 1, 10);
-///   auto corun = profile::measure_plan(w, tb, profile::Plan::kMeanField, 60, 1, 10);
+///   const Context ctx{.seed = 1};
+///   auto alone = profile::measure_plan(ctx, w, tb, profile::Plan::kStandalone, 2, 10);
+///   auto corun = profile::measure_plan(ctx, w, tb, profile::Plan::kMeanField, 60, 10);
 ///   Result<StandaloneTable> table = StandaloneTable::from_samples(w, alone);
 ///   if (!table) return table.error();
 ///   Result<Surrogate> s = Surrogate::fit(Context{}, w, *table, corun, FitOptions{}, {});
