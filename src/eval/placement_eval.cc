@@ -31,7 +31,7 @@ Result<Oracle> brute_force_oracle(const PlacementProblem& problem, std::uint64_t
   std::vector<Run> runs;
   for (std::uint64_t k = 0; k < count; ++k) {
     const Mapping m = problem.mapping_at(k);
-    const double ms = ex.makespan_s(m, RunOptions{0, false}) * 1e3;
+    const double ms = ex.makespan_s(m) * 1e3;
     if (std::isfinite(ms)) runs.push_back({ms, k, ex.last_burst()});
     if (ms < o.makespan_ms) {
       o.makespan_ms = ms;
@@ -65,7 +65,7 @@ Result<Oracle> brute_force_oracle(const PlacementProblem& problem, std::uint64_t
 
 double true_makespan_ms(const PlacementProblem& problem, const Mapping& mapping) {
   Executor ex(problem);
-  return ex.makespan_s(mapping, RunOptions{0, false}) * 1e3;
+  return ex.makespan_s(mapping) * 1e3;
 }
 
 nlohmann::json to_json(const PlacementRow& r) {
@@ -105,7 +105,7 @@ Result<std::optional<std::vector<SlaOutcome>>> measure_corunners_during(
   auto testbed = make_testbed(co->testbed);
   if (!testbed) return testbed.error();
   Executor ex(problem);
-  const RunResult run = ex.run(mapping, RunOptions{0, false});
+  const RunResult run = ex.run(mapping);
   auto outcomes = co->during(run.burst, **testbed);
   if (!outcomes) return outcomes.error();
   return std::optional<std::vector<SlaOutcome>>(breaches(*outcomes));
@@ -116,7 +116,7 @@ std::optional<std::vector<SlaOutcome>> predict_corunners_during(const PlacementP
   const CoRunnerGuard* guard = problem.guard();
   if (guard == nullptr) return std::nullopt;
   Executor ex(problem);
-  return predicted_breaches(*guard, ex.run(mapping, RunOptions{0, false}).burst);
+  return predicted_breaches(*guard, ex.run(mapping).burst);
 }
 
 PlacementRow judge(const PlacementProblem& problem, const Oracle& oracle, Policy& policy,
@@ -145,7 +145,7 @@ PlacementRow judge(const PlacementProblem& problem, const Oracle& oracle, Policy
     row.makespan_ms = std::numeric_limits<double>::infinity();
     return row;
   }
-  row.makespan_ms = ex.makespan_s(d->mapping, RunOptions{0, false}) * 1e3;
+  row.makespan_ms = ex.makespan_s(d->mapping) * 1e3;
   row.failed = !std::isfinite(row.makespan_ms);
   row.optimal = !row.failed && row.makespan_ms <= oracle.makespan_ms * (1 + tolerance);
   if (!row.failed) {

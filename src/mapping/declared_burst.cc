@@ -49,7 +49,7 @@ Result<std::vector<DeclaredBurst>> declared_bursts(const Workload& w, const Tool
     CORUN_CHECK(share > 0 && share <= 1);
     problem->set_tool_gpu_share(share);
     Executor executor(*problem);
-    const RunResult run = executor.run(all_gpu, {problem->scenario().seed, false});
+    const RunResult run = executor.run(all_gpu);
     if (run.failed) {
       const std::string why = run.failures.empty() ? "a call failed" : run.failures.front();
       return Error(where + ": the tools cannot run on " + w.device.display_name + " (" + why + ")",

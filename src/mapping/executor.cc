@@ -36,17 +36,26 @@ Executor::Executor(const PlacementProblem& problem) : problem_(&problem) {
   ready_.reserve(n);
 }
 
-RunResult Executor::run(std::span<const Placement> mapping, const RunOptions& options) {
+RunResult Executor::run(std::span<const Placement> mapping) {
   CORUN_CHECK_MSG(problem_->validate(mapping).ok(), "Executor::run needs a validated mapping");
   RunResult r;
-  r.seed = options.seed;
-  r.noisy = options.noise;
-  simulate<true>(mapping, options, &r);
+  simulate<true>(mapping, nullptr, &r);
   return r;
 }
 
-double Executor::makespan_s(std::span<const Placement> mapping, const RunOptions& options) {
-  return simulate<false>(mapping, options, nullptr);
+RunResult Executor::run(const Context& ctx, std::span<const Placement> mapping) {
+  CORUN_CHECK_MSG(problem_->validate(mapping).ok(), "Executor::run needs a validated mapping");
+  RunResult r;
+  simulate<true>(mapping, &ctx, &r);
+  return r;
+}
+
+double Executor::makespan_s(std::span<const Placement> mapping) {
+  return simulate<false>(mapping, nullptr, nullptr);
+}
+
+double Executor::makespan_s(const Context& ctx, std::span<const Placement> mapping) {
+  return simulate<false>(mapping, &ctx, nullptr);
 }
 
 /// @brief One run of a mapping: the event loop's state between events, over the executor's
@@ -54,7 +63,7 @@ double Executor::makespan_s(std::span<const Placement> mapping, const RunOptions
 template <bool kTrace>
 class Executor::Simulation {
  public:
-  Simulation(Executor& ex, std::span<const Placement> mapping, const RunOptions& options,
+  Simulation(Executor& ex, std::span<const Placement> mapping, const Context* noise,
              RunResult* out)
       : p_(*ex.problem_),
         n_(p_.size()),
@@ -66,7 +75,7 @@ class Executor::Simulation {
         partition_(p_.tool_gpu_share() * dev_.sms),
         bg_cpu_(background_cpu_share(p_)),
         mapping_(mapping),
-        options_(options),
+        noise_(noise),
         out_(out),
         phase_(ex.phase_),
         segment_(ex.segment_),
@@ -135,14 +144,14 @@ class Executor::Simulation {
 
   /// @brief Draws every node's noise and clears the scratch and the trace for a new run.
   void reset() {
-    const double sigma = options_.noise ? p_.scenario().noise : 0.0;
+    const double sigma = noise_ != nullptr ? p_.scenario().noise : 0.0;
     for (std::size_t i = 0; i < n_; ++i) {
       phase_[i] = kWaiting;
       pending_[i] = static_cast<int>(p_.preds(i).size());
       gpu_factor_[i] =
-          sigma > 0 && on_gpu(mapping_[i]) ? noise_factor(options_.seed, i, 0, sigma) : 1;
+          sigma > 0 && on_gpu(mapping_[i]) ? noise_factor(noise_->seed, i, 0, sigma) : 1;
       cpu_factor_[i] =
-          sigma > 0 && !on_gpu(mapping_[i]) ? noise_factor(options_.seed, i, 1, sigma) : 1;
+          sigma > 0 && !on_gpu(mapping_[i]) ? noise_factor(noise_->seed, i, 1, sigma) : 1;
     }
     if constexpr (kTrace) {
       out_->tools.assign(n_, ToolRun{});
@@ -471,7 +480,7 @@ class Executor::Simulation {
   const double partition_;
   const double bg_cpu_;
   const std::span<const Placement> mapping_;
-  const RunOptions& options_;
+  const Context* const noise_;  // nullptr: an exact run
   RunResult* const out_;
   // The executor's scratch.
   std::vector<std::uint8_t>& phase_;
@@ -496,13 +505,12 @@ class Executor::Simulation {
 };
 
 template <bool kTrace>
-double Executor::simulate(std::span<const Placement> mapping, const RunOptions& options,
+double Executor::simulate(std::span<const Placement> mapping, const Context* noise,
                           RunResult* out) {
-  return Simulation<kTrace>(*this, mapping, options, out).run();
+  return Simulation<kTrace>(*this, mapping, noise, out).run();
 }
 
-template double Executor::simulate<true>(std::span<const Placement>, const RunOptions&, RunResult*);
-template double Executor::simulate<false>(std::span<const Placement>, const RunOptions&,
-                                          RunResult*);
+template double Executor::simulate<true>(std::span<const Placement>, const Context*, RunResult*);
+template double Executor::simulate<false>(std::span<const Placement>, const Context*, RunResult*);
 
 }  // namespace corun::mapping

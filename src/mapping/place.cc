@@ -24,8 +24,8 @@ Result<Placed> place(const PlacementProblem& problem, const PlaceOptions& option
                  Error::Kind::kInternal);
   }
   Placed out;
-  out.truth = ex.run(d->mapping, RunOptions{0, false});
-  out.observed = ex.run(d->mapping, RunOptions{ctx.seed, true});
+  out.truth = ex.run(d->mapping);
+  out.observed = ex.run(ctx, d->mapping);
   out.decision = std::move(*d);
   if (agent) out.agent = std::string(agent->name());
   return out;

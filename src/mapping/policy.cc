@@ -13,12 +13,12 @@ namespace corun::mapping {
 
 RunResult TrialRunner::run(const Context& ctx, std::span<const Placement> mapping) {
   ++executions_;
-  return executor_->run(mapping, RunOptions{ctx.seed, true});
+  return executor_->run(ctx, mapping);
 }
 
 double TrialRunner::makespan_ms(const Context& ctx, std::span<const Placement> mapping) {
   ++executions_;
-  return executor_->makespan_s(mapping, RunOptions{ctx.seed, true}) * 1e3;
+  return executor_->makespan_s(ctx, mapping) * 1e3;
 }
 
 std::size_t cpu_slots(const PlacementProblem& p) {

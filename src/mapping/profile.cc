@@ -48,7 +48,7 @@ double standalone_ms(const ToolCatalog& tools, const Tool& tool, const Device& d
   CORUN_CHECK(problem.ok());
   Executor ex(*problem);
   const Mapping m = {placement};
-  return ex.run(m, RunOptions{0, false}).makespan_ms;
+  return ex.run(m).makespan_ms;
 }
 
 }  // namespace

@@ -161,12 +161,12 @@ std::optional<Measurement> OnlineLog::find(std::uint64_t step, const JointConfig
   return std::nullopt;
 }
 
-Status OnlineLog::store(std::uint64_t step, const JointConfig& config, std::uint64_t seed,
+Status OnlineLog::store(std::uint64_t step, const JointConfig& config, const Context& interval,
                         const Measurement& m) {
   profile::SampleRecord rec;
   rec.index = step;
   rec.config = config;
-  rec.measurement_seed = seed;
+  rec.measurement_seed = interval.seed;
   rec.measurement = m;
   return ds_.insert(campaign_, rec);
 }
@@ -250,12 +250,12 @@ class OnlineLoop {
     // What runs: the plan's refused shares never reach the testbed; utility still counts
     // against the whole demand, so the refused share earns nothing.
     const Workload runs = admitted_workload(truth, rec.admitted);
-    const std::uint64_t seed = derive_seed(controller_.context().seed, {kIntervalStream, step});
-    if (auto s = measure(rec, runs, config, mo, seed, step); !s.ok()) return s;
+    const Context interval = controller_.context().derived({kIntervalStream, step});
+    if (auto s = measure(rec, runs, config, mo, interval, step); !s.ok()) return s;
     judge(rec, truth, now, config, plan.get(), step);
     watch_gpu_activity(rec, runs, config);
     rec.learning = controller_.learning_state();
-    feed_refit(runs, config, rec, mo, seed, step);
+    feed_refit(runs, config, rec, mo, interval, step);
     if (options_.on_interval) options_.on_interval(rec, truth);
     report_.intervals.push_back(std::move(rec));
     return {};
@@ -379,7 +379,7 @@ class OnlineLoop {
 
   /// Measures the interval on the testbed, or reads it back from the run's log, and stores it.
   Status measure(IntervalRecord& rec, const Workload& runs, const JointConfig& config,
-                 MeasureOptions& mo, std::uint64_t seed, std::uint64_t step) {
+                 MeasureOptions& mo, const Context& interval, std::uint64_t step) {
     std::optional<Measurement> stored;
     if (options_.log != nullptr) stored = options_.log->find(step, config);
     if (stored) {
@@ -387,10 +387,10 @@ class OnlineLoop {
       rec.replayed = true;
       ++report_.replayed;
     } else {
-      mo.seed = seed;
+      mo.seed = interval.seed;
       rec.measured = testbed_.measure(runs, config, mo);
       if (options_.log != nullptr) {
-        if (auto st = options_.log->store(step, config, seed, rec.measured); !st.ok()) {
+        if (auto st = options_.log->store(step, config, interval, rec.measured); !st.ok()) {
           return st.error().wrap("storing interval " + std::to_string(step));
         }
       }
@@ -463,9 +463,9 @@ class OnlineLoop {
   /// Gives the background refit a window that measured the plan (a window of a swap measured
   /// the swap), and starts a refit once enough are pending.
   void feed_refit(const Workload& runs, const JointConfig& config, const IntervalRecord& rec,
-                  const MeasureOptions& mo, std::uint64_t seed, std::uint64_t step) {
+                  const MeasureOptions& mo, const Context& interval, std::uint64_t step) {
     if (!refit_ || !mo.transitions.empty()) return;
-    refit_->add(runs, config, rec.measured, seed);
+    refit_->add(runs, config, rec.measured, interval);
     if (!refit_->running() && refit_->pending() >= refit_every()) {
       refit_->start();
       refit_started_ = step;

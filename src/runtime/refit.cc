@@ -37,14 +37,14 @@ BackgroundRefit::~BackgroundRefit() {
 }
 
 void BackgroundRefit::add(const Workload& current, const JointConfig& config,
-                          const Measurement& m, std::uint64_t seed) {
+                          const Measurement& m, const Context& interval) {
   if (!same_demands(current, data_.workload) || config.size() != data_.workload.models.size()) {
     return;
   }
   profile::SampleRecord rec;
   rec.index = online_.size();
   rec.config = config;
-  rec.measurement_seed = seed;
+  rec.measurement_seed = interval.seed;
   rec.measurement = m;
   online_.push_back(std::move(rec));
 }

@@ -72,8 +72,8 @@ TEST(CoRunners, TheToolsSeeTheLoadAndVramTheTestbedMeasuredForThePlan) {
       PlacementProblem::build(one_tool("summarize", 24), tools(), Catalog::default_catalog());
   ASSERT_TRUE(idle.ok());
   const Mapping gpu{Placement::kGpuNow};
-  EXPECT_GT(Executor(*p).makespan_s(gpu, {0, false}),
-            1.05 * Executor(*idle).makespan_s(gpu, {0, false}));
+  EXPECT_GT(Executor(*p).makespan_s(gpu),
+            1.05 * Executor(*idle).makespan_s(gpu));
 }
 
 TEST(CoRunners, ConflictingOrForeignDescriptionsAreErrors) {

@@ -76,7 +76,7 @@ TEST(DeclaredBurst, RunsTheScenarioNamedRelativeToTheWorkloadWithEveryCallOnTheG
   }
   EXPECT_GE(on_gpu, 3u);  // asr, summarize and translate have GPU implementations
   Executor ex(*problem);
-  const RunResult run = ex.run(all_gpu, {s->seed, false});
+  const RunResult run = ex.run(all_gpu);
   EXPECT_EQ(b->makespan_ms, run.makespan_ms);
   EXPECT_EQ(b->load.sm_util, run.burst.sm_util);
 

@@ -14,7 +14,6 @@ using testing::make_problem;
 constexpr auto kNow = Placement::kGpuNow;
 constexpr auto kQueue = Placement::kGpuQueue;
 constexpr auto kCpu = Placement::kCpu;
-constexpr RunOptions kExact{0, false};
 
 // Alone on the round device (tools_test.cc derives them by hand): conv uploads in 10.01 ms,
 // computes in 20.7174 ms, downloads in 1.01 ms: 31.7374 ms; small computes in 2.5146 ms.
@@ -24,22 +23,22 @@ constexpr double kSmallMs = 2.5146;
 TEST(Executor, OneToolAloneTakesItsProfile) {
   const auto p = make_problem({{"a", "conv", {}, 0}}, 10);
   Executor ex(p);
-  EXPECT_NEAR(ex.run(Mapping{kNow}, kExact).makespan_ms, kConvMs, 1e-3);
+  EXPECT_NEAR(ex.run(Mapping{kNow}).makespan_ms, kConvMs, 1e-3);
   // Its burst: computing from the end of the upload (10.01 ms) for 20.717 ms on 97.014 of the
   // 100 SMs, pulling 0.053632 of the achievable bandwidth (tools_test.cc).
-  const BurstLoad b = ex.run(Mapping{kNow}, kExact).burst;
+  const BurstLoad b = ex.run(Mapping{kNow}).burst;
   EXPECT_NEAR(b.start_ms, 10.01, 1e-6);
   EXPECT_NEAR(b.end_ms, 10.01 + 20.7174, 1e-3);
   EXPECT_NEAR(b.sm_util, 0.97014, 1e-5);
   EXPECT_NEAR(b.bw_util, 0.053632, 1e-5);
-  EXPECT_FALSE(ex.run(Mapping{kCpu}, kExact).burst.any());
-  EXPECT_NEAR(ex.run(Mapping{kCpu}, kExact).makespan_ms, 2000.0, 1e-9);  // 2 s on 10 cores
+  EXPECT_FALSE(ex.run(Mapping{kCpu}).burst.any());
+  EXPECT_NEAR(ex.run(Mapping{kCpu}).makespan_ms, 2000.0, 1e-9);  // 2 s on 10 cores
 }
 
 TEST(Executor, ChainAddsUp) {
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "small", {0}, 0}}, 10);
   Executor ex(p);
-  const RunResult r = ex.run(Mapping{kQueue, kQueue}, kExact);
+  const RunResult r = ex.run(Mapping{kQueue, kQueue});
   EXPECT_NEAR(r.tools[1].ready_ms, kConvMs, 1e-3);
   EXPECT_NEAR(r.tools[1].start_ms, r.tools[0].end_ms, 1e-12);
   EXPECT_NEAR(r.makespan_ms, kConvMs + kSmallMs, 1e-3);
@@ -59,7 +58,7 @@ TEST(Executor, ConcurrentGpuToolsShareSmsPcieAndCache) {
   // Total 20.02 + 39.1158 + 2.02 = 61.1558 ms.
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}}, 10);
   Executor ex(p);
-  const RunResult r = ex.run(Mapping{kNow, kNow}, kExact);
+  const RunResult r = ex.run(Mapping{kNow, kNow});
   const double expected = 61.1558;
   EXPECT_NEAR(r.makespan_ms, expected, 1e-3);
   EXPECT_NEAR(r.tools[0].end_ms, expected, 1e-3);
@@ -73,25 +72,25 @@ TEST(Executor, LaunchGapsGrowWithCoRunners) {
   // three at once 24.8 ms (a few SMs each: no oversubscription).
   const auto one = make_problem({{"a", "launch", {}, 0}}, 10);
   Executor ex1(one);
-  EXPECT_NEAR(ex1.run(Mapping{kNow}, kExact).makespan_ms, 19.4, 1e-9);
+  EXPECT_NEAR(ex1.run(Mapping{kNow}).makespan_ms, 19.4, 1e-9);
   const auto two = make_problem({{"a", "launch", {}, 0}, {"b", "launch", {}, 0}}, 10);
   Executor ex2(two);
-  EXPECT_NEAR(ex2.run(Mapping{kNow, kNow}, kExact).makespan_ms, 19.7, 1e-9);
+  EXPECT_NEAR(ex2.run(Mapping{kNow, kNow}).makespan_ms, 19.7, 1e-9);
   const auto three =
       make_problem({{"a", "launch", {}, 0}, {"b", "launch", {}, 0}, {"c", "launch", {}, 0}}, 10);
   Executor ex3(three);
-  EXPECT_NEAR(ex3.run(Mapping{kNow, kNow, kNow}, kExact).makespan_ms, 24.8, 1e-9);
+  EXPECT_NEAR(ex3.run(Mapping{kNow, kNow, kNow}).makespan_ms, 24.8, 1e-9);
   // Moving one to the CPU (where kernels of no work cost nothing) leaves two.
-  EXPECT_NEAR(ex3.run(Mapping{kNow, kNow, kCpu}, kExact).makespan_ms, 19.7, 1e-9);
+  EXPECT_NEAR(ex3.run(Mapping{kNow, kNow, kCpu}).makespan_ms, 19.7, 1e-9);
 }
 
 TEST(Executor, CpuToolsShareCores) {
   // Two conv on the CPU, each wanting all 10 cores: processor sharing doubles both: 4 s.
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}}, 10);
   Executor ex(p);
-  EXPECT_NEAR(ex.run(Mapping{kCpu, kCpu}, kExact).makespan_ms, 4000.0, 1e-6);
+  EXPECT_NEAR(ex.run(Mapping{kCpu, kCpu}).makespan_ms, 4000.0, 1e-6);
   // One on each side: no sharing at all.
-  EXPECT_NEAR(ex.run(Mapping{kCpu, kNow}, kExact).makespan_ms, 2000.0, 1e-6);
+  EXPECT_NEAR(ex.run(Mapping{kCpu, kNow}).makespan_ms, 2000.0, 1e-6);
 }
 
 TEST(Executor, BackgroundTenantSlowsKernels) {
@@ -105,7 +104,7 @@ TEST(Executor, BackgroundTenantSlowsKernels) {
   auto p = PlacementProblem::build(s, testing::round_catalog(), testing::round_device());
   ASSERT_TRUE(p.ok());
   Executor ex(*p);
-  EXPECT_NEAR(ex.run(Mapping{kNow}, kExact).makespan_ms, 10.01 + 29.9578 + 1.01, 1e-3);
+  EXPECT_NEAR(ex.run(Mapping{kNow}).makespan_ms, 10.01 + 29.9578 + 1.01, 1e-3);
 }
 
 TEST(Executor, GpuNowFailsWhenVramIsShortAndSkipsSuccessors) {
@@ -114,7 +113,7 @@ TEST(Executor, GpuNowFailsWhenVramIsShortAndSkipsSuccessors) {
       make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}, {"c", "small", {1}, 0}}, 3);
   Executor ex(p);
   const Mapping m{kNow, kNow, kQueue};
-  const RunResult r = ex.run(m, kExact);
+  const RunResult r = ex.run(m);
   EXPECT_TRUE(r.failed);
   EXPECT_EQ(r.tools[0].status, ToolRun::Status::kDone);
   EXPECT_EQ(r.tools[1].status, ToolRun::Status::kFailed);
@@ -122,14 +121,14 @@ TEST(Executor, GpuNowFailsWhenVramIsShortAndSkipsSuccessors) {
   ASSERT_EQ(r.failures.size(), 1u);
   EXPECT_NE(r.failures[0].find("out of VRAM"), std::string::npos);
   EXPECT_NEAR(r.makespan_ms, kConvMs, 1e-3);  // the tool that did run
-  EXPECT_TRUE(std::isinf(ex.makespan_s(m, kExact)));
+  EXPECT_TRUE(std::isinf(ex.makespan_s(m)));
 }
 
 TEST(Executor, GpuQueueWaitsInFifoOrder) {
   // Same budget with gpu_queue: b waits for a's 2 GB, then runs alone too.
   const auto p = make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}}, 3);
   Executor ex(p);
-  const RunResult r = ex.run(Mapping{kQueue, kQueue}, kExact);
+  const RunResult r = ex.run(Mapping{kQueue, kQueue});
   EXPECT_FALSE(r.failed);
   EXPECT_NEAR(r.tools[1].start_ms, kConvMs, 1e-3);
   EXPECT_NEAR(r.tools[1].queue_wait_ms, kConvMs, 1e-3);
@@ -143,9 +142,9 @@ TEST(Executor, HeadOfLineBlockingAndQueueJumping) {
   const auto p =
       make_problem({{"a", "conv", {}, 0}, {"b", "conv", {}, 0}, {"c", "small", {}, 0}}, 3);
   Executor ex(p);
-  const RunResult queued = ex.run(Mapping{kQueue, kQueue, kQueue}, kExact);
+  const RunResult queued = ex.run(Mapping{kQueue, kQueue, kQueue});
   EXPECT_NEAR(queued.tools[2].start_ms, kConvMs, 1e-3);
-  const RunResult jumped = ex.run(Mapping{kQueue, kQueue, kNow}, kExact);
+  const RunResult jumped = ex.run(Mapping{kQueue, kQueue, kNow});
   EXPECT_NEAR(jumped.tools[2].start_ms, 0.0, 1e-12);
   EXPECT_FALSE(jumped.failed);
 }
@@ -158,7 +157,7 @@ TEST(Executor, ZeroCostToolsAndDiamondsComplete) {
                                {"sink", "launch", {1, 2}, 0}},
                               10);
   Executor ex(p);
-  const RunResult r = ex.run(Mapping{kCpu, kQueue, kCpu, kCpu}, kExact);
+  const RunResult r = ex.run(Mapping{kCpu, kQueue, kCpu, kCpu});
   EXPECT_NEAR(r.tools[0].end_ms, 0.0, 1e-12);   // launch on CPU: no work, no dispatch cost
   EXPECT_NEAR(r.tools[2].end_ms, 100.0, 1e-9);  // small on 2 cores: 100 ms
   EXPECT_NEAR(r.tools[1].end_ms, kSmallMs, 1e-3);
@@ -173,13 +172,14 @@ TEST(Executor, NoiseIsDeterministicBySeedAndMeanOne) {
   ASSERT_TRUE(p.ok());
   Executor ex(*p);
   const Mapping m{kQueue, kCpu};
-  const double a = ex.makespan_s(m, {7, true});
-  EXPECT_EQ(a, ex.makespan_s(m, {7, true}));
-  EXPECT_NE(a, ex.makespan_s(m, {8, true}));
-  const double exact = ex.makespan_s(m, kExact);
+  const double a = ex.makespan_s(Context{.seed = 7}, m);
+  EXPECT_EQ(a, ex.makespan_s(Context{.seed = 7}, m));
+  EXPECT_NE(a, ex.makespan_s(Context{.seed = 8}, m));
+  const double exact = ex.makespan_s(m);
   double sum = 0;
   const int n = 2000;
-  for (int k = 0; k < n; ++k) sum += ex.makespan_s(m, {static_cast<std::uint64_t>(k), true});
+  for (int k = 0; k < n; ++k)
+    sum += ex.makespan_s(Context{.seed = static_cast<std::uint64_t>(k)}, m);
   // Mean-one log-normal per tool: the average observed makespan converges on the exact one
   // (standard error ~ 0.05 / sqrt(2000) ~ 0.1 %).
   EXPECT_NEAR(sum / n / exact, 1.0, 0.005);
@@ -194,8 +194,8 @@ TEST(Executor, FastPathAgreesWithTrace) {
   Executor ex(p);
   for (std::uint64_t k = 0; k < p.mapping_count(); ++k) {
     const Mapping m = p.mapping_at(k);
-    const RunResult r = ex.run(m, {k, true});
-    const double fast = ex.makespan_s(m, {k, true});
+    const RunResult r = ex.run(Context{.seed = k}, m);
+    const double fast = ex.makespan_s(Context{.seed = k}, m);
     if (r.failed) {
       EXPECT_TRUE(std::isinf(fast));
     } else {

@@ -140,7 +140,7 @@ double executor_alone_ms(const std::string& name) {
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().what());
   if (!p.ok()) return 0;
   Executor ex(*p);
-  const RunResult r = ex.run(Mapping{Placement::kGpuNow}, RunOptions{0, false});
+  const RunResult r = ex.run(Mapping{Placement::kGpuNow});
   return r.makespan_ms - (p->cost(0).h2d_s + p->cost(0).d2h_s) * 1e3;
 }
 

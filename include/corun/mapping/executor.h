@@ -23,16 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/mapping/burst.h"
 #include "corun/mapping/problem.h"
 
 namespace corun::mapping {
-
-/// @brief How to run: the seed of the observation noise, and whether to add noise at all.
-struct RunOptions {
-  std::uint64_t seed = 0;
-  bool noise = true;
-};
 
 /// @brief What happened to one tool call in a run.
 struct ToolRun {
@@ -58,8 +53,6 @@ struct RunResult {
   std::vector<std::string> failures;
   double peak_vram_gb = 0;
   BurstLoad burst;  ///< the tools' GPU load while they computed
-  std::uint64_t seed = 0;
-  bool noisy = true;
 };
 
 /// @brief Runs mappings of one problem. Holds scratch buffers so that the hot path
@@ -70,11 +63,16 @@ class Executor {
 
   [[nodiscard]] const PlacementProblem& problem() const { return *problem_; }
 
-  /// @brief Runs a valid mapping (CHECKed: validate first) and records every tool's trace.
-  RunResult run(std::span<const Placement> mapping, const RunOptions& options);
+  /// @brief Runs a valid mapping (CHECKed: validate first) exactly, without observation noise
+  /// (the true times evaluations judge against), and records every tool's trace.
+  RunResult run(std::span<const Placement> mapping);
+  /// @brief The same run observed with the scenario's noise, drawn from `ctx.seed`.
+  RunResult run(const Context& ctx, std::span<const Placement> mapping);
 
-  /// @brief Makespan in seconds of a valid mapping; +infinity when a tool fails.
-  double makespan_s(std::span<const Placement> mapping, const RunOptions& options);
+  /// @brief Makespan in seconds of a valid mapping, exact; +infinity when a tool fails.
+  double makespan_s(std::span<const Placement> mapping);
+  /// @brief The same makespan observed with the scenario's noise, drawn from `ctx.seed`.
+  double makespan_s(const Context& ctx, std::span<const Placement> mapping);
 
   static constexpr double kFailed = std::numeric_limits<double>::infinity();
 
@@ -97,8 +95,9 @@ class Executor {
   template <bool kTrace>
   class Simulation;
 
+  /// `noise`: the stream of the observation noise, or nullptr for an exact run.
   template <bool kTrace>
-  double simulate(std::span<const Placement> mapping, const RunOptions& options, RunResult* out);
+  double simulate(std::span<const Placement> mapping, const Context* noise, RunResult* out);
 
   const PlacementProblem* problem_;
   // Scratch, sized once.

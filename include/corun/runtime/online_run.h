@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "corun/catalog/catalog.h"
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/profile/dataset.h"
 #include "corun/runtime/controller.h"
@@ -119,8 +120,9 @@ class OnlineLog {
                                const PredictorSource& source);
   /// @brief The stored measurement of interval `step`, if it was of `config`.
   [[nodiscard]] std::optional<Measurement> find(std::uint64_t step, const JointConfig& config) const;
-  /// @brief Stores interval `step` (atomically; an interval already stored is kept).
-  Status store(std::uint64_t step, const JointConfig& config, std::uint64_t seed,
+  /// @brief Stores interval `step`, measured with the noise of the `interval` stream
+  /// (atomically; an interval already stored is kept).
+  Status store(std::uint64_t step, const JointConfig& config, const Context& interval,
                const Measurement& m);
 
  private:

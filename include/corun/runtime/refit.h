@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "corun/catalog/catalog.h"
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/profile/dataset.h"
 #include "corun/surrogate/surrogate.h"
@@ -28,9 +29,10 @@ class BackgroundRefit {
                                                        const surrogate::Surrogate& fitted);
   ~BackgroundRefit();
 
-  /// @brief Records one online measurement of `config` on the workload as it was (`current`).
+  /// @brief Records one online measurement of `config` on the workload as it was (`current`),
+  /// measured with the noise of the `interval` stream.
   void add(const Workload& current, const JointConfig& config, const Measurement& m,
-           std::uint64_t seed);
+           const Context& interval);
   /// @brief Online samples recorded since the last refit started.
   [[nodiscard]] std::size_t pending() const { return online_.size() - used_; }
   /// @brief Online samples kept so far.
