@@ -36,17 +36,16 @@ Executor::Executor(const PlacementProblem& problem) : problem_(&problem) {
   ready_.reserve(n);
 }
 
-RunResult Executor::run(std::span<const Placement> mapping) {
-  CORUN_CHECK_MSG(problem_->validate(mapping).ok(), "Executor::run needs a validated mapping");
-  RunResult r;
-  simulate<true>(mapping, nullptr, &r);
-  return r;
-}
+RunResult Executor::run(std::span<const Placement> mapping) { return traced(mapping, nullptr); }
 
 RunResult Executor::run(const Context& ctx, std::span<const Placement> mapping) {
+  return traced(mapping, &ctx);
+}
+
+RunResult Executor::traced(std::span<const Placement> mapping, const Context* noise) {
   CORUN_CHECK_MSG(problem_->validate(mapping).ok(), "Executor::run needs a validated mapping");
   RunResult r;
-  simulate<true>(mapping, &ctx, &r);
+  simulate<true>(mapping, noise, &r);
   return r;
 }
 
@@ -63,8 +62,7 @@ double Executor::makespan_s(const Context& ctx, std::span<const Placement> mappi
 template <bool kTrace>
 class Executor::Simulation {
  public:
-  Simulation(Executor& ex, std::span<const Placement> mapping, const Context* noise,
-             RunResult* out)
+  Simulation(Executor& ex, std::span<const Placement> mapping, const Context* noise, RunResult* out)
       : p_(*ex.problem_),
         n_(p_.size()),
         budget_(p_.vram_budget_bytes()),

@@ -317,13 +317,18 @@ std::vector<ModelObservation> window(const Decision& d, double ttft, double tpot
   return obs;
 }
 
-// The first plan of `c` for overloaded()'s two models, in `d`: it must admit part of the
-// assistant's demand (neither none nor all of it).
-void first_shed(Controller& c, Decision& d) {
+// The first plan of `c`, in `d`, for a workload of `models` models.
+void first_decision(Controller& c, Decision& d, std::size_t models) {
   auto first = c.replan("start");
   ASSERT_TRUE(first.ok() && first->has_value());
   d = **first;
-  ASSERT_EQ(d.admitted.size(), 2u);
+  ASSERT_EQ(d.admitted.size(), models);
+}
+
+// The first plan of `c` for overloaded()'s two models, in `d`: it must admit part of the
+// assistant's demand (neither none nor all of it).
+void first_shed(Controller& c, Decision& d) {
+  ASSERT_NO_FATAL_FAILURE(first_decision(c, d, 2));
   ASSERT_GT(d.admitted[0], 0.0);
   ASSERT_LT(d.admitted[0], 1.0);
 }
@@ -480,10 +485,7 @@ std::vector<ModelObservation> cameras(const Decision& d, double factor) {
 
 // The first decision on paused_assistant_and_two_cameras(): the assistant paused, into `d`.
 void start_with_the_assistant_paused(Controller& c, Decision& d) {
-  auto first = c.replan("start");
-  ASSERT_TRUE(first.ok() && first->has_value());
-  d = **first;
-  ASSERT_EQ(d.admitted.size(), 3u);
+  ASSERT_NO_FATAL_FAILURE(first_decision(c, d, 3));
   ASSERT_EQ(d.admitted[0], 0.0);
 }
 

@@ -96,6 +96,7 @@ class Executor {
   class Simulation;
 
   /// `noise`: the stream of the observation noise, or nullptr for an exact run.
+  RunResult traced(std::span<const Placement> mapping, const Context* noise);
   template <bool kTrace>
   double simulate(std::span<const Placement> mapping, const Context* noise, RunResult* out);
 
