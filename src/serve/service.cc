@@ -214,7 +214,8 @@ Result<std::unique_ptr<Service>> Service::open(const Context& ctx, ServiceOption
   }
   s->planner_.start(initial);
   s->flusher_ = std::thread([p = s.get()] { p->flusher_loop(); });
-  if (s->prometheus_) s->stack_poller_ = std::thread([p = s.get()] { p->stack_loop(); });
+  if (s->prometheus_ && s->options_.stack.poll)
+    s->stack_poller_ = std::thread([p = s.get()] { p->stack_loop(); });
   return s;
 }
 

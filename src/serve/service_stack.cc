@@ -325,7 +325,6 @@ void Service::apply_stack_window(const StackWindow& w) {
 
 void Service::stack_loop() {
   const PrometheusClient client = *prometheus_;
-  const PromQuery query = [&client](const std::string& q) { return client.query(q); };
   double wait_s = options_.stack.read.window_s;
   MutexLock lock(state_mutex_);
   while (!stopping_) {
@@ -335,7 +334,12 @@ void Service::stack_loop() {
     }
     if (stopping_) break;
     lock.unlock();
-    read_stack_window(query);
+    // Every query of one window is evaluated at one instant, taken before the window's plan is:
+    // the window then ends before that plan is read, and begins after the previous window's
+    // plan was read (a window of wait_s >= window_s after it), so a window that finds the plan
+    // of the previous one never holds another plan's requests, however long its queries take.
+    const double at_s = static_cast<double>(unix_now_ms()) / 1000;
+    read_stack_window([&client, at_s](const std::string& q) { return client.query(q, at_s); });
     lock.lock();
     // Back off while Prometheus does not answer: window × 2^k, at most max_backoff_s.
     wait_s = prometheus_up_ ? options_.stack.read.window_s

@@ -16,8 +16,8 @@
 #include <variant>
 #include <vector>
 
-#include "corun/core/context.h"
 #include "corun/catalog/catalog.h"
+#include "corun/core/context.h"
 #include "corun/core/mutex.h"
 #include "corun/core/result.h"
 #include "corun/mapping/corunners.h"
@@ -66,6 +66,11 @@ struct StackTelemetryOptions {
   /// While Prometheus does not answer, windows are tried at window × 2^k, at most this far
   /// apart (check = [1, 3600]).
   double max_backoff_s = 300;
+  /// Whether the service reads a window every `read.window_s` on a thread of its own (what
+  /// `corun serve` does). false: a window is read only when read_stack_window() is called, by
+  /// a program that embeds the service and knows when its deployer has applied a plan, so
+  /// that it reads only windows the plan ran through (and by tests, which need the same).
+  bool poll = true;
 };
 
 /// @brief Checks every field of `o` (and its read and outlier options); the error names it.
@@ -166,7 +171,9 @@ class Service final : public HttpHandler {
   /// @brief Reads one window of every model's stack telemetry through `query` and learns from
   /// what is clean as from POSTed telemetry (the stack poller's work each window; tests call it
   /// with a fixture). A window counts toward the plan in force only when that plan was in force
-  /// at the previous window too: a window never mixes two plans.
+  /// at the previous window too: a window never mixes two plans, provided its queries look no
+  /// further back than the previous call (the poller evaluates them all at the instant the
+  /// window begins, a window's length after the previous one ended).
   void read_stack_window(const PromQuery& query) CORUN_EXCLUDES(mutate_mutex_, state_mutex_);
   /// @brief Whether the request carries the service's bearer token (constant-time compare).
   [[nodiscard]] bool authorised(const HttpRequest& req) const;
