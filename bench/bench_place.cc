@@ -123,7 +123,7 @@ void BM_MapFromFiles(benchmark::State& state, const char* policy) {
   for (auto _ : state) {
     auto tools = mapping::tool_catalog(cat);
     auto scenario = mapping::load_scenario(kDagFile, *tools);
-    const Context ctx{.seed = scenario->seed};
+    const Context ctx = scenario->context;
     auto co = mapping::load_corunners(ctx, f.dir / "plan.json", kWorkload.string(), cat, **sim);
     auto problem = mapping::PlacementProblem::build(*scenario, *tools, cat, *co);
     auto placed = mapping::place(*problem, {policy, "builtin", std::nullopt}, ctx);
@@ -139,7 +139,7 @@ void BM_PlaceOnly(benchmark::State& state, const char* policy) {
   auto sim = make_testbed("sim");
   auto tools = mapping::tool_catalog(cat);
   auto scenario = mapping::load_scenario(kDagFile, *tools);
-  const Context ctx{.seed = scenario->seed};
+  const Context ctx = scenario->context;
   auto co = mapping::load_corunners(ctx, f.dir / "plan.json", kWorkload.string(), cat, **sim);
   auto problem = mapping::PlacementProblem::build(*scenario, *tools, cat, *co);
   if (!problem) std::abort();

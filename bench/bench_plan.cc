@@ -118,7 +118,7 @@ void decide(benchmark::State& state, const std::string& file, bool learning, boo
   for (std::uint64_t k = 0; k < 10; ++k) {
     auto d = c.replan(k == 0 ? "start" : "learning");
     if (!d || !*d) std::abort();
-    const auto m = (*tb)->measure(fx.w, (*d)->config, MeasureOptions(10, 100 + k));
+    const auto m = (*tb)->measure(Context{.seed = 100 + k}, fx.w, (*d)->config, MeasureOptions(10));
     c.observe(observations(m, (*d)->config), (*d)->id);
   }
   std::shared_ptr<const Decision> last;

@@ -39,7 +39,7 @@ void BM_SimMeasureN5(benchmark::State& state) {
   std::uint64_t i = 0;
   for (auto _ : state) {
     space.decode(i, c);
-    benchmark::DoNotOptimize(sim.measure(paper_n5(), c, {10, i}));
+    benchmark::DoNotOptimize(sim.measure(Context{.seed = i}, paper_n5(), c, MeasureOptions(10)));
     i = (i + 7919) % space.joint_count().value();
   }
   state.SetItemsProcessed(state.iterations());

@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
     }
     // 4. Serve one interval (the sim testbed stands in for the model servers) and report.
     const auto measured =
-        (*testbed)->measure(*w, config, {1.0, static_cast<std::uint64_t>(1000 + step)});
+        (*testbed)->measure(corun::Context{.seed = static_cast<std::uint64_t>(1000 + step)}, *w,
+                            config, corun::MeasureOptions(1.0));
     json samples = json::array();
     std::string seen;
     for (const auto& mm : measured.models) {

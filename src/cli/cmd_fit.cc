@@ -69,7 +69,7 @@ const bool registered = register_command({
             f->monotone || (!f->unconstrained && surrogate::can_fit_monotone(*kind, *reg));
         options.calibration_folds = f->folds;
         const Context ctx{.seed = f->seed};  // --seed; the fit starts no threads
-        data->provenance.seed = ctx.seed;
+        data->provenance.context = ctx;
         auto s = surrogate::Surrogate::fit(ctx, data->workload, data->standalone, data->corun,
                                            options, data->provenance, data->cotenants);
         if (!s) return report_error(s.error());

@@ -47,7 +47,7 @@ void print_map_json(const Flags& f, const MapOutcome& o) {
   j["scenario"] = o.scenario.name;
   j["file"] = o.scenario.file;
   j["policy"] = f.policy_name;
-  j["seed"] = o.scenario.seed;
+  j["seed"] = o.scenario.context.seed;
   if (o.oracle) {
     j["oracle_makespan_ms"] = o.oracle->makespan_ms;
     if (o.oracle->unconstrained_makespan_ms) {
@@ -135,9 +135,9 @@ int run_map(const Flags& f) {
   if (!tools) return report_error(tools.error());
   auto scenario = mapping::load_scenario(f.file, *tools);
   if (!scenario) return report_error(scenario.error());
-  if (f.seed) scenario->seed = *f.seed;
+  if (f.seed) scenario->context.seed = *f.seed;
   // The co-runners' measurement and the placement draw from the scenario's seed.
-  const Context ctx{.seed = scenario->seed};
+  const Context ctx = scenario->context;
   if (!f.workload_file.empty() && f.plan_file.empty()) {
     return report_error(
         Error("--workload: give the plan too (--plan FILE)", Error::Kind::kInvalidInput));

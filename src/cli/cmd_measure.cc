@@ -112,10 +112,12 @@ const bool registered = register_command({
         auto testbed = make_testbed(f->testbed);
         if (!testbed) return report_error(testbed.error());
         if (levels) {
-          return print_sweep(
-              sweep_concurrency(**testbed, *w, *config, *levels, {f->window_s, f->seed}), f->json);
+          return print_sweep(sweep_concurrency(Context{.seed = f->seed}, **testbed, *w, *config,
+                                               *levels, MeasureOptions(f->window_s)),
+                             f->json);
         }
-        const Measurement m = (*testbed)->measure(*w, *config, {f->window_s, f->seed});
+        const Measurement m =
+            (*testbed)->measure(Context{.seed = f->seed}, *w, *config, MeasureOptions(f->window_s));
         if (f->json) {
           std::printf("%s\n", to_json(m).dump().c_str());
           return m.ok() ? kExitOk : kExitFailure;

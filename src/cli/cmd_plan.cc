@@ -135,7 +135,8 @@ int plan_node(const Context& ctx, const Flags& f, const Workload& w) {
   if (f.measure) {
     auto testbed = make_testbed(f.testbed);
     if (!testbed) return report_error(testbed.error());
-    measured = measure_node_plan(w, *plan, **testbed, {f.window_s, f.seed});
+    measured =
+        measure_node_plan(Context{.seed = f.seed}, w, *plan, **testbed, MeasureOptions(f.window_s));
   }
   const NodeOutcome* m = measured ? &*measured : nullptr;
   std::optional<std::pair<nlohmann::json, std::string>> more;
@@ -275,12 +276,14 @@ PlanMeasurements measure_plan(const Flags& f, const Workload& w, const Testbed& 
   PlanMeasurements out;
   const PlanResult* r = &chosen.degraded.result;
   if (f.measure) {
-    out.measured = testbed.measure(w, r->config, {f.window_s, f.seed});
+    out.measured =
+        testbed.measure(Context{.seed = f.seed}, w, r->config, MeasureOptions(f.window_s));
     if (chosen.burst) {
       // Same seed: only the tools' load differs from the steady measurement.
       Conditions c;
       c.interference = bursts[*chosen.burst].interference();
-      out.during = testbed.measure(w, r->config, MeasureOptions(f.window_s, f.seed, c));
+      out.during =
+          testbed.measure(Context{.seed = f.seed}, w, r->config, MeasureOptions(f.window_s, c));
     }
   }
   return out;

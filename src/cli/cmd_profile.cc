@@ -70,13 +70,13 @@ const bool registered = register_command({
         if (!testbed) return report_error(testbed.error());
         auto ds = profile::Dataset::open(f->out, profile::Dataset::Mode::kCreate);
         if (!ds) return report_error(ds.error());
-        const profile::CampaignSpec spec{*plan, f->seed, f->testbed, f->window_s};
+        const profile::CampaignSpec spec{*plan, Context{.seed = f->seed}, f->testbed, f->window_s};
         const std::uint64_t total = profile::plan_size(*w, *plan, budget);
         auto stored_before = std::uint64_t{0};
         if (auto cs = ds->campaigns(); cs.ok()) {
           for (const auto& c : *cs) {
             if (c.workload_hash == w->hash && c.spec.plan == spec.plan &&
-                c.spec.seed == spec.seed && c.spec.testbed == spec.testbed &&
+                c.spec.context.seed == spec.context.seed && c.spec.testbed == spec.testbed &&
                 c.spec.window_s == spec.window_s) {
               stored_before = std::min(c.stored_samples, total);
             }

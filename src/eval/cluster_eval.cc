@@ -136,8 +136,8 @@ class Cluster {
       Node& n = nodes_[k];
       if (dirty_[k]) {
         n.outcome = n.ids.empty() ? NodeOutcome{}
-                                  : measure_node_plan(*n.w, n.plan, *tb_,
-                                                      {f_->window_s, ctx_.seed + 1000 * k});
+                                  : measure_node_plan(Context{.seed = ctx_.seed + 1000 * k}, *n.w,
+                                                      n.plan, *tb_, MeasureOptions(f_->window_s));
         dirty_[k] = false;
       }
       gpus += gpus_used(n.plan);

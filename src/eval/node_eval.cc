@@ -16,8 +16,8 @@ NodeEvalRow measure_row(const Context& ctx, const Workload& w, NodePlan plan,
   }
   for (bool b : used) r.units_used += b ? 1 : 0;
   for (int k = 0; k < f.repeats; ++k) {
-    NodeOutcome o =
-        measure_node_plan(w, plan, testbed, {f.window_s, ctx.seed + static_cast<std::uint64_t>(k)});
+    NodeOutcome o = measure_node_plan(Context{.seed = ctx.seed + static_cast<std::uint64_t>(k)}, w,
+                                      plan, testbed, MeasureOptions(f.window_s));
     r.mean_utility += o.measured_utility / f.repeats;
     r.violations += o.violations;
     if (k == 0) r.first = std::move(o);

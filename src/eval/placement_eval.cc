@@ -129,7 +129,7 @@ PlacementRow judge(const PlacementProblem& problem, const Oracle& oracle, Policy
   row.unconstrained_oracle_makespan_ms = oracle.unconstrained_makespan_ms;
   Executor ex(problem);
   TrialRunner runner(ex);
-  auto d = policy.decide(runner, Context{.seed = problem.scenario().seed});
+  auto d = policy.decide(runner, problem.scenario().context);
   if (!d) {
     row.error = d.error().what();
     row.makespan_ms = std::numeric_limits<double>::infinity();
@@ -205,7 +205,7 @@ Scenario generate_scenario(const Context& ctx, const ToolCatalog& tools, const D
   s.name = "random-" + std::to_string(ctx.seed);
   s.kind = "random";
   s.device = device.name;
-  s.seed = ctx.seed;
+  s.context = ctx;
   s.noise = tools.model.default_noise;
   const int span = std::max(0, options.max_tools - options.min_tools);
   const int n = options.min_tools + static_cast<int>(rng.below(std::uint64_t(span) + 1));

@@ -96,10 +96,10 @@ RobustScore RobustOracle::measure_windows(const Workload& now, const Workload& r
                                           const std::vector<TransitionCharge>& charges) {
   RobustScore s;
   for (int k = 0; k < windows; ++k) {
-    MeasureOptions o{window_s_, derive_seed(kOracleSeed, {static_cast<std::uint64_t>(k)}), c,
-                     true};
+    MeasureOptions o{window_s_, c, true};
     o.transitions = charges;
-    const auto [u, held] = window_utility(now, plan, testbed_.measure(runs, plan, o));
+    const Context window{.seed = derive_seed(kOracleSeed, {static_cast<std::uint64_t>(k)})};
+    const auto [u, held] = window_utility(now, plan, testbed_.measure(window, runs, plan, o));
     s.utility += u;
     s.earned += held ? u : 0;
     if (!held) ++s.breaching_windows;
@@ -159,8 +159,8 @@ double RobustOracle::transition_penalty(const Workload& now, const Conditions& c
 double RobustOracle::score_1(const Workload& now, const Conditions& c, const JointConfig& plan,
                              const Workload* admitted) {
   const Workload& runs = admitted != nullptr ? *admitted : now;
-  const auto [u, held] =
-      window_utility(now, plan, testbed_.measure(runs, plan, {window_s_, kOracleSeed, c, true}));
+  const auto [u, held] = window_utility(
+      now, plan, testbed_.measure(Context{.seed = kOracleSeed}, runs, plan, {window_s_, c, true}));
   return held ? u : 0;
 }
 
@@ -204,7 +204,8 @@ RobustOracle::Answer RobustOracle::best(const Workload& now, const Conditions& c
       for (std::uint64_t i = lo; i < std::min(total, lo + kChunk); ++i) {
         const JointConfig cfg = decode(i);
         if (!space.fits_vram(cfg)) continue;
-        const Measurement m = testbed_.measure(w, cfg, {window_s_, kOracleSeed, c, true});
+        const Measurement m =
+            testbed_.measure(Context{.seed = kOracleSeed}, w, cfg, {window_s_, c, true});
         const auto [u, held] = window_utility(w, cfg, m);
         u1[i] = u;
         feasible1[i] = held ? 1 : 0;

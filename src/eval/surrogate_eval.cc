@@ -251,7 +251,7 @@ Result<SurrogateScores> fit_and_score(const Context& ctx, const Workload& w,
   surrogate::Provenance prov;
   prov.testbed = testbed;
   prov.device = w.device.name;
-  prov.seed = ctx.seed;
+  prov.context = ctx;
   prov.workload_hash = w.hash;
   auto s = Surrogate::fit(ctx, w, table, train, fit, prov);
   if (!s) return s.error();
@@ -313,10 +313,10 @@ std::vector<HeldOut> measure_heldout(const TaskContext& t) {
     HeldOut h;
     h.config = profile::plan_sample(held_out, w, space, profile::Plan::kJoint, i);
     for (int rep = 0; rep < o.heldout_repeats; ++rep) {
-      const std::uint64_t mseed =
-          derive_seed(profile::measurement_seed(held_out, profile::Plan::kJoint, i),
-                      {static_cast<std::uint64_t>(rep)});
-      h.repeats.push_back(t.testbed.measure(w, h.config, {o.window_s, mseed}));
+      const Context repeat{
+          .seed = derive_seed(profile::measurement_seed(held_out, profile::Plan::kJoint, i),
+                              {static_cast<std::uint64_t>(rep)})};
+      h.repeats.push_back(t.testbed.measure(repeat, w, h.config, MeasureOptions(o.window_s)));
     }
     heldout.push_back(std::move(h));
   }
@@ -372,7 +372,8 @@ std::vector<profile::SampleRecord> measure_onboarding_samples(const TaskContext&
     rec.config = profile::plan_sample(onboarding, w, space, profile::Plan::kMeanField, i);
     rec.config[newcomer] = kAbsent;
     rec.measurement_seed = profile::measurement_seed(onboarding, profile::Plan::kMeanField, i);
-    rec.measurement = t.testbed.measure(w, rec.config, {t.o.window_s, rec.measurement_seed});
+    rec.measurement = t.testbed.measure(Context{.seed = rec.measurement_seed}, w, rec.config,
+                                        MeasureOptions(t.o.window_s));
     train.push_back(std::move(rec));
   }
   return train;
@@ -525,7 +526,7 @@ SurrogateEvalReport report_header(const Context& ctx, const Workload& w, const T
   rep.workload_hash = w.hash;
   rep.device = w.device.name;
   rep.testbed = std::string(testbed.name());
-  rep.seed = ctx.seed;
+  rep.context = ctx;
   rep.heldout = o.heldout;
   rep.heldout_repeats = o.heldout_repeats;
   rep.onboarding_regressor = std::string(surrogate::to_string(o.onboarding_regressor));

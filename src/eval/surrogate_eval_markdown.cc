@@ -213,8 +213,8 @@ std::string report_section(const SurrogateEvalReport& r, const std::string& svg_
   md += "Models: " + join(r.model_names, ", ") + ". Per (N, seed): " + std::to_string(r.heldout) +
         " held-out configurations × " + std::to_string(r.heldout_repeats) +
         " measurements; standalone profile in " + std::to_string(r.standalone_repeats) +
-        " passes. Workload hash " + r.workload_hash + ", base seed " + std::to_string(r.seed) +
-        ".\n\n";
+        " passes. Workload hash " + r.workload_hash + ", base seed " +
+        std::to_string(r.context.seed) + ".\n\n";
   // The acceptance summary is computed from the rows below, not written by hand.
   md += acceptance_summary(r);
   md += noise_ceiling_line(r);

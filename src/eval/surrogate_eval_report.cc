@@ -28,7 +28,7 @@ nlohmann::json to_json(const SurrogateEvalReport& r) {
   j["workload_hash"] = r.workload_hash;
   j["device"] = r.device;
   j["testbed"] = r.testbed;
-  j["seed"] = r.seed;
+  j["seed"] = r.context.seed;
   j["heldout"] = r.heldout;
   j["heldout_repeats"] = r.heldout_repeats;
   j["onboarding_regressor"] = r.onboarding_regressor;

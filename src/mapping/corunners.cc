@@ -15,10 +15,10 @@ Result<CoRunners> CoRunners::measure(const Context& ctx, exporting::PlanInput pl
   for (const exporting::PlannedModel& p : plan.models) {
     c.config[p.model] = static_cast<std::int32_t>(p.local_index);
   }
-  c.seed = ctx.seed;
+  c.context = ctx;
   c.window_s = window_s;
   c.testbed = std::string(testbed.name());
-  c.measured = testbed.measure(plan.workload, c.config, MeasureOptions(window_s, ctx.seed));
+  c.measured = testbed.measure(ctx, plan.workload, c.config, MeasureOptions(window_s));
   if (!c.measured.error.empty()) {
     return Error(plan.plan_file + ": the co-running plan did not run on " +
                      std::string(testbed.name()) + ": " + c.measured.error,
@@ -99,7 +99,7 @@ Result<std::vector<SlaOutcome>> CoRunners::during(const BurstLoad& burst, const 
     Conditions c;
     c.interference.sm_util = burst.sm_util;
     c.interference.bandwidth_util = burst.bw_util;
-    with = tb.measure(plan.workload, config, MeasureOptions(window_s, seed, c));
+    with = tb.measure(context, plan.workload, config, MeasureOptions(window_s, c));
     if (!with.ok()) {
       return Error(plan.plan_file +
                    ": the co-running plan did not run next to the tools: " + with.error);
@@ -153,7 +153,7 @@ Result<std::shared_ptr<const CoRunners>> scenario_corunners(const Scenario& scen
   const auto resolve = [&](const std::string& f) {
     return f.empty() || std::filesystem::path(f).is_absolute() ? f : (dir / f).string();
   };
-  auto c = load_corunners(Context{.seed = scenario.seed}, resolve(scenario.co_running.plan),
+  auto c = load_corunners(scenario.context, resolve(scenario.co_running.plan),
                           resolve(scenario.co_running.workload), catalog, testbed);
   if (!c) return c.error().wrap(scenario.file + ": co_running");
   return c;

@@ -103,7 +103,7 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
                                          const GuardFitOptions& o) {
   const Workload& w = co.plan.workload;
   const std::string where = co.plan.plan_file + ": co-runner surrogate";
-  const Context ctx{.seed = co.seed};
+  const Context ctx{.seed = co.context.seed};
   const auto alone = profile::measure_plan(ctx, w, testbed, profile::Plan::kStandalone,
                                            o.standalone_repeats, co.window_s);
   auto table = surrogate::StandaloneTable::from_samples(w, alone);
@@ -115,7 +115,7 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
   // worth of SMs on top of the plan): profile the plan in force again next to a synthetic
   // co-tenant of random SM share and bandwidth, entered in the aggregate as a burst will be.
   std::vector<Totals> cotenants(corun.size());  // the plain co-runs: none
-  const std::uint64_t stream = derive_seed(co.seed, {kCoTenantStream});
+  const std::uint64_t stream = derive_seed(co.context.seed, {kCoTenantStream});
   Rng rng(stream);
   const std::uint64_t loaded = o.cotenant_budget > 0 ? o.cotenant_budget : budget;
   for (std::uint64_t i = 0; i < loaded; ++i) {
@@ -126,8 +126,8 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
     Conditions c;
     c.interference.sm_util = rng.uniform();
     c.interference.bandwidth_util = o.max_cotenant_bw_util * rng.uniform();
-    r.measurement =
-        testbed.measure(w, r.config, MeasureOptions(co.window_s, r.measurement_seed, c));
+    r.measurement = testbed.measure(Context{.seed = r.measurement_seed}, w, r.config,
+                                    MeasureOptions(co.window_s, c));
     cotenants.push_back(surrogate::cotenant_totals(w.device, c.interference));
     corun.push_back(std::move(r));
   }
@@ -142,17 +142,18 @@ Result<CoRunnerGuard> CoRunnerGuard::fit(const CoRunners& co, const Testbed& tes
   surrogate::Provenance prov;
   prov.testbed = std::string(testbed.name());
   prov.device = w.device.name;
-  prov.seed = co.seed;
+  prov.context = co.context;
   prov.workload_hash = w.hash;
   prov.workload_name = w.file;
   prov.standalone_measurements = table->measurements();
   prov.corun_samples = corun.size();
-  auto s =
-      surrogate::Surrogate::fit(Context{.seed = co.seed}, w, *table, corun, fit, prov, cotenants);
+  auto s = surrogate::Surrogate::fit(Context{.seed = co.context.seed}, w, *table, corun, fit, prov,
+                                     cotenants);
   if (!s) return s.error().wrap(where);
   const std::string source = "meanfield " + std::string(surrogate::to_string(o.regressor)) +
-                             " fitted on " + prov.testbed + " (seed " + std::to_string(co.seed) +
-                             ", " + std::to_string(prov.standalone_measurements) +
+                             " fitted on " + prov.testbed + " (seed " +
+                             std::to_string(co.context.seed) + ", " +
+                             std::to_string(prov.standalone_measurements) +
                              " standalone measurements, " + std::to_string(budget) + " co-runs, " +
                              std::to_string(loaded) + " next to a synthetic co-tenant)";
   return from_surrogate(co, *s, source);

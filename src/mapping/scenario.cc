@@ -114,7 +114,8 @@ std::optional<Scenario> parse_scenario_node(const YAML::Node& root, const std::s
   }
   s.device = top.string_at("device", false).value_or("rtx3090");
   s.vram_budget_gb = top.number_at("vram_budget_gb", 0.001, 1e5, true).value_or(0);
-  s.seed = static_cast<std::uint64_t>(top.integer_at("seed", 0, 1LL << 53, false).value_or(1));
+  s.context.seed =
+      static_cast<std::uint64_t>(top.integer_at("seed", 0, 1LL << 53, false).value_or(1));
   s.noise = top.number_at("noise", 0, 0.5, false).value_or(tools.model.default_noise);
   if (const YamlField b = top["background"]; b.present() && b.expect_map()) {
     b.check_keys({"gpu_sm_util", "gpu_bw_util", "cpu_busy_cores"});
@@ -226,7 +227,7 @@ std::string to_yaml(const Scenario& s) {
   }
   o << "device: " << s.device << "\n";
   o << "vram_budget_gb: " << format_number(s.vram_budget_gb) << "\n";
-  o << "seed: " << s.seed << "\n";
+  o << "seed: " << s.context.seed << "\n";
   o << "noise: " << format_number(s.noise) << "\n";
   const Background& b = s.background;
   if (b.gpu_sm_util > 0 || b.gpu_bw_util > 0 || b.cpu_busy_cores > 0) {

@@ -13,7 +13,8 @@ SampleRecord measure_sample(const Context& ctx, const Workload& w, const ConfigS
   r.measurement_seed = measurement_seed(ctx, plan, index);
   Conditions c;
   c.interference = plan_cotenant(ctx, plan, index);
-  r.measurement = testbed.measure(w, r.config, MeasureOptions(window_s, r.measurement_seed, c));
+  r.measurement = testbed.measure(Context{.seed = r.measurement_seed}, w, r.config,
+                                  MeasureOptions(window_s, c));
   return r;
 }
 
@@ -58,7 +59,7 @@ Result<CampaignReport> run_campaign(Dataset& dataset, const Workload& w,
   }
   if (progress != nullptr) progress->update(report.already_stored);
   const ConfigSpace space(w);
-  const Context ctx{.seed = spec.seed};  // the campaign's seed: part of its identity
+  const Context ctx{.seed = spec.context.seed};  // the campaign's seed: part of its identity
   std::uint64_t done = report.already_stored;
   for (std::uint64_t i = 0; i < report.total; ++i) {
     if (have[i]) continue;

@@ -166,8 +166,8 @@ Result<std::uint64_t> parse_u64(const std::string& s) {
 std::string campaign_key(const CampaignSpec& spec, std::string_view workload_hash) {
   char window[64];
   std::snprintf(window, sizeof window, "%.17g", spec.window_s);
-  return std::string(to_string(spec.plan)) + "|" + std::to_string(spec.seed) + "|" + spec.testbed +
-         "|" + std::string(workload_hash) + "|" + window;
+  return std::string(to_string(spec.plan)) + "|" + std::to_string(spec.context.seed) + "|" +
+         spec.testbed + "|" + std::string(workload_hash) + "|" + window;
 }
 
 // Runs a write transaction; rolls back on failure so that nothing half-written stays.
@@ -324,7 +324,7 @@ Result<std::int64_t> Dataset::ensure_campaign(const CampaignSpec& spec, const Wo
              "created_utc) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)");
     put.bind(1, std::string_view(key));
     put.bind(2, to_string(spec.plan));
-    put.bind(3, std::string_view(std::to_string(spec.seed)));
+    put.bind(3, std::string_view(std::to_string(spec.context.seed)));
     put.bind(4, std::string_view(spec.testbed));
     put.bind(5, spec.window_s);
     put.bind(6, device_name);
@@ -443,7 +443,7 @@ Result<std::vector<CampaignInfo>> Dataset::campaigns() const {
     c.spec.plan = *plan;
     auto seed = parse_u64(q.text(2));
     if (!seed) return seed.error().wrap(path_.string());
-    c.spec.seed = *seed;
+    c.spec.context.seed = *seed;
     c.spec.testbed = q.text(3);
     c.spec.window_s = q.real(4);
     c.device = q.text(5);

@@ -27,10 +27,10 @@ Result<const UnitModel*> SourceUnitModels::for_unit(const GpuUnit& unit) {
   return &it->second.model;
 }
 
-NodeOutcome measure_node_plan(const Workload& w, NodePlan plan, const Testbed& testbed,
-                              const MeasureOptions& options) {
+NodeOutcome measure_node_plan(const Context& ctx, const Workload& w, NodePlan plan,
+                              const Testbed& testbed, const MeasureOptions& options) {
   NodeOutcome out;
-  out.measured = measure_node(testbed, w, plan.layout, plan.assignment, plan.config, options);
+  out.measured = measure_node(ctx, testbed, w, plan.layout, plan.assignment, plan.config, options);
   for (std::size_t m = 0; m < w.models.size(); ++m) {
     if (!w.models[m].active) continue;
     const ModelMetrics* mm = out.measured.find(m);

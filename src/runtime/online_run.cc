@@ -117,7 +117,8 @@ Result<std::unique_ptr<OnlineLog>> OnlineLog::open(const std::filesystem::path& 
                                                    std::uint64_t key, std::uint64_t intervals) {
   auto ds = profile::Dataset::open(dataset, profile::Dataset::Mode::kCreate);
   if (!ds) return ds.error();
-  const profile::CampaignSpec spec{profile::Plan::kOnline, key, std::string(testbed), window_s};
+  const profile::CampaignSpec spec{profile::Plan::kOnline, Context{.seed = key},
+                                   std::string(testbed), window_s};
   auto id = ds->ensure_campaign(spec, w, workload_text, w.device.name, intervals);
   if (!id) return id.error().wrap("the online log");
   auto stored = ds->samples(*id);
@@ -149,7 +150,7 @@ std::uint64_t OnlineLog::run_key(const Context& ctx, const ControllerOptions& c,
                   (l.explore_sd > 0 ? "|x" + format_number(l.explore_sd) : std::string());
   if (const surrogate::Surrogate* s = source.fitted(); s != nullptr) {
     k += "|" + s->provenance().workload_hash + "|" + std::to_string(s->provenance().corun_samples) +
-         "|" + std::to_string(s->provenance().seed) + "|" + (s->monotone() ? "m" : "u");
+         "|" + std::to_string(s->provenance().context.seed) + "|" + (s->monotone() ? "m" : "u");
   }
   return derive_seed(ctx.seed, {fnv1a(k)});
 }
@@ -244,7 +245,7 @@ class OnlineLoop {
     if (auto s = decide_when_due(rec, now, step); !s.ok()) return s;
     const auto plan = controller_.plan();
     const JointConfig config = config_in_force(rec, now, plan.get());
-    MeasureOptions mo(interval_, 0, conditions_, true);
+    MeasureOptions mo(interval_, conditions_, true);
     charge_transitions(rec, config, mo);
     if (plan) record_plan(rec, now, config, *plan);
     // What runs: the plan's refused shares never reach the testbed; utility still counts
@@ -387,8 +388,7 @@ class OnlineLoop {
       rec.replayed = true;
       ++report_.replayed;
     } else {
-      mo.seed = interval.seed;
-      rec.measured = testbed_.measure(runs, config, mo);
+      rec.measured = testbed_.measure(interval, runs, config, mo);
       if (options_.log != nullptr) {
         if (auto st = options_.log->store(step, config, interval, rec.measured); !st.ok()) {
           return st.error().wrap("storing interval " + std::to_string(step));
@@ -449,7 +449,7 @@ class OnlineLoop {
                      [](bool b) { return b; }) &&
         std::any_of(config.begin(), config.end(), [](std::int32_t l) { return l != kAbsent; })) {
       const Measurement twin =
-          twin_.measure(runs, config, MeasureOptions(interval_, 1, Conditions{}, false));
+          twin_.measure(Context{}, runs, config, MeasureOptions(interval_, Conditions{}, false));
       if (twin.ok()) {
         rec.sm_active_predicted = twin.gpu.sm_util;
         unexplained_->observe(rec.measured.gpu.sm_util, twin.gpu.sm_util,
@@ -504,7 +504,7 @@ Result<RunReport> run_online(const Context& ctx, const Workload& w, const Testbe
   report.testbed = std::string(testbed.name());
   report.device = w.device.name;
   report.solver = options.controller.solver;
-  report.seed = ctx.seed;
+  report.context = ctx;
   report.learning = options.controller.learning.enabled;
   report.breach_target = options.controller.learning.breach_target;
   report.source = source->describe();

@@ -19,8 +19,9 @@ Result<profile::CampaignReport> campaign(profile::Dataset& ds, const Workload& w
   std::uint64_t stored = 0;
   if (auto cs = ds.campaigns(); cs.ok()) {
     for (const auto& c : *cs) {
-      if (c.workload_hash == w.hash && c.spec.plan == spec.plan && c.spec.seed == spec.seed &&
-          c.spec.testbed == spec.testbed && c.spec.window_s == spec.window_s) {
+      if (c.workload_hash == w.hash && c.spec.plan == spec.plan &&
+          c.spec.context.seed == spec.context.seed && c.spec.testbed == spec.testbed &&
+          c.spec.window_s == spec.window_s) {
         stored = std::min(c.stored_samples, total);
       }
     }
@@ -33,7 +34,7 @@ Result<profile::CampaignReport> campaign(profile::Dataset& ds, const Workload& w
 bool matches(const surrogate::Surrogate& s, const Context& ctx, const Workload& w,
              const PipelineOptions& o, std::uint64_t corun_samples) {
   const auto& p = s.provenance();
-  return p.workload_hash == w.hash && p.testbed == o.testbed && p.seed == ctx.seed &&
+  return p.workload_hash == w.hash && p.testbed == o.testbed && p.context.seed == ctx.seed &&
          p.corun_samples == corun_samples && s.kind() == o.kind &&
          s.regressor_kind() == o.regressor && s.monotone() == o.monotone &&
          s.check_workload(w).ok();
@@ -55,15 +56,14 @@ Result<PipelineResult> profile_and_fit(const Context& ctx, const Workload& w,
   auto ds = profile::Dataset::open(o.dataset, profile::Dataset::Mode::kCreate);
   if (!ds) return ds.error();
   PipelineResult r;
-  const profile::CampaignSpec standalone{profile::Plan::kStandalone, ctx.seed, o.testbed,
-                                         o.window_s};
+  const profile::CampaignSpec standalone{profile::Plan::kStandalone, ctx, o.testbed, o.window_s};
   auto a = campaign(*ds, w, workload_text, testbed, standalone, o.standalone_repeats, o,
                     "profile standalone");
   if (!a) return a.error().wrap("standalone campaign");
   r.standalone_total = a->total;
   r.standalone_measured = a->measured;
   const std::uint64_t budget = o.corun_budget > 0 ? o.corun_budget : 20 * w.models.size();
-  const profile::CampaignSpec meanfield{profile::Plan::kMeanField, ctx.seed, o.testbed, o.window_s};
+  const profile::CampaignSpec meanfield{profile::Plan::kMeanField, ctx, o.testbed, o.window_s};
   auto b = campaign(*ds, w, workload_text, testbed, meanfield, budget, o, "profile meanfield");
   if (!b) return b.error().wrap("meanfield campaign");
   r.corun_total = b->total;
@@ -84,7 +84,7 @@ Result<PipelineResult> profile_and_fit(const Context& ctx, const Workload& w,
   fit.kind = o.kind;
   fit.regressor = o.regressor;
   fit.monotone = o.monotone;
-  data->provenance.seed = ctx.seed;
+  data->provenance.context = ctx;
   data->provenance.dataset = o.dataset.string();
   const auto start = std::chrono::steady_clock::now();
   auto s = surrogate::Surrogate::fit(ctx, w, data->standalone, data->corun, fit, data->provenance);

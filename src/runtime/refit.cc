@@ -25,7 +25,7 @@ Result<std::unique_ptr<BackgroundRefit>> BackgroundRefit::open(
   std::unique_ptr<BackgroundRefit> r(new BackgroundRefit());
   r->data_ = std::move(*data);
   // The refit draws from the seed `fitted` was fitted with (Context::seed, recorded here).
-  r->data_.provenance.seed = fitted.provenance().seed;
+  r->data_.provenance.context = fitted.provenance().context;
   r->fit_.kind = fitted.kind();
   r->fit_.regressor = fitted.regressor_kind();
   r->fit_.monotone = fitted.monotone();
@@ -59,7 +59,7 @@ void BackgroundRefit::start() {
   used_ = online_.size();
   surrogate::Provenance prov = data_.provenance;
   // Fitted with the seed of the surrogate it replaces (set as the provenance's in open()).
-  const Context ctx{.seed = prov.seed};
+  const Context ctx{.seed = prov.context.seed};
   job_ = std::async(std::launch::async,
                     [ctx, w = data_.workload, table = data_.standalone, rows = std::move(rows),
                      cotenants = std::move(cotenants), fit = fit_,

@@ -178,11 +178,11 @@ std::string run_summary_html(const RunReport& r, const nlohmann::json& s) {
                 "p99 %.1f ms.</p>",
                 markup_escape(r.testbed).c_str(), markup_escape(r.device).c_str(),
                 markup_escape(r.solver).c_str(), markup_escape(r.source).c_str(),
-                r.learning ? "on" : "off", r.breach_target, static_cast<unsigned long long>(r.seed),
-                std::string(version()).c_str(), std::string(git_hash()).c_str(), r.intervals.size(),
-                r.decision_ms().size(), r.refits, r.sla_violations() ? "bad" : "",
-                r.sla_violations(), s["decision_ms_p50"].get<double>(),
-                s["decision_ms_p99"].get<double>());
+                r.learning ? "on" : "off", r.breach_target,
+                static_cast<unsigned long long>(r.context.seed), std::string(version()).c_str(),
+                std::string(git_hash()).c_str(), r.intervals.size(), r.decision_ms().size(),
+                r.refits, r.sla_violations() ? "bad" : "", r.sla_violations(),
+                s["decision_ms_p50"].get<double>(), s["decision_ms_p99"].get<double>());
   return buf;
 }
 
@@ -317,7 +317,7 @@ nlohmann::json report_json(const RunReport& r, const Workload& w) {
   j["testbed"] = r.testbed;
   j["device"] = r.device;
   j["solver"] = r.solver;
-  j["seed"] = r.seed;
+  j["seed"] = r.context.seed;
   j["source"] = r.source;
   j["learning"] = r.learning;
   j["breach_target"] = r.breach_target;

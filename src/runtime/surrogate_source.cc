@@ -201,8 +201,8 @@ Result<std::unique_ptr<Predictor>> SurrogateSource::predictor_for(const Workload
         rec.config[m] = static_cast<std::int32_t>(l);
         rec.measurement_seed = derive_seed(
             ctx_.seed, {0x5354414eULL, refreshes_, m, l, static_cast<std::uint64_t>(r)});
-        rec.measurement =
-            testbed_.measure(current, rec.config, {options_.window_s, rec.measurement_seed});
+        rec.measurement = testbed_.measure(Context{.seed = rec.measurement_seed}, current,
+                                           rec.config, MeasureOptions(options_.window_s));
         samples.push_back(std::move(rec));
         ++measurements_;
       }

@@ -25,7 +25,7 @@ void TestbedPredictor::predict(std::span<const std::int32_t> configs, std::size_
   const std::size_t n = w_->models.size();
   for (std::size_t r = 0; r < rows; ++r) {
     const auto row = configs.subspan(r * n, n);
-    const Measurement m = t_->measure(*w_, row, options_);
+    const Measurement m = t_->measure(ctx_, *w_, row, options_);
     for (std::size_t k = 0; k < n; ++k) out[r * n + k] = Predicted{};
     for (const auto& mm : m.models) {
       if (mm.ok()) {

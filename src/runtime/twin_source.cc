@@ -18,7 +18,7 @@ class TwinPredictor final : public Predictor {
  public:
   TwinPredictor(const Workload& w, const Testbed& t, double window_s, const Interference& load)
       : w_(std::make_unique<Workload>(w)),
-        inner_(*w_, t, MeasureOptions{window_s, 1, Conditions{load, 0, 0}, false}) {}
+        inner_(Context{}, *w_, t, MeasureOptions{window_s, Conditions{load, 0, 0}, false}) {}
   [[nodiscard]] std::size_t models() const override { return inner_.models(); }
   void predict(std::span<const std::int32_t> configs, std::size_t rows,
                std::span<Predicted> out) const override {
@@ -107,7 +107,8 @@ LoadTable TwinSource::loads(const Workload& current) {
       JointConfig c(current.models.size(), kAbsent);
       for (std::size_t l = 0; l < loads.size(); ++l) {
         c[m] = static_cast<std::int32_t>(l);
-        const Measurement alone = sim_.measure(current, c, MeasureOptions{window, 1, {}, false});
+        const Measurement alone =
+            sim_.measure(Context{}, current, c, MeasureOptions{window, {}, false});
         if (alone.ok()) loads[l] = static_cast<float>(alone.gpu.sm_util + alone.gpu.mem_bw_util);
       }
       it = alone_.emplace(key, std::move(loads)).first;

@@ -217,7 +217,7 @@ HttpResponse Service::post_tools_place(const RouteCall& call) {
   }
   // Without registered models the tools have the GPU to themselves.
   // The placement and its co-runners draw from the scenario's own seed, not the service's.
-  const Context place_ctx{.seed = req.scenario.seed, .threads = ctx_.threads};
+  const Context place_ctx{.seed = req.scenario.context.seed, .threads = ctx_.threads};
   std::shared_ptr<const mapping::CoRunners> co;
   const std::int64_t plan_id = in_force ? in_force->first : 0;
   if (in_force) {

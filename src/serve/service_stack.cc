@@ -142,9 +142,8 @@ void Service::read_stack_gpu(StackWindow& w, const PromQuery& query) const {
   // (DCGM_FI_DEV_GPU_UTIL only says a kernel ran).
   if (w.gpu->issues.empty() && w.gpu->sm_active && w.gpu->sm_active_field == kDcgmSmActive &&
       w.same_plan && w.in_force && w.in_force->config.size() == w.workload.models.size()) {
-    const Measurement m =
-        twin_->measure(w.workload, w.in_force->config,
-                       MeasureOptions(options_.stack.read.window_s, ctx_.seed, {}, false));
+    const Measurement m = twin_->measure(ctx_, w.workload, w.in_force->config,
+                                         MeasureOptions(options_.stack.read.window_s, {}, false));
     if (m.ok()) w.predicted = m.gpu;
   }
 }

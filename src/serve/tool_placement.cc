@@ -113,7 +113,7 @@ json placement_answer_json(const mapping::PlacementProblem& problem, const Place
   j["device"] = problem.device().name;
   j["scenario"] = request.scenario.name;
   j["policy"] = request.policy;
-  j["seed"] = request.scenario.seed;
+  j["seed"] = request.scenario.context.seed;
   j["plan_id"] = plan_id;
   j["vram_budget_gb"] = problem.vram_budget_bytes() / 1e9;
   if (const auto& co = problem.corunners()) {

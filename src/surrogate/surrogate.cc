@@ -135,7 +135,7 @@ nlohmann::json Surrogate::to_json() const {
   j["monotone"] = monotone_;
   j["testbed"] = provenance_.testbed;
   j["device"] = provenance_.device;
-  j["seed"] = provenance_.seed;
+  j["seed"] = provenance_.context.seed;
   j["workload"] = {{"hash", provenance_.workload_hash}, {"name", provenance_.workload_name}};
   j["dataset"] = provenance_.dataset;
   j["standalone_measurements"] = provenance_.standalone_measurements;
@@ -205,7 +205,7 @@ Result<Surrogate> Surrogate::from_json(const nlohmann::json& j) {
     s.monotone_ = j.value("monotone", false);
     s.provenance_.testbed = j.at("testbed").get<std::string>();
     s.provenance_.device = j.at("device").get<std::string>();
-    s.provenance_.seed = json_number<std::uint64_t>(j.at("seed"));
+    s.provenance_.context.seed = json_number<std::uint64_t>(j.at("seed"));
     s.provenance_.workload_hash = j.at("workload").at("hash").get<std::string>();
     s.provenance_.workload_name = j.at("workload").at("name").get<std::string>();
     s.provenance_.dataset = j.value("dataset", "");

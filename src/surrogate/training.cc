@@ -101,7 +101,7 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
       for (const auto& r : *samples) {
         data.cotenants.push_back(cotenant_totals(
             data.workload.device,
-            profile::plan_cotenant(Context{.seed = c.spec.seed}, c.spec.plan, r.index)));
+            profile::plan_cotenant(Context{.seed = c.spec.context.seed}, c.spec.plan, r.index)));
       }
     } else if (!data.cotenants.empty()) {
       data.cotenants.resize(data.cotenants.size() + samples->size());
@@ -116,7 +116,7 @@ Result<TrainingData> load_training_data(const profile::Dataset& dataset, const C
     // Standalone samples that do not fit the stored workload: the file was altered.
     if (!table) return table.error().wrap(where + ": damaged dataset").as(Error::Kind::kDamaged);
     data.standalone = std::move(*table);
-    data.provenance.seed = standalone->spec.seed;
+    data.provenance.context.seed = standalone->spec.context.seed;
   } else if (need_standalone) {
     return Error(where + " has no standalone campaign for this workload: run `corun profile " +
                  "FILE --plan standalone --out " + where + "` first");

@@ -19,7 +19,8 @@ Workload with_concurrency(const Workload& w, std::span<const std::int32_t> confi
   return out;
 }
 
-std::vector<ConcurrencyLevel> sweep_concurrency(const Testbed& testbed, const Workload& w,
+std::vector<ConcurrencyLevel> sweep_concurrency(const Context& ctx, const Testbed& testbed,
+                                                const Workload& w,
                                                 std::span<const std::int32_t> config,
                                                 std::span<const int> levels,
                                                 const MeasureOptions& options) {
@@ -27,7 +28,7 @@ std::vector<ConcurrencyLevel> sweep_concurrency(const Testbed& testbed, const Wo
   out.reserve(levels.size());
   for (const int n : levels) {
     const Workload level = with_concurrency(w, config, n);
-    out.push_back({n, testbed.measure(level, config, options)});
+    out.push_back({n, testbed.measure(ctx, level, config, options)});
   }
   return out;
 }

@@ -74,8 +74,7 @@ double sim_ttft_ms(const ModelArch& arch, const Device& device, Precision p,
   w.models.push_back(m);
   const SimTestbed sim;
   const JointConfig config(1, 0);
-  MeasureOptions o(600, 1, {}, false);
-  const Measurement r = sim.measure(w, config, o);
+  const Measurement r = sim.measure(Context{}, w, config, MeasureOptions(600, {}, false));
   if (!r.ok() || r.models.empty() || !r.models[0].ttft_ms_p95) return NAN;
   return *r.models[0].ttft_ms_p95;
 }

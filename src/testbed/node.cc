@@ -14,8 +14,8 @@ const ModelMetrics* NodeMeasurement::find(std::size_t m) const {
   return nullptr;
 }
 
-NodeMeasurement measure_node(const Testbed& testbed, const Workload& w, const NodeLayout& layout,
-                             std::span<const std::int32_t> assignment,
+NodeMeasurement measure_node(const Context& ctx, const Testbed& testbed, const Workload& w,
+                             const NodeLayout& layout, std::span<const std::int32_t> assignment,
                              std::span<const std::int32_t> config, const MeasureOptions& options) {
   CORUN_CHECK(assignment.size() == w.models.size());
   CORUN_CHECK(config.size() == w.models.size());
@@ -38,9 +38,7 @@ NodeMeasurement measure_node(const Testbed& testbed, const Workload& w, const No
       continue;
     }
     const Workload unit = unit_workload(w, layout.units[u]);
-    MeasureOptions o = options;
-    o.seed = derive_seed(options.seed, {0x6e6f6465ULL, u});  // "node", unit position
-    mu = testbed.measure(unit, c, o);
+    mu = testbed.measure(ctx.derived({0x6e6f6465ULL, u}), unit, c, options);  // "node", position
   }
   for (std::size_t m = 0; m < w.models.size(); ++m) {
     if (assignment[m] == kUnassigned || config[m] == kAbsent) continue;

@@ -111,8 +111,8 @@ Measurement blend(Measurement calm, const Measurement& busy, double f) {
 
 }  // namespace
 
-SimTruth SimTruth::perturbed(std::uint64_t seed) {
-  Rng rng(derive_seed(seed, {0x7e47ULL}));
+SimTruth SimTruth::perturbed(const Context& ctx) {
+  Rng rng(derive_seed(ctx.seed, {0x7e47ULL}));
   auto draw = [&] {
     const double size = 0.1 + 0.3 * rng.uniform();
     return rng.uniform() < 0.5 ? 1 - size : 1 + size;
@@ -123,7 +123,7 @@ SimTruth SimTruth::perturbed(std::uint64_t seed) {
   t.l2_sensitivity = draw();
   t.launch = draw();
   t.power = draw();
-  t.seed = seed;
+  t.context = ctx;
   return t;
 }
 
@@ -137,9 +137,11 @@ std::string SimTruth::describe() const {
 
 SimTestbed::SimTestbed(SimTruth truth)
     : truth_(truth),
-      name_(truth.seed == 0 ? std::string("sim") : "sim:perturb=" + std::to_string(truth.seed)) {}
+      name_(truth.context.seed == 0 ? std::string("sim")
+                                    : "sim:perturb=" + std::to_string(truth.context.seed)) {}
 
-Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t> config,
+Measurement SimTestbed::measure(const Context& ctx, const Workload& w,
+                                std::span<const std::int32_t> config,
                                 const MeasureOptions& options) const {
   // A make-before-break swap's new copy runs kernels for part of the window, as a co-tenant
   // of everyone on the GPU (the old copy included): the window is measured without and with
@@ -151,15 +153,15 @@ Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t>
     Interference& i = busy.conditions.interference;
     i.sm_util = std::min(1.0, i.sm_util + load.share);
     i.bandwidth_util = std::min(1.0, i.bandwidth_util + load.share);
-    return blend(measure(w, config, calm), measure(w, config, busy),
+    return blend(measure(ctx, w, config, calm), measure(ctx, w, config, busy),
                  load.busy_s / options.window_s);
   }
   Measurement out;
   out.testbed = std::string(name());
   out.device = w.device.name;
   const SimTruth truth = options.conditions.perturb_seed != 0
-                            ? SimTruth::perturbed(options.conditions.perturb_seed)
-                            : truth_;
+                             ? SimTruth::perturbed(Context{.seed = options.conditions.perturb_seed})
+                             : truth_;
   const DeviceModel dev = device_model(w.device, truth, options.conditions);
   out.gpu.clock_mhz = dev.boost_mhz;
   out.gpu.power_w = dev.idle_w;
@@ -212,14 +214,14 @@ Measurement SimTestbed::measure(const Workload& w, std::span<const std::int32_t>
 
   const std::uint64_t config_hash = hash_config(config);
   for (std::size_t k = 0; k < ms.size(); ++k) {
-    const Noise nz = options.noise ? draw_noise(options.seed, ms[k].index, config_hash) : Noise{};
+    const Noise nz = options.noise ? draw_noise(ctx.seed, ms[k].index, config_hash) : Noise{};
     if (ms[k].llm) {
       report_llm(ms[k], options, nz, out.models[k]);
     } else {
       report_server(ms[k], options, nz, out.models[k]);
     }
   }
-  Rng rng(derive_seed(options.seed, {kGpuNoiseStream, config_hash}));
+  Rng rng(derive_seed(ctx.seed, {kGpuNoiseStream, config_hash}));
   const auto jitter = [&](double v) {
     return options.noise ? v * std::exp(sim::kGpuCounterNoise * rng.normal()) : v;
   };

@@ -74,7 +74,8 @@ Result<std::unique_ptr<Testbed>> make_testbed(std::string_view name) {
                        "': the perturbation seed must be a positive integer (sim:perturb=7)",
                    Error::Kind::kInvalidInput);
     }
-    return std::unique_ptr<Testbed>(std::make_unique<SimTestbed>(SimTruth::perturbed(seed)));
+    return std::unique_ptr<Testbed>(
+        std::make_unique<SimTestbed>(SimTruth::perturbed(Context{.seed = seed})));
   }
   for (const auto& [n, f] : registered()) {
     if (n == name) return f();

@@ -102,7 +102,8 @@ std::string_view TorchTestbed::name() const {
   return options_.device == "cpu" ? "torch-cpu" : "torch-cuda";
 }
 
-Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_t> config,
+Measurement TorchTestbed::measure(const Context& ctx, const Workload& w,
+                                  std::span<const std::int32_t> config,
                                   const MeasureOptions& options) const {
   Measurement m;
   m.testbed = std::string(name());
@@ -112,7 +113,7 @@ Measurement TorchTestbed::measure(const Workload& w, std::span<const std::int32_
     for (auto& mm : m.models) mm.error = why;
     return m;
   };
-  torchbed::CoRun run{w, options, options_, m, {}, {}};
+  torchbed::CoRun run{ctx, w, options, options_, m, {}, {}};
   if (const std::string why = torchbed::plan_workers(run, config); !why.empty()) {
     return fail_all(why);
   }

@@ -146,6 +146,7 @@ struct WorkerPool {
 /// One measurement's co-run: what it measures, its workers and their jobs, and the
 /// Measurement it fills in.
 struct CoRun {
+  const Context& ctx;  ///< the measurement's seed
   const Workload& w;
   const MeasureOptions& options;
   const TorchBedOptions& bed;

@@ -66,7 +66,7 @@ std::string plan_workers(CoRun& run, std::span<const std::int32_t> config) {
         job.settings.precision == Precision::kInt8 || job.settings.precision == Precision::kAwq;
     job.threads = torch_threads_for(job.settings.sm_share, run.bed.cores);
     job.window_s = options.window_s;
-    job.seed = derive_seed(options.seed, {i});
+    job.seed = derive_seed(run.ctx.seed, {i});
     job.device = run.bed.device;
     run.jobs.push_back(job);
     Worker wk;

@@ -415,7 +415,7 @@ TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth
   if (!on_path("prometheus")) GTEST_SKIP() << "prometheus is not installed (Debian package)";
   auto w = parse_workload(kModels, "models.yaml", Catalog::default_catalog());
   ASSERT_TRUE(w.ok()) << w.error().what();
-  const SimTestbed truth(SimTruth::perturbed(7));
+  const SimTestbed truth(SimTruth::perturbed(Context{.seed = 7}));
   // Windows seconds apart: the 60 s dwell of priced transitions would hold plans back. The
   // bar is on what the windows taught, so no window may hold a plan's predecessor's requests.
   Stack stack(/*profiling=*/false, /*aware=*/false, Reads::kTest);
@@ -442,8 +442,8 @@ TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth
     if (learned >= 30 && held >= kHeld) break;
     previous_id = id;
     const Measurement m =
-        truth.measure(*w, plan_config(*w, plan),
-                      MeasureOptions(10, derive_seed(7, {static_cast<std::uint64_t>(k)})));
+        truth.measure(Context{.seed = derive_seed(7, {static_cast<std::uint64_t>(k)})}, *w,
+                      plan_config(*w, plan), MeasureOptions(10));
     ASSERT_TRUE(stack.window(*w, m)) << "the service read no window";
     const json t = json::parse(call(s, "GET", "/v1/plan").body)["telemetry"];
     ASSERT_TRUE(t["up"].get<bool>()) << t.dump();
@@ -472,7 +472,8 @@ TEST(StackPrometheus, TelemetryReadThroughARealPrometheusBringsThePlanToItsTruth
   constexpr int kTruthWindows = 400;
   std::vector<Measurement> windows;
   for (int i = 0; i < kTruthWindows; ++i) {
-    windows.push_back(truth.measure(*w, c, MeasureOptions(10, derive_seed(8, {std::uint64_t(i)}))));
+    windows.push_back(truth.measure(Context{.seed = derive_seed(8, {std::uint64_t(i)})}, *w, c,
+                                    MeasureOptions(10)));
     ASSERT_TRUE(windows.back().ok()) << windows.back().error;
   }
   for (std::size_t k = 0; k < windows.front().models.size(); ++k) {
@@ -525,8 +526,8 @@ TEST(StackPrometheus, AGpuLoadTheStackDoesNotRunIsFoundThroughARealPrometheusAnd
   auto window = [&](const Conditions& c) {
     EXPECT_TRUE(testing::settle(s, kToken));
     const json plan = json::parse(call(s, "GET", "/v1/plan").body);
-    const Measurement m =
-        truth.measure(*w, plan_config(*w, plan), MeasureOptions(10, derive_seed(11, {k++}), c));
+    const Measurement m = truth.measure(Context{.seed = derive_seed(11, {k++})}, *w,
+                                        plan_config(*w, plan), MeasureOptions(10, c));
     EXPECT_TRUE(stack.window(*w, m)) << "the service read no window";
     return json::parse(call(s, "GET", "/v1/plan").body)["telemetry"]["gpu"];
   };

@@ -124,7 +124,7 @@ double sim_alone_ms(const std::string& model_yaml) {
   if (!w.ok()) return 0;
   const SimTestbed sim;
   const std::vector<std::int32_t> config(w->models.size(), 0);
-  const Measurement m = sim.measure(*w, config, MeasureOptions(10, 1, {}, false));
+  const Measurement m = sim.measure(Context{}, *w, config, MeasureOptions(10, {}, false));
   EXPECT_TRUE(m.error.empty()) << m.error;
   return m.models.at(0).latency_ms_p50;
 }

@@ -69,7 +69,8 @@ TEST(Dataset, StoresAndReadsBackASampleExactly) {
   ASSERT_TRUE(testbed.ok());
   const fs::path path = temp_db("roundtrip.db");
   Dataset ds = open(path);
-  auto id = ds.ensure_campaign({Plan::kMeanField, 3, "sim", 10}, w, "text", "rtx3090", 1);
+  auto id = ds.ensure_campaign({Plan::kMeanField, Context{.seed = 3}, "sim", 10}, w, "text",
+                               "rtx3090", 1);
   ASSERT_TRUE(id.ok()) << id.error().what();
   const ConfigSpace space(w);
   const SampleRecord r =
@@ -98,7 +99,8 @@ TEST(Dataset, InsertingASampleTwiceKeepsOne) {
   auto testbed = make_testbed("sim");
   const fs::path path = temp_db("twice.db");
   Dataset ds = open(path);
-  auto id = ds.ensure_campaign({Plan::kJoint, 1, "sim", 10}, w, "text", "rtx3090", 3);
+  auto id =
+      ds.ensure_campaign({Plan::kJoint, Context{.seed = 1}, "sim", 10}, w, "text", "rtx3090", 3);
   ASSERT_TRUE(id.ok());
   const ConfigSpace space(w);
   const SampleRecord r =
@@ -116,10 +118,11 @@ TEST(Dataset, CampaignIdentityAndProvenance) {
   const Workload w = load("paper-n2.yaml");
   const fs::path path = temp_db("provenance.db");
   Dataset ds = open(path);
-  const CampaignSpec spec{Plan::kMeanField, 42, "sim", 10};
+  const CampaignSpec spec{Plan::kMeanField, Context{.seed = 42}, "sim", 10};
   auto a = ds.ensure_campaign(spec, w, "workload text", "rtx3090", 10);
   auto b = ds.ensure_campaign(spec, w, "workload text", "rtx3090", 30);
-  auto c = ds.ensure_campaign({Plan::kMeanField, 43, "sim", 10}, w, "workload text", "rtx3090", 10);
+  auto c = ds.ensure_campaign({Plan::kMeanField, Context{.seed = 43}, "sim", 10}, w,
+                              "workload text", "rtx3090", 10);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(*a, *b);  // same campaign, extended
   EXPECT_NE(*a, *c);  // another seed is another campaign
@@ -128,7 +131,7 @@ TEST(Dataset, CampaignIdentityAndProvenance) {
   ASSERT_EQ(cs->size(), 2u);
   const CampaignInfo& info = cs->front();
   EXPECT_EQ(info.total_samples, 30u);
-  EXPECT_EQ(info.spec.seed, 42u);
+  EXPECT_EQ(info.spec.context.seed, 42u);
   EXPECT_EQ(info.spec.testbed, "sim");
   EXPECT_EQ(info.device, "rtx3090");
   EXPECT_EQ(info.workload_hash, w.hash);
@@ -176,7 +179,7 @@ TEST(Dataset, RefusesOtherSchemaVersionsAndForeignFiles) {
 TEST(Campaign, ResumeMeasuresOnlyWhatIsMissingAndEndsEqual) {
   const Workload w = load("paper-n3.yaml");
   auto testbed = make_testbed("sim");
-  const CampaignSpec spec{Plan::kMeanField, 5, "sim", 10};
+  const CampaignSpec spec{Plan::kMeanField, Context{.seed = 5}, "sim", 10};
   const fs::path full_path = temp_db("full.db");
   const fs::path part_path = temp_db("part.db");
   Dataset full = open(full_path);
@@ -222,7 +225,8 @@ TEST(Campaign, CoTenantSamplesAreMeasuredNextToTheirCoTenant) {
         measure_sample(Context{.seed = 5}, w, space, **testbed, Plan::kCoTenant, 10, i);
     const Interference c = plan_cotenant(Context{.seed = 5}, Plan::kCoTenant, i);
     ASSERT_GT(c.sm_util + c.bandwidth_util, 0.0);
-    const Measurement alone = (*testbed)->measure(w, r.config, {10, r.measurement_seed});
+    const Measurement alone =
+        (*testbed)->measure(Context{.seed = r.measurement_seed}, w, r.config, MeasureOptions(10));
     ASSERT_EQ(alone.models.size(), r.measurement.models.size());
     for (std::size_t k = 0; k < alone.models.size(); ++k) {
       if (!alone.models[k].ok() || !r.measurement.models[k].ok()) continue;
@@ -250,7 +254,8 @@ models:
   ASSERT_TRUE(w.ok()) << w.error().what();
   auto testbed = make_testbed("sim");
   Dataset ds = open(temp_db("oom.db"));
-  auto r = run_campaign(ds, *w, text, **testbed, {Plan::kStandalone, 1, "sim", 10}, 0, nullptr);
+  auto r = run_campaign(ds, *w, text, **testbed, {Plan::kStandalone, Context{.seed = 1}, "sim", 10},
+                        0, nullptr);
   ASSERT_TRUE(r.ok()) << r.error().what();
   EXPECT_EQ(r->total, 4u);
   EXPECT_EQ(r->failed, 2u);

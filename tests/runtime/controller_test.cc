@@ -224,8 +224,9 @@ timeline:
   EXPECT_EQ(r->intervals[1].conditions.interference.sm_util, 0.0);
   // The same configuration measures slower next to the co-tenant.
   Workload now = *w;
-  const Measurement quiet = sim.measure(now, JointConfig{0}, {10, 1});
-  const Measurement crowded = sim.measure(now, JointConfig{0}, {10, 1, r->intervals[2].conditions});
+  const Measurement quiet = sim.measure(Context{}, now, JointConfig{0}, MeasureOptions(10));
+  const Measurement crowded =
+      sim.measure(Context{}, now, JointConfig{0}, MeasureOptions(10, r->intervals[2].conditions));
   EXPECT_GT(crowded.models[0].latency_ms_p95, 1.1 * quiet.models[0].latency_ms_p95);
 }
 
@@ -282,7 +283,8 @@ TEST(Controller, ReplayRebuildsWhatObservationsTaught) {
   ASSERT_TRUE(d.ok() && *d);
   std::vector<LearningSample> taught;
   for (int k = 0; k < 6; ++k) {
-    const Measurement m = sim.measure(w, (**d).config, {10, static_cast<std::uint64_t>(k + 1)});
+    const Measurement m = sim.measure(Context{.seed = static_cast<std::uint64_t>(k + 1)}, w,
+                                      (**d).config, MeasureOptions(10));
     a.observe(observations(m, (**d).config), (**d).id, &taught);
   }
   ASSERT_FALSE(taught.empty());
@@ -332,7 +334,8 @@ TEST(Controller, PlanForAHypotheticalWorkloadChangesNothing) {
   auto d = c.replan("start");
   ASSERT_TRUE(d.ok() && *d);
   for (int k = 0; k < 4; ++k) {
-    const Measurement m = sim.measure(w, (**d).config, {10, static_cast<std::uint64_t>(k + 1)});
+    const Measurement m = sim.measure(Context{.seed = static_cast<std::uint64_t>(k + 1)}, w,
+                                      (**d).config, MeasureOptions(10));
     c.observe(observations(m, (**d).config), (**d).id);
   }
   const auto plan = c.plan();
@@ -414,8 +417,9 @@ TEST(Controller, ADemandChangeWidensTheBoundAndReplaysTheSame) {
     auto d = a.replan("learning");
     ASSERT_TRUE(d.ok() && *d);
     for (int k = 0; k < windows; ++k) {
-      const Measurement m = sim.measure(a.workload(), (**d).config,
-                                        {10, static_cast<std::uint64_t>(taught.size() + 1)});
+      const Measurement m =
+          sim.measure(Context{.seed = static_cast<std::uint64_t>(taught.size() + 1)}, a.workload(),
+                      (**d).config, MeasureOptions(10));
       a.observe(observations(m, (**d).config), (**d).id, &taught);
     }
   };
@@ -470,7 +474,8 @@ TEST(Controller, ExplorationRaisesOnlyTheThroughputOfWhatIsNotKnownYet) {
   // Both learn the same windows of one plan.
   const JointConfig ran = (**d0).config;
   for (int k = 0; k < 6; ++k) {
-    const Measurement m = sim.measure(w, ran, {10, static_cast<std::uint64_t>(k + 1)});
+    const Measurement m =
+        sim.measure(Context{.seed = static_cast<std::uint64_t>(k + 1)}, w, ran, MeasureOptions(10));
     calm->observe(observations(m, ran), (**d0).id);
     if ((**d1).config == ran) bold->observe(observations(m, ran), (**d1).id);
   }

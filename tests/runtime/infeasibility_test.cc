@@ -67,7 +67,7 @@ std::unique_ptr<Controller> exhaustive_on_twin(const Workload& w) {
 TEST(Infeasibility, NamesTheModelTheSlaAndTheDemandThatLimitsIt) {
   const Workload w = overloaded();
   SimTestbed sim;
-  const TestbedPredictor truth(w, sim, MeasureOptions{10, 1, {}, false});
+  const TestbedPredictor truth(Context{}, w, sim, MeasureOptions{10, {}, false});
   const PlanProblem p(w, {true, true}, truth);
   auto solver = make_solver("exhaustive");
   ASSERT_TRUE(solver.ok());

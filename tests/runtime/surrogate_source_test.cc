@@ -170,7 +170,7 @@ models:
   (*predictor)->predict(JointConfig{2, 0}, 1, at16);
   (*predictor)->predict(kv_limited, 1, at32);
   // Ground truth without noise, over the profile's 10 s window.
-  const Measurement truth = (*tb)->measure(w, kv_limited, MeasureOptions(10, 1, {}, false));
+  const Measurement truth = (*tb)->measure(Context{}, w, kv_limited, MeasureOptions(10, {}, false));
   ASSERT_TRUE(truth.ok()) << truth.error;
   EXPECT_GT(*truth.models[0].preemptions_per_request, 0);
   EXPECT_NEAR(at32[0].throughput, truth.models[0].throughput, 0.1 * truth.models[0].throughput);

@@ -40,7 +40,7 @@ TEST(TwinPrior, MatchesHowThePerturbedSimulatorStraysFromTheCatalog) {
     auto w = load_workload(std::string(CORUN_SOURCE_DIR) + "/workloads/" + file + ".yaml", c);
     ASSERT_TRUE(w.ok()) << w.error().what();
     for (std::uint64_t seed = 1; seed <= 30; ++seed) {
-      const SimTestbed truth(SimTruth::perturbed(seed));
+      const SimTestbed truth(SimTruth::perturbed(Context{.seed = seed}));
       for (std::size_t m = 0; m < w->models.size(); ++m) {
         const ModelSpec& spec = w->models[m];
         std::vector<Target> targets = {Target::kLatencyP95};
@@ -50,8 +50,8 @@ TEST(TwinPrior, MatchesHowThePerturbedSimulatorStraysFromTheCatalog) {
           for (std::size_t l = 0; l < spec.local_config_count(); ++l) {
             JointConfig cfg(w->models.size(), kAbsent);
             cfg[m] = static_cast<std::int32_t>(l);
-            const Measurement a = twin.measure(*w, cfg, MeasureOptions(10, 1, {}, false));
-            const Measurement b = truth.measure(*w, cfg, MeasureOptions(10, 1, {}, false));
+            const Measurement a = twin.measure(Context{}, *w, cfg, MeasureOptions(10, {}, false));
+            const Measurement b = truth.measure(Context{}, *w, cfg, MeasureOptions(10, {}, false));
             if (!a.ok() || !b.ok()) continue;
             const double x = std::log(value(b.models[0], t) / value(a.models[0], t));
             if (std::isfinite(x)) r.push_back(x);

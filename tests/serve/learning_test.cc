@@ -73,7 +73,7 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
   auto w = parse_workload(kModels, "models.yaml", Catalog::default_catalog());
   ASSERT_TRUE(w.ok()) << w.error().what();
   // The GPU as it really is: every physical parameter 10-40 % off the catalog (seed 7).
-  const SimTestbed truth(SimTruth::perturbed(7));
+  const SimTestbed truth(SimTruth::perturbed(Context{.seed = 7}));
   TempDir dir;
   ServiceOptions o;
   o.state_dir = dir.path();
@@ -106,7 +106,8 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
     plan = json::parse(call(s, "GET", "/v1/plan").body);
     const JointConfig c = plan_config(plan);
     const Measurement m =
-        truth.measure(*w, c, MeasureOptions(10, derive_seed(7, {static_cast<std::uint64_t>(k)})));
+        truth.measure(Context{.seed = derive_seed(7, {static_cast<std::uint64_t>(k)})}, *w, c,
+                      MeasureOptions(10));
     ASSERT_EQ(call(s, "POST", "/v1/telemetry", samples_of(*w, m, plan["id"]).dump()).status, 202);
   }
   settle(s);
@@ -115,7 +116,7 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
 
   // What is predicted for the plan in force against what this GPU does in it on average (the
   // expected value of the windows' p95: a single window's p95 scatters by up to 25 %).
-  const Measurement expected = truth.measure(*w, c, MeasureOptions(10, 1, {}, false));
+  const Measurement expected = truth.measure(Context{}, *w, c, MeasureOptions(10, {}, false));
   for (const auto& mm : expected.models) {
     const json& p = plan["models"][mm.name]["predicted"];
     if (w->models[mm.model].arch.family == ModelFamily::kLlm) {
@@ -126,7 +127,7 @@ TEST(ServeLearning, TelemetryFromAPerturbedGpuBringsPredictionsAndThePlanToItsTr
     }
   }
   // The twin alone (what serve planned with before it learned) was far off on this GPU.
-  const Measurement twin = SimTestbed().measure(*w, c, MeasureOptions(10, 1, {}, false));
+  const Measurement twin = SimTestbed().measure(Context{}, *w, c, MeasureOptions(10, {}, false));
   double worst = 0;
   for (std::size_t k = 0; k < twin.models.size(); ++k) {
     const double a = twin.models[k].latency_ms_p95, b = expected.models[k].latency_ms_p95;
@@ -184,7 +185,8 @@ TEST(ServeLearning, SteadyTelemetryRestartsNoModelAfterTheThirdWindow) {
     for (const auto& m : w->models)
       c.push_back(plan["models"][m.name]["index"].get<std::int32_t>());
     const Measurement m =
-        truth.measure(*w, c, MeasureOptions(10, derive_seed(11, {static_cast<std::uint64_t>(k)})));
+        truth.measure(Context{.seed = derive_seed(11, {static_cast<std::uint64_t>(k)})}, *w, c,
+                      MeasureOptions(10));
     ASSERT_EQ(call(s, "POST", "/v1/telemetry", samples_of(*w, m, plan["id"]).dump()).status, 202);
   }
   EXPECT_EQ(restarts_after_third, 0);

@@ -492,12 +492,12 @@ TEST(GpuWindow, TheUnexplainedLoadThresholdIsAboveTheTwinsOwnError) {
       for (std::size_t m = 0; m < config.size(); ++m) {
         config[m] = static_cast<std::int32_t>((c * 7 + m) % w->models[m].local_config_count());
       }
-      const MeasureOptions exact(10, 1, {}, false);
-      const Measurement predicted = twin.measure(*w, config, exact);
+      const MeasureOptions exact(10, {}, false);
+      const Measurement predicted = twin.measure(Context{}, *w, config, exact);
       ASSERT_TRUE(predicted.ok()) << predicted.error;
       for (const std::uint64_t seed : {1, 2, 3, 7, 11}) {
-        const SimTestbed truth(SimTruth::perturbed(seed));
-        const Measurement real = truth.measure(*w, config, exact);
+        const SimTestbed truth(SimTruth::perturbed(Context{.seed = seed}));
+        const Measurement real = truth.measure(Context{}, *w, config, exact);
         ASSERT_TRUE(real.ok()) << real.error;
         worst_sm = std::max(worst_sm, std::abs(real.gpu.sm_util - predicted.gpu.sm_util));
         worst_dram =

@@ -118,7 +118,7 @@ TEST_F(ToolsPlaceTest, AnswersAsMapOnTheSamePlanWorkloadAndDag) {
   auto sim = make_testbed("sim");
   ASSERT_TRUE(sim.ok());
   // What `corun map voice-and-photo.yaml --plan plan.json --workload served.yaml` runs.
-  auto co = mapping::load_corunners(Context{.seed = scenario->seed}, dir_.path() / "plan.json",
+  auto co = mapping::load_corunners(scenario->context, dir_.path() / "plan.json",
                                     workload_file().string(), cat, **sim);
   ASSERT_TRUE(co.ok()) << co.error().what();
   ASSERT_NE(*co, nullptr);
@@ -129,8 +129,7 @@ TEST_F(ToolsPlaceTest, AnswersAsMapOnTheSamePlanWorkloadAndDag) {
   for (const auto& policy : mapping::policy_names()) {
     SCOPED_TRACE(policy);
     const json answer = place(*service_, {{"scenario", kDag}, {"policy", policy}});
-    auto placed = mapping::place(*problem, {policy, "builtin", std::nullopt},
-                                  Context{.seed = scenario->seed});
+    auto placed = mapping::place(*problem, {policy, "builtin", std::nullopt}, scenario->context);
     ASSERT_TRUE(placed.ok()) << placed.error().what();
     expect_same_placement(answer, mapping::placed_json(*problem, *placed));
     EXPECT_EQ(answer["plan_id"], plan_["id"]);
@@ -212,7 +211,7 @@ TEST(ToolsPlace, WithoutModelsTheToolsHaveTheGpuToThemselves) {
   ASSERT_TRUE(scenario.ok());
   auto problem = mapping::PlacementProblem::build(*scenario, *tools, Catalog::default_catalog());
   ASSERT_TRUE(problem.ok());
-  auto placed = mapping::place(*problem, {}, Context{.seed = scenario->seed});
+  auto placed = mapping::place(*problem, {}, scenario->context);
   ASSERT_TRUE(placed.ok());
   expect_same_placement(answer, mapping::placed_json(*problem, *placed));
   service->stop();

@@ -71,7 +71,8 @@ TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
   ASSERT_TRUE(n2.ok());
   auto& [w, text, tb, ds] = n2;
   // Co-run samples only: MeanField needs the standalone profile; the joint surrogate does not.
-  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {profile::Plan::kJoint, 1, "sim", 10}, 15,
+  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb,
+                                    {profile::Plan::kJoint, Context{.seed = 1}, "sim", 10}, 15,
                                     nullptr)
                   .ok());
   auto missing = load_training_data(*ds, Catalog::default_catalog(), "", true);
@@ -82,10 +83,12 @@ TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
   EXPECT_EQ(joint_only->standalone.measurements(), 0u);
 
   ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb,
-                                    {profile::Plan::kStandalone, 1, "sim", 10}, 2, nullptr)
+                                    {profile::Plan::kStandalone, Context{.seed = 1}, "sim", 10}, 2,
+                                    nullptr)
                   .ok());
-  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {profile::Plan::kMeanField, 1, "sim", 10},
-                                    25, nullptr)
+  ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb,
+                                    {profile::Plan::kMeanField, Context{.seed = 1}, "sim", 10}, 25,
+                                    nullptr)
                   .ok());
   auto data = load_training_data(*ds, Catalog::default_catalog(), "", true);
   ASSERT_TRUE(data.ok()) << data.error().what();
@@ -99,8 +102,9 @@ TEST(TrainingData, ReadsTheWorkloadStandaloneAndCoRunSamplesBack) {
   // A second workload in the same file makes the choice explicit.
   auto w3 = load_workload(kN3, Catalog::default_catalog());
   auto text3 = read_file(kN3);
-  ASSERT_TRUE(profile::run_campaign(*ds, *w3, *text3, **tb, {profile::Plan::kJoint, 1, "sim", 10},
-                                    3, nullptr)
+  ASSERT_TRUE(profile::run_campaign(*ds, *w3, *text3, **tb,
+                                    {profile::Plan::kJoint, Context{.seed = 1}, "sim", 10}, 3,
+                                    nullptr)
                   .ok());
   auto ambiguous = load_training_data(*ds, Catalog::default_catalog(), "", true);
   ASSERT_FALSE(ambiguous.ok());
@@ -115,7 +119,7 @@ TEST(TrainingData, CoTenantSamplesComeBackWithTheirCoTenantInAggregateUnits) {
   for (const auto& [plan, budget] :
        {std::pair{profile::Plan::kStandalone, 1}, std::pair{profile::Plan::kMeanField, 10},
         std::pair{profile::Plan::kCoTenant, 12}}) {
-    ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {plan, 4, "sim", 10},
+    ASSERT_TRUE(profile::run_campaign(*ds, *w, *text, **tb, {plan, Context{.seed = 4}, "sim", 10},
                                       static_cast<std::uint64_t>(budget), nullptr)
                     .ok());
   }

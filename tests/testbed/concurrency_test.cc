@@ -18,7 +18,7 @@ constexpr int kLevels[] = {1, 2, 4, 8, 16};
 std::vector<ConcurrencyLevel> sweep(const Workload& w) {
   const SimTestbed sim;
   const JointConfig config(w.models.size(), 0);
-  return sweep_concurrency(sim, w, config, kLevels, MeasureOptions(60, 1, {}, false));
+  return sweep_concurrency(Context{}, sim, w, config, kLevels, MeasureOptions(60, {}, false));
 }
 
 // Throughput grows while requests in flight find an idle server (or a slot of the LLM's
@@ -119,7 +119,8 @@ models:
     double sum = 0;
     constexpr int kSeeds = 32;
     for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
-      const Measurement m = sim.measure(*w, JointConfig{k}, {60, seed});
+      const Measurement m =
+          sim.measure(Context{.seed = seed}, *w, JointConfig{k}, MeasureOptions(60));
       ASSERT_TRUE(m.ok()) << m.error;
       sum += m.models.at(0).latency_ms_p50;
     }

@@ -27,8 +27,8 @@ Workload chat_on_l4(int concurrency, Demand d) {
 
 Measurement measure_exact(const Workload& w) {
   const SimTestbed sim;
-  MeasureOptions o(60, 1, {}, false);  // no measurement noise: the physics alone
-  return sim.measure(w, JointConfig{0}, o);
+  MeasureOptions o(60, {}, false);  // no measurement noise: the physics alone
+  return sim.measure(Context{}, w, JointConfig{0}, o);
 }
 
 TEST(KvCache, HoldsEveryConcurrentSequenceWhenItFits) {

@@ -39,7 +39,8 @@ double cam_p95(const Workload& w, const NodeLayout& layout, std::int32_t noisy_u
   const SimTestbed sim;
   const std::vector<std::int32_t> assignment = {0, noisy_unit};
   const std::vector<std::int32_t> config = {0, noisy_unit == kUnassigned ? kAbsent : 0};
-  const NodeMeasurement m = measure_node(sim, w, layout, assignment, config, {10, seed});
+  const NodeMeasurement m =
+      measure_node(Context{.seed = seed}, sim, w, layout, assignment, config, MeasureOptions(10));
   const ModelMetrics* cam = m.find(0);
   EXPECT_NE(cam, nullptr);
   EXPECT_TRUE(cam != nullptr && cam->ok());
@@ -89,8 +90,10 @@ TEST(NodeMeasure, DeterministicBySeedAndGathersModelsInWorkloadOrder) {
   const SimTestbed sim;
   const std::vector<std::int32_t> assignment = {1, 0};
   const std::vector<std::int32_t> config = {0, 0};
-  const auto a = measure_node(sim, w, layout, assignment, config, {10, 3});
-  const auto b = measure_node(sim, w, layout, assignment, config, {10, 3});
+  const auto a =
+      measure_node(Context{.seed = 3}, sim, w, layout, assignment, config, MeasureOptions(10));
+  const auto b =
+      measure_node(Context{.seed = 3}, sim, w, layout, assignment, config, MeasureOptions(10));
   ASSERT_EQ(a.models.size(), 2u);
   EXPECT_EQ(a.models[0].name, "cam");
   EXPECT_EQ(a.models[1].name, "noisy");
@@ -116,7 +119,8 @@ TEST(NodeMeasure, ASliceTooSmallForItsModelsReportsOutOfMemory) {
   const SimTestbed sim;
   const std::vector<std::int32_t> assignment = {0};
   const std::vector<std::int32_t> config = {0};
-  const auto m = measure_node(sim, *w, layout, assignment, config, {10, 1});
+  const auto m =
+      measure_node(Context{.seed = 1}, sim, *w, layout, assignment, config, MeasureOptions(10));
   // Qwen2.5-7B in FP16 holds about 15 GB of weights; a 1g.10gb slice has 85.9 / 8 = 10.7 GB.
   ASSERT_EQ(m.models.size(), 1u);
   EXPECT_FALSE(m.models[0].ok());

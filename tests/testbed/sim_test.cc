@@ -63,27 +63,28 @@ TEST(MakeTestbed, KnowsSimAndSuggestsForTypos) {
 }
 
 TEST(SimTruth, APerturbedGpuDiffersFromItsCatalogTwinByTenToFortyPercent) {
-  const SimTruth t = SimTruth::perturbed(7);
+  const SimTruth t = SimTruth::perturbed(Context{.seed = 7});
   for (double v : {t.bandwidth, t.compute, t.l2_sensitivity, t.launch, t.power}) {
     const double off = std::abs(v - 1);
     EXPECT_GE(off, 0.1 - 1e-12);
     EXPECT_LE(off, 0.4 + 1e-12);
   }
   // Deterministic by seed, different across seeds.
-  EXPECT_EQ(SimTruth::perturbed(7).bandwidth, t.bandwidth);
-  EXPECT_NE(SimTruth::perturbed(8).bandwidth, t.bandwidth);
+  EXPECT_EQ(SimTruth::perturbed(Context{.seed = 7}).bandwidth, t.bandwidth);
+  EXPECT_NE(SimTruth::perturbed(Context{.seed = 8}).bandwidth, t.bandwidth);
   auto perturbed = make_testbed("sim:perturb=7");
   ASSERT_TRUE(perturbed.ok());
   EXPECT_EQ((*perturbed)->name(), "sim:perturb=7");
   const Workload w = paper_n5();
   const JointConfig c(w.models.size(), 0);
-  const MeasureOptions quiet(10, 1, {}, false);
-  const Measurement twin = SimTestbed().measure(w, c, quiet);
-  const Measurement truth = (*perturbed)->measure(w, c, quiet);
+  const MeasureOptions quiet(10, {}, false);
+  const Measurement twin = SimTestbed().measure(Context{}, w, c, quiet);
+  const Measurement truth = (*perturbed)->measure(Context{}, w, c, quiet);
   // Another GPU: every model's latency moves; and the same GPU through the conditions.
   Conditions as_event;
   as_event.perturb_seed = 7;
-  const Measurement via_event = SimTestbed().measure(w, c, MeasureOptions(10, 1, as_event, false));
+  const Measurement via_event =
+      SimTestbed().measure(Context{}, w, c, MeasureOptions(10, as_event, false));
   for (std::size_t m = 0; m < w.models.size(); ++m) {
     EXPECT_NE(truth.models[m].latency_ms_p95, twin.models[m].latency_ms_p95) << m;
     EXPECT_EQ(truth.models[m].latency_ms_p95, via_event.models[m].latency_ms_p95) << m;
@@ -93,13 +94,14 @@ TEST(SimTruth, APerturbedGpuDiffersFromItsCatalogTwinByTenToFortyPercent) {
 TEST(SimTestbed, NoiseFreeMeasurementsAreTheExpectedValues) {
   const Workload w = paper_n5();
   const JointConfig c(w.models.size(), 0);
-  const Measurement a = SimTestbed().measure(w, c, MeasureOptions(10, 1, {}, false));
-  const Measurement b = SimTestbed().measure(w, c, MeasureOptions(10, 99, {}, false));
+  const Measurement a = SimTestbed().measure(Context{}, w, c, MeasureOptions(10, {}, false));
+  const Measurement b =
+      SimTestbed().measure(Context{.seed = 99}, w, c, MeasureOptions(10, {}, false));
   // No seed dependence, and noisy windows scatter around it on both sides.
   EXPECT_EQ(a.models[1].latency_ms_p95, b.models[1].latency_ms_p95);
   int above = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-    const Measurement n = SimTestbed().measure(w, c, MeasureOptions(10, seed));
+    const Measurement n = SimTestbed().measure(Context{.seed = seed}, w, c, MeasureOptions(10));
     above += n.models[1].latency_ms_p50 > a.models[1].latency_ms_p50 ? 1 : 0;
   }
   EXPECT_GT(above, 5);
@@ -109,20 +111,21 @@ TEST(SimTestbed, NoiseFreeMeasurementsAreTheExpectedValues) {
 TEST(SimTestbed, ACoTenantSlowsEveryModelAndAPowerCapLowersTheClock) {
   const Workload w = paper_n5();
   const JointConfig c(w.models.size(), 0);
-  const MeasureOptions quiet(10, 1, {}, false);
-  const Measurement alone = SimTestbed().measure(w, c, quiet);
+  const MeasureOptions quiet(10, {}, false);
+  const Measurement alone = SimTestbed().measure(Context{}, w, c, quiet);
   Conditions cotenant;
   cotenant.interference = {0.3, 0.4};
-  const Measurement crowded = SimTestbed().measure(w, c, MeasureOptions(10, 1, cotenant, false));
+  const Measurement crowded =
+      SimTestbed().measure(Context{}, w, c, MeasureOptions(10, cotenant, false));
   for (std::size_t m = 0; m < w.models.size(); ++m) {
     EXPECT_GT(crowded.models[m].latency_ms_p50, alone.models[m].latency_ms_p50) << m;
   }
   // The co-tenant's own share shows in the aggregate counters (one light model: far from full).
   JointConfig one(w.models.size(), kAbsent);
   one[0] = 0;
-  const Measurement light = SimTestbed().measure(w, one, quiet);
+  const Measurement light = SimTestbed().measure(Context{}, w, one, quiet);
   const Measurement light_crowded =
-      SimTestbed().measure(w, one, MeasureOptions(10, 1, cotenant, false));
+      SimTestbed().measure(Context{}, w, one, MeasureOptions(10, cotenant, false));
   EXPECT_GT(light_crowded.gpu.sm_util, light.gpu.sm_util + 0.25);
   EXPECT_GT(light_crowded.gpu.mem_bw_util, light.gpu.mem_bw_util + 0.3);
   // A limit below what the load draws on the 350 W board: power stays under it, the clock falls
@@ -131,7 +134,8 @@ TEST(SimTestbed, ACoTenantSlowsEveryModelAndAPowerCapLowersTheClock) {
   ASSERT_GT(limit, 70);
   Conditions capped;
   capped.power_cap_w = limit;
-  const Measurement limited = SimTestbed().measure(w, c, MeasureOptions(10, 1, capped, false));
+  const Measurement limited =
+      SimTestbed().measure(Context{}, w, c, MeasureOptions(10, capped, false));
   EXPECT_LE(limited.gpu.power_w, limit + 1e-9);
   EXPECT_LT(limited.gpu.clock_mhz, alone.gpu.clock_mhz);
   for (std::size_t m = 0; m < w.models.size(); ++m) {
@@ -191,9 +195,10 @@ TEST(SimTestbed, MalformedConfigurationsAreFailedMeasurements) {
   const Workload w = paper_n5();
   const SimTestbed sim;
   const JointConfig short_config = {0, 0};
-  EXPECT_NE(sim.measure(w, short_config, {}).error.find("5 models"), std::string::npos);
+  EXPECT_NE(sim.measure(Context{}, w, short_config, MeasureOptions()).error.find("5 models"),
+            std::string::npos);
   const JointConfig out_of_range = {0, 0, 7, 0, 0};
-  const Measurement m = sim.measure(w, out_of_range, {});
+  const Measurement m = sim.measure(Context{}, w, out_of_range, MeasureOptions());
   EXPECT_FALSE(m.ok());
   EXPECT_NE(m.error.find("cam2"), std::string::npos) << m.error;
 }
@@ -222,12 +227,13 @@ TEST(SimTestbed, ThreadSafeAndStateless) {
   const Workload w = paper_n5();
   const SimTestbed sim;
   const JointConfig config(w.models.size(), 0);
-  const Measurement serial = sim.measure(w, config, {10, 3});
+  const Measurement serial = sim.measure(Context{.seed = 3}, w, config, MeasureOptions(10));
   std::vector<Measurement> results(4);
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < results.size(); ++t) {
     threads.emplace_back([&, t] {
-      for (int k = 0; k < 50; ++k) results[t] = sim.measure(w, config, {10, 3});
+      for (int k = 0; k < 50; ++k)
+        results[t] = sim.measure(Context{.seed = 3}, w, config, MeasureOptions(10));
     });
   }
   for (auto& th : threads) th.join();

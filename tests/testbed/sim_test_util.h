@@ -56,7 +56,7 @@ inline Workload make_workload(std::string_view device, std::vector<ModelSpec> mo
 inline Measurement measure_all(const Workload& w, std::uint64_t seed = 1, double window_s = 10) {
   const SimTestbed sim;
   const JointConfig config(w.models.size(), 0);
-  return sim.measure(w, config, {window_s, seed});
+  return sim.measure(Context{.seed = seed}, w, config, MeasureOptions(window_s));
 }
 
 /// @brief Runs only the models whose indices are listed; the others are absent.
@@ -65,7 +65,7 @@ inline Measurement measure_subset(const Workload& w, const std::vector<std::size
   const SimTestbed sim;
   JointConfig config(w.models.size(), kAbsent);
   for (std::size_t i : running) config[i] = 0;
-  return sim.measure(w, config, {window_s, seed});
+  return sim.measure(Context{.seed = seed}, w, config, MeasureOptions(window_s));
 }
 
 }  // namespace corun::testing

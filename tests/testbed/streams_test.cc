@@ -18,8 +18,8 @@ using testing::settings;
 
 Measurement measure_exact(const Workload& w) {
   const SimTestbed sim;
-  MeasureOptions o(60, 1, {}, false);  // no measurement noise: the physics alone
-  return sim.measure(w, JointConfig(w.models.size(), 0), o);
+  MeasureOptions o(60, {}, false);  // no measurement noise: the physics alone
+  return sim.measure(Context{}, w, JointConfig(w.models.size(), 0), o);
 }
 
 ModelSpec camera(const std::string& name, double fps, std::vector<std::string> streams = {}) {

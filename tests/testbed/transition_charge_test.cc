@@ -71,15 +71,15 @@ TEST(TransitionCharge, TheSimulatorPaysTheChargesItIsGiven) {
   const Workload w = pair();
   SimTestbed sim;
   const std::vector<std::int32_t> config = {0, 0};
-  MeasureOptions plain(10, 7, {}, false);
+  MeasureOptions plain(10, {}, false);
   MeasureOptions charged = plain;
   TransitionCharge c;
   c.model = 0;
   c.outage_s = 10;  // the whole window
   c.extra_vram_bytes = 1e9;
   charged.transitions.push_back(c);
-  const Measurement a = sim.measure(w, config, plain);
-  const Measurement b = sim.measure(w, config, charged);
+  const Measurement a = sim.measure(Context{.seed = 7}, w, config, plain);
+  const Measurement b = sim.measure(Context{.seed = 7}, w, config, charged);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_NEAR(*b.models[0].ttft_ms_p95, *a.models[0].ttft_ms_p95 + 9500, 1e-6);
   EXPECT_EQ(b.models[0].throughput, 0);
@@ -94,11 +94,11 @@ TEST(TransitionCharge, ASwapsKernelsSlowEveryoneForTheSecondsTheyRun) {
   const Workload w = pair();
   SimTestbed sim;
   const std::vector<std::int32_t> config = {0, 0};
-  const MeasureOptions plain(10, 7, {}, false);
+  const MeasureOptions plain(10, {}, false);
   MeasureOptions loaded = plain;
   loaded.conditions.interference = {0.5, 0.5};
-  const Measurement calm = sim.measure(w, config, plain);
-  const Measurement busy = sim.measure(w, config, loaded);
+  const Measurement calm = sim.measure(Context{.seed = 7}, w, config, plain);
+  const Measurement busy = sim.measure(Context{.seed = 7}, w, config, loaded);
   ASSERT_TRUE(calm.ok() && busy.ok());
   // The load slows both models, the one that swaps and its co-runner.
   for (std::size_t k = 0; k < 2; ++k) {
@@ -111,7 +111,7 @@ TEST(TransitionCharge, ASwapsKernelsSlowEveryoneForTheSecondsTheyRun) {
     c.swap_gpu_s = seconds;
     c.swap_gpu_share = 0.5;
     o.transitions.push_back(c);
-    return sim.measure(w, config, o);
+    return sim.measure(Context{.seed = 7}, w, config, o);
   };
   // The whole window: exactly the loaded measurement.
   const Measurement whole = swapping(10);

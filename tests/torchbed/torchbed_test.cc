@@ -82,7 +82,7 @@ Workload tiny_llm(int prompt_tokens, int output_tokens) {
 
 Measurement measure_all(const Testbed& tb, const Workload& w, double window_s) {
   const JointConfig all(w.models.size(), 0);
-  return tb.measure(w, all, {window_s, 7});
+  return tb.measure(Context{.seed = 7}, w, all, MeasureOptions(window_s));
 }
 
 TEST(TorchBed, ScalesLargeArchitecturesOnly) {
@@ -198,8 +198,8 @@ TEST(TorchBed, ACoTenantSlowsTheModelsItSharesTheHostWith) {
   double quiet_p50 = 0, crowded_p50 = 0;
   constexpr int kPairs = 3;
   for (int i = 0; i < kPairs; ++i) {
-    const Measurement quiet = tb.measure(w, JointConfig{0}, MeasureOptions(0.8, 1));
-    const Measurement crowded = tb.measure(w, JointConfig{0}, MeasureOptions(0.8, 1, busy));
+    const Measurement quiet = tb.measure(Context{}, w, JointConfig{0}, MeasureOptions(0.8));
+    const Measurement crowded = tb.measure(Context{}, w, JointConfig{0}, MeasureOptions(0.8, busy));
     ASSERT_TRUE(quiet.ok()) << quiet.error;
     ASSERT_TRUE(crowded.ok()) << crowded.error;
     quiet_p50 += quiet.models[0].latency_ms_p50 / kPairs;
@@ -315,7 +315,7 @@ TEST(TorchBed, ArrivalsReplayOneTracePerModelUnlessAskedOtherwise) {
   w.models[0].demand.rps = 20;
   const JointConfig all(1, 0);
   auto served = [&](const TorchTestbed& tb, std::uint64_t seed) {
-    const auto m = tb.measure(w, all, {0.6, seed});
+    const auto m = tb.measure(Context{.seed = seed}, w, all, MeasureOptions(0.6));
     EXPECT_TRUE(m.ok()) << m.error;
     return m.models.empty() ? -1.0 : m.models[0].throughput * 0.6;
   };
@@ -363,20 +363,20 @@ Workload tiny_chat_at_20rps() {
 /// make-before-break (no outage).
 Measurement measure_with_change(const TorchTestbed& tb, const Workload& w, Actuation begins,
                                 bool break_first) {
-  MeasureOptions o(1.5, 7);
+  MeasureOptions o(1.5);
   TransitionCharge c;
   c.model = 0;
   c.begins = begins;
   c.outage_s = break_first ? 1.5 : 0;
   c.extra_vram_bytes = break_first ? 0 : 1e8;
   o.transitions = {c};
-  return tb.measure(w, JointConfig{0}, o);
+  return tb.measure(Context{.seed = 7}, w, JointConfig{0}, o);
 }
 
 TEST(TorchBedTransitions, ARestartStartsANewProcessAndItsRequestsWait) {
   const TorchTestbed tb(options());
   const Workload w = tiny_chat_at_20rps();
-  const Measurement steady = tb.measure(w, JointConfig{0}, {1.5, 7});
+  const Measurement steady = tb.measure(Context{.seed = 7}, w, JointConfig{0}, MeasureOptions(1.5));
   ASSERT_TRUE(steady.ok()) << steady.error;
   const std::set<long> before = worker_pids();
   ASSERT_EQ(before.size(), 1U);
@@ -402,7 +402,7 @@ TEST(TorchBedTransitions, ARestartStartsANewProcessAndItsRequestsWait) {
   EXPECT_GT(r.latency_ms_p95, steady.models[0].latency_ms_p95);
 
   // The window after the restart pays nothing more: the new process serves it.
-  const Measurement next = tb.measure(w, JointConfig{0}, {1.5, 7});
+  const Measurement next = tb.measure(Context{.seed = 7}, w, JointConfig{0}, MeasureOptions(1.5));
   ASSERT_TRUE(next.ok()) << next.error;
   EXPECT_EQ(worker_pids(), after);
   EXPECT_EQ(*next.models[0].downtime_s, 0);
@@ -411,7 +411,7 @@ TEST(TorchBedTransitions, ARestartStartsANewProcessAndItsRequestsWait) {
 TEST(TorchBedTransitions, AReloadRebuildsTheModelInItsOwnProcess) {
   const TorchTestbed tb(options());
   const Workload w = tiny_chat_at_20rps();
-  ASSERT_TRUE(tb.measure(w, JointConfig{0}, {1.0, 7}).ok());
+  ASSERT_TRUE(tb.measure(Context{.seed = 7}, w, JointConfig{0}, MeasureOptions(1.0)).ok());
   const std::set<long> before = worker_pids();
   const Measurement reloaded = measure_with_change(tb, w, Actuation::kReload, true);
   ASSERT_TRUE(reloaded.ok()) << reloaded.error;
@@ -427,7 +427,7 @@ TEST(TorchBedTransitions, AFrameStreamLosesTheFramesOfARestart) {
   Demand d;
   d.fps = 20;
   const Workload w = workload({spec("cam", "yolo11n", vision(128), d)});
-  const Measurement steady = tb.measure(w, JointConfig{0}, {1.5, 7});
+  const Measurement steady = tb.measure(Context{.seed = 7}, w, JointConfig{0}, MeasureOptions(1.5));
   ASSERT_TRUE(steady.ok()) << steady.error;
   const Measurement restarted = measure_with_change(tb, w, Actuation::kRestart, true);
   ASSERT_TRUE(restarted.ok()) << restarted.error;
@@ -442,7 +442,7 @@ TEST(TorchBedTransitions, AFrameStreamLosesTheFramesOfARestart) {
 TEST(TorchBedTransitions, AMakeBeforeBreakSwapServesThroughout) {
   const TorchTestbed tb(options());
   const Workload w = tiny_chat_at_20rps();
-  ASSERT_TRUE(tb.measure(w, JointConfig{0}, {1.5, 7}).ok());
+  ASSERT_TRUE(tb.measure(Context{.seed = 7}, w, JointConfig{0}, MeasureOptions(1.5)).ok());
   const std::set<long> before = worker_pids();
   ASSERT_EQ(before.size(), 1U);
   // Break first, for comparison: its requests wait for the new process.

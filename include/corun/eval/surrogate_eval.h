@@ -121,7 +121,7 @@ struct SurrogateEvalReport {
   std::string workload_hash;
   std::string device;
   std::string testbed;
-  std::uint64_t seed = 0;
+  Context context{.seed = 0};  ///< what it ran under (the report states its base seed)
   std::size_t heldout = 0;
   std::vector<std::string> model_names;
   std::vector<SurrogateEvalRow> rows;

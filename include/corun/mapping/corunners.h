@@ -58,7 +58,7 @@ struct CoRunners {
   exporting::PlanInput plan;         ///< workload and the settings of every model it runs
   std::vector<std::int32_t> config;  ///< the plan's joint configuration (kAbsent: not run)
   Measurement measured;              ///< the plan alone on the testbed
-  std::uint64_t seed = 1;            ///< of the measurements
+  Context context;                   ///< what it was measured under (the noise's seed)
   double window_s = 10;              ///< measurement window, seconds
   std::string testbed;               ///< name of the testbed that measured it
   /// The planner's prediction of the co-runners' SLAs during a tool burst (nullptr: none was

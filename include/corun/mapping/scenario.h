@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/core/yaml.h"
 #include "corun/mapping/tools.h"
@@ -65,7 +66,7 @@ struct Scenario {
   std::string file;                ///< where it was loaded from ("" when generated)
   std::string device = "rtx3090";  ///< catalog device name
   double vram_budget_gb = 0;       ///< VRAM the tools may hold at once (GB = 1e9 bytes)
-  std::uint64_t seed = 1;          ///< seed of the run's noise and exploration
+  Context context;  ///< the run's: its seed (the file's `seed:`) draws noise and exploration
   double noise = 0;                ///< log-normal sigma of observed times
   Background background;
   CoRunningFiles co_running;  ///< empty plan: none

@@ -44,7 +44,7 @@ struct PlanResult {
 ///
 /// @code
 ///   SimTestbed sim;  // any Predictor will do: a compiled surrogate, the twin, a testbed
-///   const TestbedPredictor truth(w, sim, MeasureOptions{10, 1, {}, false});
+///   const TestbedPredictor truth(Context{}, w, sim, MeasureOptions{10, {}, false});
 ///   const PlanProblem p(w, std::vector<bool>(w.models.size(), true), truth);  // all active
 ///   Result<std::unique_ptr<Solver>> s = make_solver("exhaustive");  // one of solver_names()
 ///   if (!s) return s.error();                            // unknown names get a suggestion

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/profile/plan.h"
 #include "corun/testbed/testbed.h"
@@ -23,7 +24,8 @@ inline constexpr int kDatasetSchemaVersion = 1;
 /// (see plan_sample), so rerunning with a larger budget extends the same campaign.
 struct CampaignSpec {
   Plan plan = Plan::kStandalone;
-  std::uint64_t seed = 1;
+  /// What the campaign draws from: its seed is part of its identity (its threads are not).
+  Context context;
   std::string testbed = "sim";
   double window_s = 10;
 };

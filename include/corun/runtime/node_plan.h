@@ -64,7 +64,7 @@ Result<CapacityAnswer> gpus_needed(const Context& ctx, const Workload& w, Predic
                                    std::size_t from_gpus, std::size_t max_gpus);
 
 /// @brief Runs `plan` on `testbed` (measure_node) and scores what it measured.
-NodeOutcome measure_node_plan(const Workload& w, NodePlan plan, const Testbed& testbed,
-                              const MeasureOptions& options);
+NodeOutcome measure_node_plan(const Context& ctx, const Workload& w, NodePlan plan,
+                              const Testbed& testbed, const MeasureOptions& options);
 
 }  // namespace corun

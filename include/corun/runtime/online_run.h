@@ -76,7 +76,8 @@ struct RunReport {
   std::string source;      ///< what predicted at the start (PredictorSource::describe)
   bool learning = true;
   double breach_target = 0;
-  std::uint64_t seed = 0;
+  /// What the run ran under: its seed (the report says it; threads never change a result).
+  Context context{.seed = 0};
   std::vector<std::string> model_names;
   std::vector<IntervalRecord> intervals;
   std::size_t refits = 0;                 ///< refit surrogates adopted

@@ -16,16 +16,18 @@ namespace corun {
 /// and plans meet.
 class TestbedPredictor final : public Predictor {
  public:
-  TestbedPredictor(const Workload& w, const Testbed& t, MeasureOptions options)
-      : w_(&w), t_(&t), options_(std::move(options)) {}
+  /// Measurements with `options`, their noise (if any) drawn from `ctx.seed`.
+  TestbedPredictor(const Context& ctx, const Workload& w, const Testbed& t, MeasureOptions options)
+      : ctx_(ctx), w_(&w), t_(&t), options_(std::move(options)) {}
   /// Noisy measurements of `window_s` seconds, their noise drawn from `ctx.seed`.
   TestbedPredictor(const Context& ctx, const Workload& w, const Testbed& t, double window_s)
-      : TestbedPredictor(w, t, MeasureOptions{window_s, ctx.seed, {}, true}) {}
+      : TestbedPredictor(ctx, w, t, MeasureOptions{window_s, {}, true}) {}
   [[nodiscard]] std::size_t models() const override { return w_->models.size(); }
   void predict(std::span<const std::int32_t> configs, std::size_t rows,
                std::span<Predicted> out) const override;
 
  private:
+  Context ctx_;
   const Workload* w_;
   const Testbed* t_;
   MeasureOptions options_;

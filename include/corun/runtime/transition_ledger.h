@@ -11,7 +11,7 @@
 // @code
 // TransitionLedger ledger(w.models.size());
 // ledger.begin(joint_transition(table, now, previous, config));
-// MeasureOptions o(window_s, seed, conditions);
+// MeasureOptions o(window_s, conditions);
 // o.transitions = ledger.next_window(config, window_s);
 // @endcode
 

@@ -52,7 +52,9 @@ struct Head {
 struct Provenance {
   std::string testbed;
   std::string device;
-  std::uint64_t seed = 0;
+  /// What the data was measured under: its seed (0: not recorded), written into the model
+  /// file (threads are not: they never change a result).
+  Context context{.seed = 0};
   std::string workload_hash;
   std::string workload_name;
   std::string dataset;  ///< the dataset file it was fitted from, if any

@@ -29,7 +29,8 @@ struct ConcurrencyLevel {
 /// and is measured with the same options, so levels differ only by their load.
 /// @return one entry per level; a level that fails carries the failure in its measurement
 /// Thread-safety: as `testbed.measure`.
-[[nodiscard]] std::vector<ConcurrencyLevel> sweep_concurrency(const Testbed& testbed,
+[[nodiscard]] std::vector<ConcurrencyLevel> sweep_concurrency(const Context& ctx,
+                                                              const Testbed& testbed,
                                                               const Workload& w,
                                                               std::span<const std::int32_t> config,
                                                               std::span<const int> levels,

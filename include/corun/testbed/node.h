@@ -27,13 +27,13 @@ struct NodeMeasurement {
 /// assigned to it, on its own device, as one measurement of `testbed`. Co-runners therefore
 /// contend only inside their unit: MIG isolates slices (their SMs, memory, L2 and DRAM
 /// bandwidth), and separate GPUs share nothing. Each unit draws its noise from its own seed
-/// (derived from options.seed and the unit's position), so the same command gives the same
+/// (derived from ctx.seed and the unit's position), so the same command gives the same
 /// numbers and a unit's measurement does not depend on what the others run. The conditions of
 /// `options` act on every unit. Thread-safe when the testbed's measure() is.
 /// @param assignment per model of `w`: its unit index in `layout`, or kUnassigned
 /// @param config per model of `w`: its local configuration (ignored where unassigned)
-NodeMeasurement measure_node(const Testbed& testbed, const Workload& w, const NodeLayout& layout,
-                             std::span<const std::int32_t> assignment,
+NodeMeasurement measure_node(const Context& ctx, const Testbed& testbed, const Workload& w,
+                             const NodeLayout& layout, std::span<const std::int32_t> assignment,
                              std::span<const std::int32_t> config, const MeasureOptions& options);
 
 }  // namespace corun

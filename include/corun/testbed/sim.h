@@ -18,10 +18,10 @@ struct SimTruth {
   double l2_sensitivity = 1;  ///< how much co-runners' L2 pressure slows a phase
   double launch = 1;          ///< per-kernel launch and fixed costs
   double power = 1;           ///< dynamic power (how soon the power limiter throttles)
-  std::uint64_t seed = 0;     ///< what perturbed() drew them from (0: unperturbed)
+  Context context{.seed = 0};  ///< what perturbed() drew them from (seed 0: unperturbed)
 
-  /// @brief Multipliers drawn from `seed` (deterministic).
-  static SimTruth perturbed(std::uint64_t seed);
+  /// @brief Multipliers drawn from `ctx.seed` (deterministic).
+  static SimTruth perturbed(const Context& ctx);
   /// @brief "bandwidth x0.83, compute x1.21, ..." for logs and reports.
   [[nodiscard]] std::string describe() const;
 };
@@ -37,7 +37,7 @@ class SimTestbed final : public Testbed {
   /// @brief "sim", or "sim:perturb=SEED" for a perturbed truth.
   [[nodiscard]] std::string_view name() const override { return name_; }
   [[nodiscard]] const SimTruth& truth() const { return truth_; }
-  Measurement measure(const Workload& w, std::span<const std::int32_t> config,
+  Measurement measure(const Context& ctx, const Workload& w, std::span<const std::int32_t> config,
                       const MeasureOptions& options) const override;
 
  private:

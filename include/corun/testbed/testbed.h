@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "corun/core/context.h"
 #include "corun/core/result.h"
 #include "corun/space/space.h"
 #include "corun/space/transition.h"
@@ -117,15 +118,13 @@ struct TransitionCharge {
 void charge_transition(const ModelSpec& m, const TransitionCharge& c, double window_s,
                        ModelMetrics& mm);
 
-/// @brief How to measure: window length, the seed of this measurement's noise, and the
-/// conditions the testbed runs under.
+/// @brief How to measure: window length and the conditions the testbed runs under (the seed
+/// of a measurement's noise is its Context's).
 struct MeasureOptions {
-  MeasureOptions(double window = 10, std::uint64_t noise_seed = 1, Conditions c = {},
-                 bool with_noise = true)
-      : window_s(window), seed(noise_seed), conditions(c), noise(with_noise) {}
+  MeasureOptions(double window = 10, Conditions c = {}, bool with_noise = true)
+      : window_s(window), conditions(c), noise(with_noise) {}
 
   double window_s = 10;
-  std::uint64_t seed = 1;
   Conditions conditions;
   /// Transitions under way in this window (corun run, from the plan in force before it).
   std::vector<TransitionCharge> transitions;
@@ -142,8 +141,8 @@ struct MeasureOptions {
 ///   Result<std::unique_ptr<Testbed>> tb = make_testbed("sim");  // or "sim:perturb=7"
 ///   if (!tb) return tb.error();                        // unknown names get a suggestion
 ///   const JointConfig c(w.models.size(), 0);           // local configuration 0 of every model
-///   const MeasureOptions quiet(10, 1, {}, false);      // 10 s window, seed 1, no noise
-///   const Measurement m = (*tb)->measure(w, c, quiet);
+///   const MeasureOptions quiet(10, {}, false);         // 10 s window, no noise
+///   const Measurement m = (*tb)->measure(Context{.seed = 1}, w, c, quiet);
 ///   for (const ModelMetrics& mm : m.models) {
 ///     if (mm.ok()) std::printf("%s: p95 %.1f ms\n", mm.name.c_str(), mm.latency_ms_p95);
 ///   }
@@ -152,8 +151,10 @@ class Testbed {
  public:
   virtual ~Testbed() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
-  /// @brief Measures `config` (one local index per model of `w`; kAbsent = not running).
-  virtual Measurement measure(const Workload& w, std::span<const std::int32_t> config,
+  /// @brief Measures `config` (one local index per model of `w`; kAbsent = not running),
+  /// with measurement noise drawn from `ctx.seed` (the same seed, the same numbers).
+  virtual Measurement measure(const Context& ctx, const Workload& w,
+                              std::span<const std::int32_t> config,
                               const MeasureOptions& options) const = 0;
 };
 

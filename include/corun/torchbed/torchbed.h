@@ -76,7 +76,7 @@ class TorchTestbed final : public Testbed {
   explicit TorchTestbed(TorchBedOptions options);
   ~TorchTestbed() override;
   [[nodiscard]] std::string_view name() const override;
-  Measurement measure(const Workload& w, std::span<const std::int32_t> config,
+  Measurement measure(const Context& ctx, const Workload& w, std::span<const std::int32_t> config,
                       const MeasureOptions& options) const override;
 
  private:
